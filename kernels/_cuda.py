@@ -1,0 +1,28 @@
+"""Load the package's .cu sources with cupy.RawModule; each module compiles once per process (CuPy caches on disk)."""
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+from .device import cupy_module
+
+_ROOT = Path(__file__).resolve().parent
+
+
+@functools.lru_cache(maxsize=None)
+def load_module(relpath: str, options: tuple[str, ...] = (), name_expressions: tuple[str, ...] | None = None):
+    """Compile ``kernels/<relpath>`` (a .cu file) once and return the cupy.RawModule.
+
+    ``options`` are NVRTC flags; ``name_expressions`` lists template instantiations to look up with get_function.
+    """
+    cp = cupy_module()
+    src = (_ROOT / relpath).read_text()
+    opts = ("--std=c++17",) + tuple(options)
+    if name_expressions:
+        return cp.RawModule(code=src, options=opts, name_expressions=list(name_expressions))
+    return cp.RawModule(code=src, options=opts)
+
+
+def get_kernel(relpath: str, name: str, options: tuple[str, ...] = (), name_expressions: tuple[str, ...] | None = None):
+    """A compiled kernel function from a .cu file."""
+    return load_module(relpath, options, name_expressions).get_function(name)
