@@ -1,0 +1,332 @@
+"""Root-to-leaf path extraction from shap TreeEnsemble dense arrays into a flat, merged PathSet."""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numba
+import numpy as np
+
+__all__ = ["PathSet", "extract_paths"]
+
+_ALL_ONES = np.uint32(0xFFFFFFFF)
+
+
+@dataclass(frozen=True)
+class PathSet:
+    """All root-to-leaf paths of a tree ensemble, one path per leaf, duplicate features merged.
+
+    Element ``e`` of a path is satisfied by a value ``x`` when:
+
+    * ``x`` is NaN: iff ``missing_ok[e]`` (the path follows the default child at every merged split);
+    * otherwise iff ``(lower[e] == -inf or lower[e] < x) and x <= upper[e]`` (shap's ``x <= t`` goes left rule;
+      ``lower == -inf`` means "no lower bound", so ``x = -inf`` satisfies it), and, when ``cat_ptr[e] >= 0``, the
+      category test below also holds.
+
+    Category test: ``c = int(x)`` (truncation). If ``0 <= x`` and ``c < 32 * cat_nwords[e]`` the answer is bit
+    ``c % 32`` of ``cat_words[cat_ptr[e] + c // 32]``; otherwise (negative, too large or infinite x) the answer is
+    ``cat_outside_ok[e]``. A left child of a categorical node stores the node's LEFT set with
+    ``cat_outside_ok = False``; the right child stores its complement (within the stored words) with
+    ``cat_outside_ok = True``, so categories beyond the stored bitset go right (XGBoost: categories outside the
+    split's set go left only when they are in the LEFT set given by the adapter).
+
+    Paths are ordered by tree, then leaves in depth-first (left first) order, so ``tree_index`` is non-decreasing.
+    """
+
+    n_features: int
+    n_outputs: int
+    path_ptr: np.ndarray        # int64 (P+1,)
+    feature: np.ndarray         # int32 (E,)
+    lower: np.ndarray           # float64 (E,)
+    upper: np.ndarray           # float64 (E,)
+    missing_ok: np.ndarray      # bool (E,)
+    cat_ptr: np.ndarray         # int64 (E,), -1 = no categorical constraint
+    cat_nwords: np.ndarray      # int32 (E,)
+    cat_words: np.ndarray       # uint32 (W,)
+    zero_fraction: np.ndarray   # float64 (E,)
+    leaf_value: np.ndarray      # float64 (P, K)
+    tree_index: np.ndarray      # int32 (P,)
+    base_offset: np.ndarray     # float64 (K,)
+    input_dtype: np.dtype = np.dtype(np.float64)
+    cat_outside_ok: np.ndarray | None = None  # bool (E,): category test result for categories outside the bitset
+
+    def __post_init__(self) -> None:
+        if self.cat_outside_ok is None:
+            object.__setattr__(self, "cat_outside_ok", np.zeros(len(self.feature), dtype=bool))
+
+    @property
+    def n_paths(self) -> int:
+        return len(self.path_ptr) - 1
+
+    @property
+    def n_trees(self) -> int:
+        return int(self.tree_index[-1]) + 1 if len(self.tree_index) else 0
+
+    @property
+    def max_length(self) -> int:
+        """Longest merged path (number of stored elements, root excluded)."""
+        return int(np.diff(self.path_ptr).max()) if self.n_paths else 0
+
+    def restrict(self, tree_limit: int | None) -> "PathSet":
+        """The paths of trees with ``tree_index < tree_limit``; ``None`` keeps every tree."""
+        if tree_limit is None:
+            return self
+        tree_limit = int(tree_limit)
+        if tree_limit < 0:
+            raise ValueError(f"tree_limit must be None or >= 0, got {tree_limit}")
+        p = int(np.searchsorted(self.tree_index, tree_limit, side="left"))
+        if p == self.n_paths:
+            return self
+        e = int(self.path_ptr[p])
+        return replace(
+            self,
+            path_ptr=self.path_ptr[: p + 1],
+            feature=self.feature[:e],
+            lower=self.lower[:e],
+            upper=self.upper[:e],
+            missing_ok=self.missing_ok[:e],
+            cat_ptr=self.cat_ptr[:e],
+            cat_nwords=self.cat_nwords[:e],
+            zero_fraction=self.zero_fraction[:e],
+            cat_outside_ok=self.cat_outside_ok[:e],
+            leaf_value=self.leaf_value[:p],
+            tree_index=self.tree_index[:p],
+        )
+
+    def bias(self, tree_limit: int | None = None) -> np.ndarray:
+        """Expected value under cover weighting: base_offset + sum_p prod(zero_fraction_p) * leaf_value_p, (K,)."""
+        ps = self.restrict(tree_limit)
+        prob = _path_probability(ps.path_ptr, ps.zero_fraction)
+        return ps.base_offset + prob @ ps.leaf_value
+
+
+@numba.njit(cache=True)
+def _path_probability(path_ptr, zero_fraction):
+    n = len(path_ptr) - 1
+    out = np.ones(n)
+    for p in range(n):
+        acc = 1.0
+        for e in range(path_ptr[p], path_ptr[p + 1]):
+            acc *= zero_fraction[e]
+        out[p] = acc
+    return out
+
+
+@numba.njit(cache=True)
+def _walk(cl, cr, cd, feat, thr, cover, is_cat, node_cat_ptr, node_cat_nwords, node_words, fill,
+          n_paths_out, n_elem_out, n_words_out,
+          path_ptr, o_feature, o_lower, o_upper, o_missing, o_catptr, o_catnw, o_words, o_outside, o_zero,
+          o_leaf_node, o_tree):
+    """Depth-first walk of every tree; at each leaf, merge the path's splits by feature.
+
+    With ``fill=False`` it only counts (paths, merged elements, category words); with ``fill=True`` it writes.
+    """
+    T, N = cl.shape
+    stack_node = np.empty(N + 1, np.int64)
+    stack_side = np.empty(N + 1, np.int64)
+    r_feat = np.empty(N + 1, np.int64)
+    r_node = np.empty(N + 1, np.int64)
+    r_left = np.empty(N + 1, np.bool_)
+    order = np.empty(N + 1, np.int64)
+    p = 0
+    e_out = 0
+    w_out = 0
+    for t in range(T):
+        sp = 0
+        stack_node[0] = 0
+        stack_side[0] = 0
+        while sp >= 0:
+            node = stack_node[sp]
+            if cl[t, node] < 0:
+                # leaf: ancestors are stack_node[0:sp]; side 1 = went left, 2 = went right
+                d = sp
+                for a in range(d):
+                    r_node[a] = stack_node[a]
+                    r_feat[a] = feat[t, stack_node[a]]
+                    r_left[a] = stack_side[a] == 1
+                # stable insertion sort of indices by feature
+                for a in range(d):
+                    order[a] = a
+                for a in range(1, d):
+                    key = order[a]
+                    b = a - 1
+                    while b >= 0 and r_feat[order[b]] > r_feat[key]:
+                        order[b + 1] = order[b]
+                        b -= 1
+                    order[b + 1] = key
+                if fill:
+                    path_ptr[p] = e_out
+                    o_leaf_node[p] = node
+                    o_tree[p] = t
+                a = 0
+                while a < d:
+                    f = r_feat[order[a]]
+                    b = a
+                    while b < d and r_feat[order[b]] == f:
+                        b += 1
+                    lo = -np.inf
+                    hi = np.inf
+                    miss = True
+                    z = 1.0
+                    has_cat = False
+                    nw = 0
+                    outside = True
+                    for q in range(a, b):
+                        k = order[q]
+                        pn = r_node[k]
+                        child = cl[t, pn] if r_left[k] else cr[t, pn]
+                        pc = cover[t, pn]
+                        z *= cover[t, child] / pc if pc > 0 else 0.0
+                        miss = miss and (cd[t, pn] == child)
+                        if is_cat[t, pn]:
+                            has_cat = True
+                            nw = max(nw, node_cat_nwords[t, pn])
+                            if r_left[k]:
+                                outside = False
+                        else:
+                            th = thr[t, pn]
+                            if r_left[k]:
+                                hi = min(hi, th)
+                            else:
+                                lo = max(lo, th)
+                    if fill:
+                        o_feature[e_out] = f
+                        o_lower[e_out] = lo
+                        o_upper[e_out] = hi
+                        o_missing[e_out] = miss
+                        o_zero[e_out] = z
+                        o_outside[e_out] = outside if has_cat else False
+                        if has_cat:
+                            o_catptr[e_out] = w_out
+                            o_catnw[e_out] = nw
+                            for w in range(nw):
+                                acc = _ALL_ONES
+                                for q in range(a, b):
+                                    k = order[q]
+                                    pn = r_node[k]
+                                    if not is_cat[t, pn]:
+                                        continue
+                                    nwn = node_cat_nwords[t, pn]
+                                    if w < nwn:
+                                        word = node_words[node_cat_ptr[t, pn] + w]
+                                    else:
+                                        word = np.uint32(0)
+                                    if not r_left[k]:
+                                        word = ~word
+                                    acc &= word
+                                o_words[w_out + w] = acc
+                        else:
+                            o_catptr[e_out] = -1
+                            o_catnw[e_out] = 0
+                    if has_cat:
+                        w_out += nw
+                    e_out += 1
+                    a = b
+                p += 1
+                sp -= 1
+                continue
+            side = stack_side[sp]
+            if sp >= N:
+                raise ValueError("tree structure has a cycle or is deeper than its node count")
+            if side == 0:
+                stack_side[sp] = 1
+                sp += 1
+                stack_node[sp] = cl[t, node]
+                stack_side[sp] = 0
+            elif side == 1:
+                stack_side[sp] = 2
+                sp += 1
+                stack_node[sp] = cr[t, node]
+                stack_side[sp] = 0
+            else:
+                sp -= 1
+    if fill:
+        path_ptr[p] = e_out
+    n_paths_out[0] = p
+    n_elem_out[0] = e_out
+    n_words_out[0] = w_out
+
+
+def extract_paths(children_left, children_right, children_default, features, thresholds, values,
+                  node_sample_weight, base_offset, *, n_features: int, input_dtype=np.float64,
+                  categories=None) -> PathSet:
+    """Turn shap ``TreeEnsemble`` dense arrays ``(T, max_nodes)`` (``values``: ``(T, max_nodes, K)``) into a PathSet.
+
+    Rules: ``x <= threshold`` goes left (left child: ``upper = min(upper, t)``; right: ``lower = max(lower, t)``);
+    NaN follows ``children_default``; ``zero_fraction = cover(child) / cover(parent)`` (0 where the parent's cover is
+    0); repeated features on a path are merged (intervals intersected, zero fractions multiplied, ``missing_ok`` and
+    category sets ANDed). ``categories = (is_categorical, node_cat_ptr, node_cat_nwords, cat_words)`` gives for each
+    categorical node the bitset of categories that go LEFT (see :class:`PathSet` for categories outside it).
+    Only nodes reachable from node 0 are visited; a tree whose root is a leaf gives one path with no elements.
+    """
+    cl = np.ascontiguousarray(children_left, dtype=np.int64)
+    cr = np.ascontiguousarray(children_right, dtype=np.int64)
+    cd = np.ascontiguousarray(children_default, dtype=np.int64)
+    ft = np.ascontiguousarray(features, dtype=np.int64)
+    th = np.ascontiguousarray(thresholds, dtype=np.float64)
+    cov = np.ascontiguousarray(node_sample_weight, dtype=np.float64)
+    vals = np.asarray(values, dtype=np.float64)
+    if cl.ndim != 2:
+        raise ValueError(f"children_left must be 2-D (n_trees, max_nodes), got shape {cl.shape}")
+    for name, arr in (("children_right", cr), ("children_default", cd), ("features", ft), ("thresholds", th),
+                      ("node_sample_weight", cov)):
+        if arr.shape != cl.shape:
+            raise ValueError(f"{name} has shape {arr.shape}, expected {cl.shape} like children_left")
+    if vals.ndim == 2:
+        vals = vals[:, :, None]
+    if vals.ndim != 3 or vals.shape[:2] != cl.shape:
+        raise ValueError(f"values must have shape (n_trees, max_nodes, K) = {cl.shape + (-1,)}, got {vals.shape}")
+    K = vals.shape[2]
+    base = np.broadcast_to(np.asarray(base_offset, dtype=np.float64).reshape(-1), (K,)).copy()
+    T, N = cl.shape
+    if categories is None:
+        is_cat = np.zeros((T, N), dtype=np.bool_)
+        ncp = np.zeros((T, N), dtype=np.int64)
+        ncn = np.zeros((T, N), dtype=np.int64)
+        nwords = np.zeros(0, dtype=np.uint32)
+    else:
+        is_cat_, ncp_, ncn_, nwords_ = categories
+        is_cat = np.ascontiguousarray(is_cat_, dtype=np.bool_)
+        ncp = np.ascontiguousarray(ncp_, dtype=np.int64)
+        ncn = np.ascontiguousarray(ncn_, dtype=np.int64)
+        nwords = np.ascontiguousarray(nwords_, dtype=np.uint32)
+        for name, arr in (("is_categorical", is_cat), ("node_cat_ptr", ncp), ("node_cat_nwords", ncn)):
+            if arr.shape != cl.shape:
+                raise ValueError(f"categories: {name} has shape {arr.shape}, expected {cl.shape}")
+        sel = is_cat & (cl >= 0)
+        if np.any(ncn[sel] < 0) or np.any(ncp[sel] < 0) or np.any(ncp[sel] + ncn[sel] > len(nwords)):
+            raise ValueError("categories: node_cat_ptr/node_cat_nwords point outside cat_words")
+    internal = cl >= 0
+    if np.any(internal & ((ft < 0) | (ft >= n_features))):
+        bad = ft[internal & ((ft < 0) | (ft >= n_features))][0]
+        raise ValueError(f"split feature index {bad} is outside [0, n_features={n_features})")
+    if np.any(internal & ((cr < 0) | (cr >= N) | (cl >= N))):
+        raise ValueError("internal node with an invalid child index")
+
+    counts = [np.zeros(1, np.int64) for _ in range(3)]
+    e1 = np.zeros(0, np.int64)
+    f1 = np.zeros(0, np.float64)
+    b1 = np.zeros(0, np.bool_)
+    i32 = np.zeros(0, np.int32)
+    u32 = np.zeros(0, np.uint32)
+    _walk(cl, cr, cd, ft, th, cov, is_cat, ncp, ncn, nwords, False, counts[0], counts[1], counts[2],
+          e1, i32, f1, f1, b1, e1, i32, u32, b1, f1, e1, i32)
+    P, E, W = (int(c[0]) for c in counts)
+    path_ptr = np.zeros(P + 1, np.int64)
+    feature = np.empty(E, np.int32)
+    lower = np.empty(E, np.float64)
+    upper = np.empty(E, np.float64)
+    missing_ok = np.empty(E, np.bool_)
+    cat_ptr = np.empty(E, np.int64)
+    cat_nw = np.empty(E, np.int32)
+    cat_words = np.empty(W, np.uint32)
+    outside = np.empty(E, np.bool_)
+    zero = np.empty(E, np.float64)
+    leaf_node = np.empty(P, np.int64)
+    tree = np.empty(P, np.int32)
+    _walk(cl, cr, cd, ft, th, cov, is_cat, ncp, ncn, nwords, True, counts[0], counts[1], counts[2],
+          path_ptr, feature, lower, upper, missing_ok, cat_ptr, cat_nw, cat_words, outside, zero, leaf_node, tree)
+    leaf_value = np.ascontiguousarray(vals[tree.astype(np.int64), leaf_node, :])
+    return PathSet(n_features=int(n_features), n_outputs=int(K), path_ptr=path_ptr, feature=feature, lower=lower,
+                   upper=upper, missing_ok=missing_ok, cat_ptr=cat_ptr, cat_nwords=cat_nw, cat_words=cat_words,
+                   zero_fraction=zero, leaf_value=leaf_value, tree_index=tree, base_offset=base,
+                   input_dtype=np.dtype(input_dtype), cat_outside_ok=outside)

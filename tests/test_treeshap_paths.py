@@ -1,0 +1,147 @@
+"""Path extraction: structure on hand-built trees, predictions and expectations against sklearn trees."""
+import numpy as np
+import pytest
+from sklearn.tree import DecisionTreeRegressor
+
+from kernels.treeshap.paths import extract_paths
+
+
+def _basic_tree():
+    """GPUTreeShap's BasicPaths tree: 0:[f0] 1:leaf -1, 2:[f1] 3:leaf -1, 4:[f2] 5:leaf 1, 6:leaf 0.5."""
+    cl = np.array([[1, -1, 3, -1, 5, -1, -1]])
+    cr = np.array([[2, -1, 4, -1, 6, -1, -1]])
+    ft = np.array([[0, -1, 1, -1, 2, -1, -1]])
+    th = np.array([[0.5, 0, 0.5, 0, 0.5, 0, 0]])
+    cov = np.array([[5, 2, 3, 1, 2, 1, 1.0]])
+    val = np.array([[0, -1, 0, -1, 0, 1, 0.5]])[:, :, None]
+    return cl, cr, ft, th, val, cov
+
+
+def _satisfies(ps, e, x):
+    """Independent element test written from the PathSet docstring."""
+    if np.isnan(x):
+        return bool(ps.missing_ok[e])
+    if not ((ps.lower[e] == -np.inf or ps.lower[e] < x) and x <= ps.upper[e]):
+        return False
+    if ps.cat_ptr[e] < 0:
+        return True
+    nw = ps.cat_nwords[e]
+    if x < 0 or not np.isfinite(x) or int(x) >= 32 * nw:
+        return bool(ps.cat_outside_ok[e])
+    c = int(x)
+    return bool((int(ps.cat_words[ps.cat_ptr[e] + c // 32]) >> (c % 32)) & 1)
+
+
+def _predict_from_paths(ps, X):
+    out = np.tile(ps.base_offset, (len(X), 1))
+    for i, x in enumerate(X):
+        for p in range(ps.n_paths):
+            els = range(ps.path_ptr[p], ps.path_ptr[p + 1])
+            if all(_satisfies(ps, e, x[ps.feature[e]]) for e in els):
+                out[i] += ps.leaf_value[p]
+    return out
+
+
+def test_basic_paths_structure():
+    cl, cr, ft, th, val, cov = _basic_tree()
+    ps = extract_paths(cl, cr, cl, ft, th, val, cov, 0.25, n_features=3)
+    assert ps.n_paths == 4 and ps.n_outputs == 1
+    np.testing.assert_array_equal(ps.path_ptr, [0, 1, 3, 6, 9])
+    np.testing.assert_array_equal(ps.feature, [0, 0, 1, 0, 1, 2, 0, 1, 2])
+    np.testing.assert_allclose(ps.zero_fraction, [0.4, 0.6, 1 / 3, 0.6, 2 / 3, 0.5, 0.6, 2 / 3, 0.5])
+    np.testing.assert_array_equal(ps.upper[:3], [0.5, np.inf, 0.5])
+    np.testing.assert_array_equal(ps.lower[:3], [-np.inf, 0.5, -np.inf])
+    np.testing.assert_array_equal(ps.missing_ok, [True, False, True, False, False, True, False, False, False])
+    np.testing.assert_array_equal(ps.leaf_value[:, 0], [-1, -1, 1, 0.5])
+    # expected value under cover weighting: 0.4*-1 + 0.2*-1 + 0.2*1 + 0.2*0.5 = -0.3, plus base offset
+    np.testing.assert_allclose(ps.bias(), [-0.3 + 0.25])
+    assert ps.restrict(0).n_paths == 0
+    np.testing.assert_allclose(ps.restrict(0).bias(), [0.25])
+
+
+def test_duplicates_merged():
+    # f0 split at 0.5, 1.5 and 2.5 on one path (GPUTreeShap's BasicPathsWithDuplicates)
+    cl = np.array([[1, -1, 3, -1, 5, -1, -1]])
+    cr = np.array([[2, -1, 4, -1, 6, -1, -1]])
+    ft = np.array([[0, -1, 0, -1, 0, -1, -1]])
+    th = np.array([[0.5, 0, 1.5, 0, 2.5, 0, 0]])
+    cov = np.array([[3, 1, 2, 1, 1, 0.5, 0.5]])
+    val = np.array([[0, -1, 0, 1, 0, 2, 3.0]])[:, :, None]
+    cd = np.array([[1, -1, 4, -1, 6, -1, -1]])  # NaN: left, right, right
+    ps = extract_paths(cl, cr, cd, ft, th, val, cov, 0.0, n_features=1)
+    assert ps.n_paths == 4
+    np.testing.assert_array_equal(np.diff(ps.path_ptr), [1, 1, 1, 1])
+    np.testing.assert_allclose(ps.lower, [-np.inf, 0.5, 1.5, 2.5])
+    np.testing.assert_allclose(ps.upper, [0.5, 1.5, 2.5, np.inf])
+    np.testing.assert_allclose(ps.zero_fraction, [1 / 3, 1 / 3, 1 / 6, 1 / 6])
+    np.testing.assert_array_equal(ps.missing_ok, [True, False, False, False])
+    np.testing.assert_allclose(ps.bias(), [-1 / 3 + 1 / 3 + 2 / 6 + 3 / 6])
+
+
+def test_categorical_left_set_and_complement():
+    # root: categorical on f0 with LEFT set {1, 3, 40} -> leaf 1; its right child splits f0 again with
+    # LEFT set {2, 5}: leaves 2 (left) and 3 (right). Missing goes right at the root, then left.
+    cl = np.array([[1, -1, 3, -1, -1]])
+    cr = np.array([[2, -1, 4, -1, -1]])
+    cd = np.array([[2, -1, 3, -1, -1]])
+    ft = np.array([[0, -1, 0, -1, -1]])
+    th = np.zeros((1, 5))
+    cov = np.array([[4, 2, 2, 1, 1.0]])
+    val = np.array([[0, 1, 0, 2, 3.0]])[:, :, None]
+    words = np.array([(1 << 1) | (1 << 3), 1 << (40 - 32), (1 << 2) | (1 << 5)], dtype=np.uint32)
+    is_cat = np.array([[True, False, True, False, False]])
+    ncp = np.array([[0, 0, 2, 0, 0]])
+    ncn = np.array([[2, 0, 1, 0, 0]], dtype=np.int32)
+    ps = extract_paths(cl, cr, cd, ft, th, val, cov, 0.0, n_features=1, categories=(is_cat, ncp, ncn, words))
+    assert ps.n_paths == 3
+    np.testing.assert_array_equal(np.diff(ps.path_ptr), [1, 1, 1])
+    np.testing.assert_array_equal(ps.cat_outside_ok, [False, False, True])
+    X = np.array([[1.0], [3], [40], [2], [5], [0], [4], [100], [-1], [np.nan], [2.7]])
+    expected = [1, 1, 1, 2, 2, 3, 3, 3, 3, 2, 2]  # NaN: right then left; 2.7 -> category 2
+    np.testing.assert_allclose(_predict_from_paths(ps, X)[:, 0], expected)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_paths_reproduce_sklearn_tree(seed):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(300, 4)).astype(np.float32)
+    X[:, 3] = np.round(X[:, 3])  # ties and repeated splits on one feature
+    y = X[:, 0] * 2 + np.sin(3 * X[:, 1]) + X[:, 3] ** 2 + rng.normal(scale=0.1, size=300)
+    model = DecisionTreeRegressor(max_depth=7, random_state=seed).fit(X, y)
+    t = model.tree_
+    cl, cr = t.children_left[None], t.children_right[None]
+    ps = extract_paths(cl, cr, cl, t.feature[None], t.threshold[None], t.value[None, :, 0, :],
+                       t.weighted_n_node_samples[None], 0.0, n_features=4, input_dtype=np.float32)
+    assert ps.n_paths == t.n_leaves
+    for p in range(ps.n_paths):  # features sorted and unique within each path
+        f = ps.feature[ps.path_ptr[p]:ps.path_ptr[p + 1]]
+        assert np.all(np.diff(f) > 0)
+    Xt = rng.normal(size=(50, 4)).astype(np.float32)
+    np.testing.assert_allclose(_predict_from_paths(ps, Xt.astype(np.float64))[:, 0], model.predict(Xt),
+                               rtol=1e-12)
+    np.testing.assert_allclose(ps.bias(), t.value[0, 0], rtol=1e-12)
+
+
+def test_stump_tree_and_multioutput_order():
+    cl = np.array([[-1, -1, -1], [1, -1, -1]])
+    cr = np.array([[-1, -1, -1], [2, -1, -1]])
+    ft = np.array([[-1, -1, -1], [1, -1, -1]])
+    th = np.array([[0, 0, 0], [0.0, 0, 0]])
+    cov = np.array([[10, 0, 0], [10, 4, 6.0]])
+    val = np.zeros((2, 3, 2))
+    val[0, 0] = [1, 2]
+    val[1, 1] = [3, 0]
+    val[1, 2] = [0, 5]
+    ps = extract_paths(cl, cr, cl, ft, th, val, cov, [0.5, -0.5], n_features=2)
+    np.testing.assert_array_equal(ps.tree_index, [0, 1, 1])
+    np.testing.assert_array_equal(np.diff(ps.path_ptr), [0, 1, 1])
+    np.testing.assert_allclose(ps.bias(), [0.5 + 1 + 0.4 * 3, -0.5 + 2 + 0.6 * 5])
+    np.testing.assert_allclose(ps.bias(tree_limit=1), [1.5, 1.5])
+
+
+def test_bad_inputs():
+    cl, cr, ft, th, val, cov = _basic_tree()
+    with pytest.raises(ValueError, match="outside"):
+        extract_paths(cl, cr, cl, ft, th, val, cov, 0.0, n_features=2)
+    with pytest.raises(ValueError, match="shape"):
+        extract_paths(cl, cr[:, :3], cl, ft, th, val, cov, 0.0, n_features=3)
