@@ -1,0 +1,186 @@
+"""CPU TreeSHAP engine against GPUTreeShap's fixtures, brute-force Shapley values and shap's C++ extension."""
+import itertools
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kernels.treeshap import extract_paths, interaction_values, interventional_shap_values, shap_values
+
+# --------------------------------------------------------------------------------------------- fixtures
+
+
+def _basic():
+    cl = np.array([[1, -1, 3, -1, 5, -1, -1]])
+    cr = np.array([[2, -1, 4, -1, 6, -1, -1]])
+    ft = np.array([[0, -1, 1, -1, 2, -1, -1]])
+    th = np.array([[0.5, 0, 0.5, 0, 0.5, 0, 0]])
+    cov = np.array([[5, 2, 3, 1, 2, 1, 1.0]])
+    val = np.array([[0, -1, 0, -1, 0, 1, 0.5]])[:, :, None]
+    return extract_paths(cl, cr, cl, ft, th, val, cov, 0.0, n_features=3)
+
+
+def test_fixture_basic_paths():
+    phi = shap_values(_basic(), np.array([[1.0, 1, 0], [1, 0, 0]]), progress=False)[..., 0]
+    np.testing.assert_allclose(phi, [[0.6277778, 0.5027776, 0.1694444, -0.3],
+                                     [0.24444449, -1.005555, 0.0611111, -0.3]], atol=1e-6)
+
+
+def test_fixture_duplicates():
+    cl = np.array([[1, -1, 3, -1, 5, -1, -1]])
+    cr = np.array([[2, -1, 4, -1, 6, -1, -1]])
+    ft = np.array([[0, -1, 0, -1, 0, -1, -1]])
+    th = np.array([[0.5, 0, 1.5, 0, 2.5, 0, 0]])
+    cov = np.array([[3, 1, 2, 1, 1, 0.5, 0.5]])
+    val = np.array([[0, -1, 0, 1, 0, 2, 3.0]])[:, :, None]
+    ps = extract_paths(cl, cr, cl, ft, th, val, cov, 0.0, n_features=1)
+    np.testing.assert_allclose(shap_values(ps, np.array([[2.0]]))[0, :, 0], [1.1666666, 0.83333337], atol=1e-6)
+
+
+def test_fixture_interactions():
+    got = interaction_values(_basic(), np.array([[1.0, 1, 0], [1, 1, 1]]))[..., 0]
+    expected = [[[0.46111116, 0.125, 0.04166666, 0], [0.125, 0.34444442, 0.03333333, 0],
+                 [0.04166666, 0.03333335, 0.09444444, 0], [0, 0, 0, -0.3]],
+                [[0.47222224, 0.1083333, -0.04166666, 0], [0.10833332, 0.35555553, -0.03333333, 0],
+                 [-0.04166666, -0.03333332, -0.09444447, 0], [0, 0, 0, -0.3]]]
+    np.testing.assert_allclose(got, expected, atol=1e-6)
+
+
+def test_fixture_interventional():
+    # paths: f0>5,f1>5 -> 8 ; f0>5,f1<=5,f2>-5 -> 6 ; f0>5,f1<=5,f2<=-5 -> 5
+    cl = np.array([[1, -1, 3, 5, 7, -1, -1, -1, -1]])
+    cr = np.array([[2, -1, 4, 6, 8, -1, -1, -1, -1]])
+    ft = np.array([[0, -1, 1, 2, 0, -1, -1, -1, -1]])
+    th = np.array([[5, 0, 5, -5, 5, 0, 0, 0, 0.0]])
+    val = np.array([[0, 0, 0, 0, 0, 5, 6, 0, 8.0]])[:, :, None]
+    ps = extract_paths(cl, cr, cl, ft, th, val, np.ones((1, 9)), 0.0, n_features=3)
+    got = interventional_shap_values(ps, np.array([[10.0, 0, 10]]), np.array([[10.0, 10, -10], [10, 10, 10]]))
+    np.testing.assert_allclose(got[0, :, 0], [0, -2.25, 0.25, 8.0], atol=1e-12)
+
+
+# --------------------------------------------------------------------------------------------- brute force
+
+
+def _random_tree(draw, M, K, max_depth):
+    """Dense arrays of a random binary tree: small threshold grid (repeats), random NaN defaults, covers summing."""
+    nodes = []  # (feature, threshold, left, right, default, cover, value)
+
+    def build(depth):
+        idx = len(nodes)
+        nodes.append(None)
+        if depth >= max_depth or draw(st.integers(0, 3)) == 0:
+            nodes[idx] = (-1, 0.0, -1, -1, -1, float(draw(st.integers(1, 5))),
+                          [draw(st.floats(-3, 3, allow_nan=False)) for _ in range(K)])
+            return idx
+        f = draw(st.integers(0, M - 1))
+        t = draw(st.sampled_from([-1.0, -0.5, 0.0, 0.5, 1.0]))
+        left = build(depth + 1)
+        right = build(depth + 1)
+        default = left if draw(st.booleans()) else right
+        nodes[idx] = (f, t, left, right, default, nodes[left][5] + nodes[right][5], [0.0] * K)
+        return idx
+
+    build(0)
+    n = len(nodes)
+    arr = lambda j, dt: np.array([[nd[j] for nd in nodes]], dtype=dt)  # noqa: E731
+    vals = np.array([[nd[6] for nd in nodes]])
+    return (arr(2, np.int64), arr(3, np.int64), arr(4, np.int64), arr(0, np.int64), arr(1, float), vals,
+            arr(5, float)), n
+
+
+def _expect(tree, x, S, node=0):
+    """E[f(x) | x_S] with cover weighting (tree_path_dependent), by recursion."""
+    cl, cr, cd, ft, th, vals, cov = (a[0] for a in tree)
+    if cl[node] < 0:
+        return vals[node]
+    f = ft[node]
+    if f in S:
+        xv = x[f]
+        nxt = cd[node] if np.isnan(xv) else (cl[node] if xv <= th[node] else cr[node])
+        return _expect(tree, x, S, nxt)
+    return (cov[cl[node]] * _expect(tree, x, S, cl[node]) + cov[cr[node]] * _expect(tree, x, S, cr[node])) / cov[node]
+
+
+def _predict(tree, x):
+    return _expect(tree, x, set(range(len(x))))
+
+
+def _brute_shap(v, M):
+    """Shapley values of the set function v (dict frozenset -> (K,)) over M players, plus v(empty)."""
+    phi = np.zeros((M + 1, len(v[frozenset()])))
+    for i in range(M):
+        others = [j for j in range(M) if j != i]
+        for r in range(M):
+            for S in itertools.combinations(others, r):
+                wgt = math.factorial(r) * math.factorial(M - r - 1) / math.factorial(M)
+                phi[i] += wgt * (v[frozenset(S) | {i}] - v[frozenset(S)])
+    phi[M] = v[frozenset()]
+    return phi
+
+
+def _brute_interactions(v, M):
+    phi = _brute_shap(v, M)
+    out = np.zeros((M + 1, M + 1, phi.shape[1]))
+    for i, j in itertools.permutations(range(M), 2):
+        others = [k for k in range(M) if k not in (i, j)]
+        for r in range(M - 1):
+            for S in itertools.combinations(others, r):
+                S = frozenset(S)
+                wgt = math.factorial(r) * math.factorial(M - r - 2) / (2 * math.factorial(M - 1))
+                out[i, j] += wgt * (v[S | {i, j}] - v[S | {i}] - v[S | {j}] + v[S])
+    for i in range(M):
+        out[i, i] = phi[i] - out[i, :M].sum(0) + out[i, i]
+    out[M, M] = phi[M]
+    return out
+
+
+def _subsets(M):
+    return [frozenset(S) for r in range(M + 1) for S in itertools.combinations(range(M), r)]
+
+
+@st.composite
+def _case(draw):
+    M = draw(st.integers(1, 5))
+    K = draw(st.integers(1, 2))
+    tree, _ = _random_tree(draw, M, K, draw(st.integers(0, 5)))
+    grid = st.sampled_from([-1.0, -0.7, -0.5, 0.0, 0.3, 0.5, 1.0, 2.0, np.nan])
+    X = np.array([[draw(grid) for _ in range(M)] for _ in range(draw(st.integers(1, 3)))])
+    R = np.array([[draw(grid) for _ in range(M)] for _ in range(draw(st.integers(1, 3)))])
+    return M, K, tree, X, R
+
+
+_SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@_SETTINGS
+@given(_case())
+def test_path_dependent_matches_brute_force(case):
+    M, K, tree, X, _ = case
+    base = np.arange(K) * 0.5 - 0.25
+    ps = extract_paths(*tree, base, n_features=M)
+    got = shap_values(ps, X, progress=False)
+    inter = interaction_values(ps, X, progress=False)
+    for i, x in enumerate(X):
+        v = {S: _expect(tree, x, S) for S in _subsets(M)}
+        ref = _brute_shap(v, M)
+        ref[M] += base
+        np.testing.assert_allclose(got[i], ref, rtol=1e-9, atol=1e-9)
+        iref = _brute_interactions(v, M)
+        iref[M, M] += base
+        np.testing.assert_allclose(inter[i], iref, rtol=1e-9, atol=1e-9)
+
+
+@_SETTINGS
+@given(_case())
+def test_interventional_matches_brute_force(case):
+    M, K, tree, X, R = case
+    ps = extract_paths(*tree, 0.1, n_features=M)
+    got = interventional_shap_values(ps, X, R, progress=False)
+    for i, x in enumerate(X):
+        v = {}
+        for S in _subsets(M):
+            mask = np.array([j in S for j in range(M)])
+            v[S] = 0.1 + np.mean([_predict(tree, np.where(mask, x, r)) for r in R], axis=0)
+        np.testing.assert_allclose(got[i], _brute_shap(v, M), rtol=1e-9, atol=1e-9)
