@@ -184,3 +184,144 @@ def test_interventional_matches_brute_force(case):
             mask = np.array([j in S for j in range(M)])
             v[S] = 0.1 + np.mean([_predict(tree, np.where(mask, x, r)) for r in R], axis=0)
         np.testing.assert_allclose(got[i], _brute_shap(v, M), rtol=1e-9, atol=1e-9)
+
+
+# --------------------------------------------------------------------------------------------- shap's C++
+
+
+def _shap_ensemble(model):
+    shap = pytest.importorskip("shap")
+    return shap.TreeExplainer(model).model
+
+
+def _paths(ens, M):
+    return extract_paths(ens.children_left, ens.children_right, ens.children_default, ens.features, ens.thresholds,
+                         ens.values, ens.node_sample_weight, ens.base_offset, n_features=M,
+                         input_dtype=ens.input_dtype)
+
+
+def _cext(ens, X, *, R=None, y=None, transform=0, interactions=False, perturbation=1):
+    """shap's own C++ dense_tree_shap on the TreeEnsemble arrays (node expectations filled by shap's cext)."""
+    from shap import _cext
+
+    vals = ens.values.copy()
+    for t in range(vals.shape[0]):
+        _cext.compute_expectations(ens.children_left[t], ens.children_right[t], ens.node_sample_weight[t], vals[t])
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    n, M = X.shape
+    K = vals.shape[2]
+    phi = np.zeros((n, M + 1, M + 1, K) if interactions else (n, M + 1, K))
+    R = None if R is None else np.ascontiguousarray(R, dtype=np.float64)
+    _cext.dense_tree_shap(ens.children_left, ens.children_right, ens.children_default, ens.features, ens.thresholds,
+                          ens.threshold_types, vals, ens.node_sample_weight, ens.max_depth, X, np.isnan(X),
+                          None if y is None else np.asarray(y, dtype=np.float64), R,
+                          None if R is None else np.isnan(R), vals.shape[0], ens.base_offset, phi, perturbation,
+                          transform, interactions)
+    return phi
+
+
+def _data(n, M, seed, nan=0.0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, M)).astype(np.float32)
+    y = X[:, 0] + np.sin(3 * X[:, 1]) + X[:, 2] * X[:, min(3, M - 1)] + rng.normal(scale=0.1, size=n)
+    if nan:
+        X[rng.random(X.shape) < nan] = np.nan
+    return X, y
+
+
+def _close(a, b, rtol):
+    scale = max(np.abs(b).max(), 1e-12)
+    assert np.abs(a - b).max() <= rtol * scale, (np.abs(a - b).max(), scale)
+
+
+@pytest.fixture(scope="module")
+def xgb_models():
+    xgb = pytest.importorskip("xgboost")
+    X, y = _data(600, 5, 0, nan=0.1)
+    reg = xgb.XGBRegressor(n_estimators=20, max_depth=4, learning_rate=0.3).fit(X, y)
+    clf = xgb.XGBClassifier(n_estimators=15, max_depth=3, learning_rate=0.3).fit(X, (y > 0).astype(int))
+    mc = xgb.XGBClassifier(n_estimators=8, max_depth=3).fit(X, np.digitize(y, [-0.5, 0.5]))
+    return X, y, reg, clf, mc
+
+
+@pytest.mark.parametrize("which", ["reg", "clf", "multiclass"])
+def test_xgboost_matches_shap_cext(xgb_models, which):
+    X, y, reg, clf, mc = xgb_models
+    model = {"reg": reg, "clf": clf, "multiclass": mc}[which]
+    ens = _shap_ensemble(model)
+    ps = _paths(ens, X.shape[1])
+    Xt = X[:40].astype(np.float64)
+    _close(shap_values(ps, Xt), _cext(ens, Xt), 1e-7)
+    _close(interaction_values(ps, Xt[:10]), _cext(ens, Xt[:10], interactions=True), 1e-7)
+    R = X[100:130].astype(np.float64)
+    # shap's interventional C++ runs in float32 internally (thresholds, leaf values, weights)
+    _close(interventional_shap_values(ps, Xt, R), _cext(ens, Xt, R=R, perturbation=0), 2e-6)
+    # additivity against XGBoost's own margin (float32)
+    phi = shap_values(ps, Xt)
+    margin = model.predict(X[:40], output_margin=True).reshape(40, -1)
+    np.testing.assert_allclose(phi.sum(1), margin, atol=2e-5)
+
+
+@pytest.mark.parametrize("transform,code", [("logistic", 1), ("logistic_nlogloss", 2), ("squared_loss", 3)])
+def test_interventional_transforms_match_shap_cext(xgb_models, transform, code):
+    X, y, reg, clf, mc = xgb_models
+    ens = _shap_ensemble(clf)
+    ps = _paths(ens, X.shape[1])
+    Xt, R = X[:25].astype(np.float64), X[200:220].astype(np.float64)
+    yt = (y[:25] > 0).astype(np.float64)
+    got = interventional_shap_values(ps, Xt, R, transform=transform, y=yt)
+    _close(got, _cext(ens, Xt, R=R, y=yt, transform=code, perturbation=0), 2e-6)
+
+
+def test_sklearn_forest_and_deep_tree_match_shap_cext():
+    from sklearn.ensemble import RandomForestRegressor
+    from sklearn.tree import DecisionTreeRegressor
+
+    X, y = _data(800, 6, 1)
+    for model in (RandomForestRegressor(n_estimators=8, max_depth=7, random_state=0).fit(X, y),
+                  DecisionTreeRegressor(max_depth=20, random_state=0).fit(X, y)):
+        ens = _shap_ensemble(model)
+        ps = _paths(ens, X.shape[1])
+        Xt = X[:30].astype(np.float64)
+        ref = _cext(ens, Xt)
+        _close(shap_values(ps, Xt), ref, 1e-7)
+        np.testing.assert_allclose(shap_values(ps, Xt).sum(1)[:, 0], model.predict(X[:30]), rtol=1e-9, atol=1e-9)
+        inter = interaction_values(ps, Xt[:5])
+        _close(inter, _cext(ens, Xt[:5], interactions=True), 1e-7)
+        np.testing.assert_allclose(inter, inter.transpose(0, 2, 1, 3), atol=1e-9)
+        np.testing.assert_allclose(inter.sum(2), ref[:5], atol=1e-9)
+        if ens.max_depth >= 20:
+            assert ps.max_length >= 1 and ens.max_depth == 20
+    R = X[300:320].astype(np.float64)
+    _close(interventional_shap_values(ps, Xt, R), _cext(ens, Xt, R=R, perturbation=0), 2e-6)
+
+
+def test_tree_limit_and_bad_inputs(xgb_models):
+    X, y, reg, clf, mc = xgb_models
+    ens = _shap_ensemble(reg)
+    ps = _paths(ens, X.shape[1])
+    Xt = X[:5].astype(np.float64)
+    limited = shap_values(ps, Xt, tree_limit=7)
+    margin = reg.predict(X[:5], output_margin=True, iteration_range=(0, 7))
+    np.testing.assert_allclose(limited.sum(1)[:, 0], margin, atol=2e-5)
+    with pytest.raises(ValueError, match="5"):
+        shap_values(ps, Xt[:, :4])
+    with pytest.raises(ValueError, match="empty"):
+        shap_values(ps, Xt[:0])
+    with pytest.raises(ValueError, match="2-D"):
+        shap_values(ps, Xt[0])
+    with pytest.raises(TypeError, match="numeric"):
+        shap_values(ps, np.array([["a"] * 5]))
+    with pytest.raises(ValueError, match="background"):
+        interventional_shap_values(ps, Xt, Xt[:, :3])
+    with pytest.raises(ValueError, match="empty"):
+        interventional_shap_values(ps, Xt, Xt[:0])
+    with pytest.raises(ValueError, match="labels"):
+        interventional_shap_values(ps, Xt, Xt, transform="squared_loss")
+    with pytest.raises(ValueError, match="transform"):
+        interventional_shap_values(ps, Xt, Xt, transform="probit")
+    with pytest.raises(ValueError, match="backend"):
+        shap_values(ps, Xt, backend="tpu")
+    inf_row = Xt.copy()
+    inf_row[:, 0] = np.inf
+    assert np.isfinite(shap_values(ps, inf_row)).all()
