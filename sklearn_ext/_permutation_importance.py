@@ -1,0 +1,212 @@
+"""sklearn.inspection.permutation_importance drop-in: every (column, repeat) gets its own bijective-shuffle permutation,
+permuted copies are stacked and predicted in batches, and CuPy data (e.g. XGBoost with device="cuda") stays on the GPU."""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+from sklearn.base import is_classifier, is_regressor
+from sklearn.metrics import check_scoring
+from sklearn.utils import Bunch, check_array, check_consistent_length
+from sklearn.utils._param_validation import InvalidParameterError
+
+from kernels._progress import progress_bar
+from kernels.device import cupy_module, is_cupy_array, resolve_backend
+from kernels.shuffle import as_generator, base_key, batch_round_keys
+from kernels.shuffle import cpu as _cpu
+
+_FAST = ("r2", "neg_mean_squared_error", "neg_root_mean_squared_error", "neg_mean_absolute_error", "accuracy",
+         "neg_log_loss")
+_SMALL_D = 4096  # up to this many rows per permutation, one batched launch makes all of a batch's permutations
+
+
+def _metric(estimator, scoring) -> str | None:
+    """A metric computed here on predictions (NumPy or CuPy), or None for sklearn's scorer path."""
+    if scoring is None:
+        return "accuracy" if is_classifier(estimator) else "r2" if is_regressor(estimator) else None
+    return scoring if isinstance(scoring, str) and scoring in _FAST else None
+
+
+def _score(xp, name: str, y, pred, w, classes=None) -> float:
+    """sklearn's metric (with sample weights) on one block of predictions."""
+    wsum = float(w.sum()) if w is not None else float(y.shape[0])
+
+    def avg(v):
+        return float((v * w).sum() / wsum) if w is not None else float(v.mean())
+
+    if name == "accuracy":
+        return avg((y == pred.reshape(y.shape)).astype(xp.float64))
+    if name == "neg_log_loss":
+        proba = pred.reshape(y.shape[0], -1).astype(xp.float64)
+        if proba.shape[1] == 1:
+            proba = xp.concatenate([1 - proba, proba], axis=1)
+        proba = proba / proba.sum(axis=1, keepdims=True)
+        idx = xp.searchsorted(xp.asarray(classes), y)
+        p = xp.clip(proba[xp.arange(y.shape[0]), idx], np.finfo(np.float64).eps, 1.0)
+        return avg(xp.log(p))
+    err = y.astype(xp.float64) - pred.reshape(y.shape).astype(xp.float64)
+    if name == "neg_mean_absolute_error":
+        return -avg(xp.abs(err))
+    mse = avg(err * err)
+    if name == "neg_mean_squared_error":
+        return -mse
+    if name == "neg_root_mean_squared_error":
+        return -float(np.sqrt(mse))
+    ybar = avg(y.astype(xp.float64))
+    d = y.astype(xp.float64) - ybar
+    ss_tot = avg(d * d)
+    if ss_tot == 0:
+        return 1.0 if mse == 0 else 0.0
+    return 1.0 - mse / ss_tot
+
+
+def _predict(estimator, name: str, X, xp):
+    out = estimator.predict_proba(X) if name == "neg_log_loss" else estimator.predict(X)
+    return xp.asarray(out)
+
+
+def _perms(q0: int, q1: int, d: int, base: int, gpu: bool):
+    """Permutations of range(d) for flat rows [q0, q1) of the batch keyed by ``base`` (same on CPU and GPU)."""
+    if gpu:
+        from kernels.shuffle import gpu as _gpu  # noqa: PLC0415
+
+        if d <= _SMALL_D:
+            return _gpu.batched_from_base(q1 - q0, d, base, start=q0)
+        keys = batch_round_keys(base, np.arange(q0, q1))
+        return [_gpu.permutation_from_keys(d, k) for k in keys]
+    keys = batch_round_keys(base, np.arange(q0, q1))
+    if d <= _SMALL_D:
+        return _cpu.batched_from_keys(d, keys)
+    return [_cpu.permutation_from_keys(d, k) for k in keys]
+
+
+def _rows(a, idx):
+    if a is None:
+        return None
+    return a.iloc[idx] if hasattr(a, "iloc") else a[idx]
+
+
+def _check_inputs(X, y, sample_weight, backend):
+    gpu = is_cupy_array(X) if backend in (None, "auto") else resolve_backend(backend) == "gpu"
+    if gpu:
+        cp = cupy_module()
+        X = cp.asarray(X)
+        y = cp.asarray(y)
+        sample_weight = None if sample_weight is None else cp.asarray(sample_weight, dtype=cp.float64)
+        if X.ndim != 2:
+            raise ValueError(f"Expected 2D array, got array with shape {X.shape}")
+        for name, v in (("y", y), ("sample_weight", sample_weight)):
+            if v is not None and v.shape[0] != X.shape[0]:
+                raise ValueError(f"Found input variables with inconsistent numbers of samples: "
+                                 f"[{X.shape[0]}, {v.shape[0]}] ({name})")
+        return X, y, sample_weight, True, cp
+    if is_cupy_array(X):
+        X = X.get()
+    y = y.get() if is_cupy_array(y) else np.asarray(y)
+    if not hasattr(X, "iloc"):
+        X = check_array(X, ensure_all_finite="allow-nan", dtype=None)
+    if sample_weight is not None:
+        sample_weight = np.asarray(sample_weight, dtype=np.float64)
+        check_consistent_length(X, y, sample_weight)
+    else:
+        check_consistent_length(X, y)
+    return X, y, sample_weight, False, np
+
+
+def permutation_importance(estimator, X, y, *, scoring=None, n_repeats=5, n_jobs=None, random_state=None,
+                           sample_weight=None, max_samples=1.0, backend="auto", max_batch_elements=1 << 25,
+                           progress=None):
+    """Permutation importance with sklearn's signature and Bunch result (importances_mean, importances_std, importances).
+
+    importances[j, r] = baseline score on all of X - score with column j permuted (repeat r), on a subsample of
+    max_samples rows per column if asked (as sklearn). Unlike sklearn, which reuses one sequence of shuffles for every
+    column, each column gets its own independent permutations. Built-in scorers (None, "r2", "accuracy",
+    "neg_mean_squared_error", "neg_root_mean_squared_error", "neg_mean_absolute_error", "neg_log_loss") score stacked
+    batches of up to ``max_batch_elements`` permuted values per predict call, on NumPy or CuPy; any other scoring goes
+    through sklearn's scorer once per (column, repeat). ``n_jobs`` is accepted for compatibility and not used.
+    """
+    if isinstance(n_repeats, bool) or not isinstance(n_repeats, numbers.Integral) or n_repeats < 1:
+        raise InvalidParameterError(f"The 'n_repeats' parameter of permutation_importance must be an int in the "
+                                    f"range [1, inf). Got {n_repeats!r} instead.")
+    X, y, w, gpu, xp = _check_inputs(X, y, sample_weight, backend)
+    n, p = X.shape
+    if isinstance(max_samples, bool) or not isinstance(max_samples, numbers.Real):
+        raise InvalidParameterError(f"max_samples must be an int or a float in (0, 1], got {max_samples!r}")
+    if not isinstance(max_samples, numbers.Integral):
+        if not 0 < max_samples <= 1:
+            raise InvalidParameterError(f"max_samples must be in (0.0, 1.0] as a float, got {max_samples}")
+        ns = int(max_samples * n)
+    elif max_samples > n:
+        raise ValueError("max_samples must be <= n_samples")
+    elif max_samples < 1:
+        raise InvalidParameterError(f"max_samples must be >= 1 as an int, got {max_samples}")
+    else:
+        ns = int(max_samples)
+    name = _metric(estimator, scoring)
+    if name is not None and y.ndim != 1:
+        name = None
+    classes = getattr(estimator, "classes_", None)
+    if name is None:
+        scorer = check_scoring(estimator, scoring=scoring)
+
+        def score_full(Xb, yb, wb):
+            return scorer(estimator, Xb, yb, sample_weight=wb) if wb is not None else scorer(estimator, Xb, yb)
+        baseline = score_full(X, y, w)
+    else:
+        baseline = _score(xp, name, y, _predict(estimator, name, X, xp), w, classes)
+
+    gen = as_generator(random_state)
+    base = base_key(gen)
+    total = p * n_repeats
+    is_df = hasattr(X, "iloc")
+    batch = 1 if (name is None or is_df) else max(1, min(total, max_batch_elements // max(1, ns * p)))
+    scores: list = [None] * total
+    cache: dict = {}
+
+    def column_data(c):
+        if c not in cache:
+            cache.clear()
+            if ns < n:
+                sub = _perms(total + c, total + c + 1, n, base, gpu)[0][:ns]
+                sub = sub if not is_df else (sub.get() if is_cupy_array(sub) else sub)
+                cache[c] = (_rows(X, sub), _rows(y, sub), _rows(w, sub))
+            else:
+                cache[c] = (X, y, w)
+        return cache[c]
+
+    with progress_bar(total, "permutation importance", progress, unit="columns") as bar:
+        for q0 in range(0, total, batch):
+            q1 = min(total, q0 + batch)
+            perms = _perms(q0, q1, ns, base, gpu)
+            blocks = []
+            for b, q in enumerate(range(q0, q1)):
+                c = q // n_repeats
+                Xc, yc, wc = column_data(c)
+                perm = perms[b]
+                if is_df:
+                    Xp = Xc.copy()
+                    col = Xc.iloc[perm, c]
+                    col.index = Xp.index
+                    Xp[Xp.columns[c]] = col
+                else:
+                    Xp = Xc.copy()
+                    Xp[:, c] = Xc[perm, c]
+                blocks.append((Xp, yc, wc))
+            if name is None:
+                for b, (Xp, yc, wc) in enumerate(blocks):
+                    scores[q0 + b] = score_full(Xp, yc, wc)
+            else:
+                stacked = blocks[0][0] if len(blocks) == 1 else xp.concatenate([blk[0] for blk in blocks])
+                pred = _predict(estimator, name, stacked, xp)
+                for b, (_, yc, wc) in enumerate(blocks):
+                    scores[q0 + b] = _score(xp, name, yc, pred[b * ns:(b + 1) * ns], wc, classes)
+            bar.update(q1 - q0)
+
+    if isinstance(baseline, dict):
+        return {k: _bunch(baseline[k], np.array([s[k] for s in scores]).reshape(p, n_repeats)) for k in baseline}
+    return _bunch(baseline, np.array(scores, dtype=np.float64).reshape(p, n_repeats))
+
+
+def _bunch(baseline: float, permuted: np.ndarray) -> Bunch:
+    imp = baseline - permuted
+    return Bunch(importances_mean=np.mean(imp, axis=1), importances_std=np.std(imp, axis=1), importances=imp)

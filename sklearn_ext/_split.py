@@ -1,0 +1,140 @@
+"""sklearn splitters and train_test_split drop-ins whose random orders come from the bijective shuffle."""
+from __future__ import annotations
+
+import numbers
+from itertools import chain
+
+import numpy as np
+from sklearn.model_selection import KFold as _SkKFold
+from sklearn.model_selection import ShuffleSplit as _SkShuffleSplit
+from sklearn.model_selection import StratifiedShuffleSplit as _SkStratifiedShuffleSplit
+from sklearn.model_selection._split import _validate_shuffle_split
+from sklearn.utils import check_array, indexable
+from sklearn.utils._param_validation import Interval, RealNotInt, StrOptions, validate_params
+from sklearn.utils.extmath import _approximate_mode
+from sklearn.utils.validation import _num_samples
+
+from kernels.device import to_numpy
+from kernels.shuffle import as_generator
+
+from ._shuffle import _backend, _host, _permutation, _take
+
+
+class KFold(_SkKFold):
+    """sklearn.model_selection.KFold; with shuffle=True the sample order is the bijective shuffle of ``random_state``.
+
+    Folds are contiguous slices of that order with sklearn's sizes (the first n % n_splits folds one larger).
+    ``backend`` ("auto", "cpu", "gpu") picks where the order is computed; indices come back as NumPy arrays.
+    """
+
+    def __init__(self, n_splits=5, *, shuffle=False, random_state=None, backend="auto"):
+        super().__init__(n_splits=n_splits, shuffle=shuffle, random_state=random_state)
+        self.backend = backend
+
+    def _iter_test_indices(self, X, y=None, groups=None):
+        n = _num_samples(X)
+        if self.shuffle:
+            indices = _host(_permutation(n, as_generator(self.random_state), _backend([X], self.backend)))
+        else:
+            indices = np.arange(n)
+        fold_sizes = np.full(self.n_splits, n // self.n_splits, dtype=int)
+        fold_sizes[: n % self.n_splits] += 1
+        current = 0
+        for size in fold_sizes:
+            yield indices[current:current + size]
+            current += size
+
+
+class ShuffleSplit(_SkShuffleSplit):
+    """sklearn.model_selection.ShuffleSplit: each split takes test = perm[:n_test], train = perm[n_test:n_test+n_train]."""
+
+    def __init__(self, n_splits=10, *, test_size=None, train_size=None, random_state=None, backend="auto"):
+        super().__init__(n_splits=n_splits, test_size=test_size, train_size=train_size, random_state=random_state)
+        self.backend = backend
+
+    def _iter_indices(self, X, y=None, groups=None):
+        n = _num_samples(X)
+        n_train, n_test = _validate_shuffle_split(n, self.test_size, self.train_size,
+                                                  default_test_size=self._default_test_size)
+        gen = as_generator(self.random_state)
+        be = _backend([X], self.backend)
+        for _ in range(self.n_splits):
+            perm = _host(_permutation(n, gen, be))
+            yield perm[n_test:n_test + n_train], perm[:n_test]
+
+
+class StratifiedShuffleSplit(_SkStratifiedShuffleSplit):
+    """sklearn.model_selection.StratifiedShuffleSplit with per-class orders from the bijective shuffle.
+
+    Class allocations follow sklearn (the approximate mode of the multivariate hypergeometric, ties broken at random).
+    """
+
+    def __init__(self, n_splits=10, *, test_size=None, train_size=None, random_state=None, backend="auto"):
+        super().__init__(n_splits=n_splits, test_size=test_size, train_size=train_size, random_state=random_state)
+        self.backend = backend
+
+    def _iter_indices(self, X, y, groups=None):
+        n = _num_samples(X)
+        y = check_array(to_numpy(y), input_name="y", ensure_2d=False, dtype=None)
+        n_train, n_test = _validate_shuffle_split(n, self.test_size, self.train_size,
+                                                  default_test_size=self._default_test_size)
+        if y.ndim == 2:
+            y = np.array([" ".join(row.astype("str")) for row in y])
+        classes, y_indices, class_counts = np.unique(y, return_inverse=True, return_counts=True)
+        n_classes = classes.shape[0]
+        if np.min(class_counts) < 2:
+            raise ValueError("The least populated classes in y have only 1 member, which is too few. The minimum "
+                             "number of groups for any class cannot be less than 2. Classes with too few members "
+                             f"are: {classes[class_counts < 2].tolist()}")
+        if n_train < n_classes:
+            raise ValueError(f"The train_size = {n_train} should be greater or equal to the number of classes = "
+                             f"{n_classes}")
+        if n_test < n_classes:
+            raise ValueError(f"The test_size = {n_test} should be greater or equal to the number of classes = "
+                             f"{n_classes}")
+        class_indices = np.split(np.argsort(y_indices, kind="stable"), np.cumsum(class_counts)[:-1])
+        gen = as_generator(self.random_state)
+        be = _backend([X], self.backend)
+        tie_rng = np.random.RandomState(int(gen.integers(0, 2**32)))
+        for _ in range(self.n_splits):
+            n_i = _approximate_mode(class_counts, n_train, tie_rng)
+            t_i = _approximate_mode(class_counts - n_i, n_test, tie_rng)
+            train, test = [], []
+            for i in range(n_classes):
+                perm = class_indices[i][_host(_permutation(int(class_counts[i]), gen, be))]
+                train.append(perm[: n_i[i]])
+                test.append(perm[n_i[i]: n_i[i] + t_i[i]])
+            train, test = np.concatenate(train), np.concatenate(test)
+            yield (train[_host(_permutation(train.size, gen, be))], test[_host(_permutation(test.size, gen, be))])
+
+
+@validate_params(
+    {
+        "test_size": [Interval(RealNotInt, 0, 1, closed="neither"), Interval(numbers.Integral, 1, None, closed="left"),
+                      None],
+        "train_size": [Interval(RealNotInt, 0, 1, closed="neither"), Interval(numbers.Integral, 1, None, closed="left"),
+                       None],
+        "shuffle": ["boolean"],
+        "stratify": ["array-like", None],
+        "backend": [StrOptions({"auto", "cpu", "gpu"}), None],
+    },
+    prefer_skip_nested_validation=True,
+)
+def train_test_split(*arrays, test_size=None, train_size=None, random_state=None, shuffle=True, stratify=None,
+                     backend="auto"):
+    """sklearn.model_selection.train_test_split drop-in; CuPy inputs are split on the GPU and stay there."""
+    if len(arrays) == 0:
+        raise ValueError("At least one array required as input")
+    arrays = indexable(*arrays)
+    n = _num_samples(arrays[0])
+    n_train, n_test = _validate_shuffle_split(n, test_size, train_size, default_test_size=0.25)
+    if shuffle is False:
+        if stratify is not None:
+            raise ValueError("Stratified train/test split is not implemented for shuffle=False")
+        train, test = np.arange(n_train), np.arange(n_train, n_train + n_test)
+    else:
+        cls = StratifiedShuffleSplit if stratify is not None else ShuffleSplit
+        cv = cls(n_splits=1, test_size=n_test, train_size=n_train, random_state=random_state,
+                 backend=_backend(arrays, backend))
+        train, test = next(cv.split(X=arrays[0], y=stratify))
+    return list(chain.from_iterable((_take(a, train), _take(a, test)) for a in arrays))

@@ -1,0 +1,68 @@
+"""GPU twin of kernels.shuffle equals the CPU twin bit for bit, for every form (skipped without a GPU)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kernels import shuffle as sh
+
+pytestmark = pytest.mark.gpu
+
+SIZES = [0, 1, 2, 3, 5, 16, 17, 255, 4095, 4096, 4097, 65537, 1 << 20, (1 << 20) + 1, 3_000_017]
+
+
+@pytest.mark.parametrize("m", SIZES)
+def test_permutation_gpu_equals_cpu(m):
+    g = sh.permutation(m, 42, backend="gpu")
+    c = sh.permutation(m, 42, backend="cpu")
+    assert np.array_equal(g.get(), c)
+
+
+@pytest.mark.parametrize("m", [5, 1000, (1 << 18) + 3])
+def test_lcg_gpu_equals_cpu(m):
+    assert np.array_equal(sh.permutation(m, 3, backend="gpu", bijection="lcg").get(),
+                          sh.permutation(m, 3, backend="cpu", bijection="lcg"))
+
+
+@pytest.mark.parametrize("rounds", [1, 8, 24, 40])
+def test_rounds_gpu_equals_cpu(rounds):
+    assert np.array_equal(sh.permutation(70_001, 9, backend="gpu", rounds=rounds).get(),
+                          sh.permutation(70_001, 9, backend="cpu", rounds=rounds))
+
+
+@pytest.mark.parametrize("k, d", [(1, 1), (3, 5), (1000, 100), (37, 33), (5, 3000), (100_000, 16)])
+def test_batched_gpu_equals_cpu(k, d):
+    g = sh.batched_permutations(k, d, 8, backend="gpu", start=11)
+    assert np.array_equal(g.get(), sh.batched_permutations(k, d, 8, backend="cpu", start=11))
+
+
+@pytest.mark.parametrize("dtype, shape", [(np.uint32, (100_003,)), (np.uint64, (100_003,)), (np.int8, (4099,)),
+                                          (np.float32, (20_011, 16)), (np.float32, (3001, 256)),
+                                          (np.float64, (2049, 3)), (np.int16, (999, 5))])
+def test_shuffle_rows_gpu_equals_cpu(dtype, shape):
+    import cupy as cp
+
+    rng = np.random.default_rng(0)
+    X = (rng.random(shape) * 100).astype(dtype)
+    out = sh.shuffle_rows(cp.asarray(X), 5)
+    assert isinstance(out, cp.ndarray) and out.dtype == X.dtype and out.shape == X.shape
+    assert np.array_equal(out.get(), sh.shuffle_rows(X, 5, backend="cpu"))
+
+
+def test_shuffle_pairs_and_views():
+    import cupy as cp
+
+    k = cp.arange(50_001, dtype=cp.uint64) * 3
+    v = cp.arange(50_001 * 2, dtype=cp.float32).reshape(-1, 2)
+    ko, vo = sh.shuffle_pairs(k, v, 1)
+    kc, vc = sh.shuffle_pairs(k.get(), v.get(), 1, backend="cpu")
+    assert np.array_equal(ko.get(), kc) and np.array_equal(vo.get(), vc)
+    base = cp.arange(3 * 1001, dtype=cp.int32).reshape(1001, 3)
+    view = base[:, 1:]  # non-contiguous
+    assert np.array_equal(sh.shuffle_rows(view, 2).get(), sh.shuffle_rows(view.get(), 2, backend="cpu"))
+
+
+def test_repeated_launches_are_deterministic():
+    a = sh.permutation((1 << 22) + 1, 123, backend="gpu")
+    for _ in range(3):
+        assert bool((sh.permutation((1 << 22) + 1, 123, backend="gpu") == a).all())
