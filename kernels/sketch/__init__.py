@@ -1,1 +1,36 @@
-"""placeholder, filled by its issue."""
+"""Moment-based quantile sketches: mergeable per-feature state, CPU/GPU accumulation, solvers and cut points."""
+from __future__ import annotations
+
+from .state import MAX_MOMENTS, MomentSketch, merge_moments, update
+
+__all__ = ["MAX_MOMENTS", "MomentSketch", "merge_moments", "update", "sketch", "quantiles", "cut_points", "Cuts"]
+
+
+def sketch(X, sample_weight=None, *, n_moments: int = 12, max_distinct: int = 256, backend: str = "cpu"):
+    """Sketch the columns of X (n, d) on "cpu", "gpu" or "auto"; NaN is missing, inf raises ValueError."""
+    from kernels.device import is_cupy_array, resolve_backend
+
+    be = resolve_backend(backend, X)
+    if be == "gpu":
+        from . import gpu
+
+        return gpu.sketch(X, sample_weight, n_moments=n_moments, max_distinct=max_distinct)
+    from . import cpu
+
+    if is_cupy_array(X):
+        X = X.get()
+    if is_cupy_array(sample_weight):
+        sample_weight = sample_weight.get()
+    return cpu.sketch(X, sample_weight, n_moments=n_moments, max_distinct=max_distinct)
+
+
+def __getattr__(name):
+    if name == "quantiles":
+        from .solvers import quantiles
+
+        return quantiles
+    if name in ("cut_points", "Cuts"):
+        from . import cuts
+
+        return getattr(cuts, name)
+    raise AttributeError(name)

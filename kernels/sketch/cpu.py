@@ -1,0 +1,209 @@
+"""CPU twin (Numba): one-pass blockwise central sums merged by Pébay's formula, and a bounded distinct-value scan."""
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+from .state import MomentSketch, _check_n_moments
+
+BLOCK_ROWS = 2048
+
+
+@nb.njit(cache=True, inline="always")
+def _merge_into(W, mu, M, wb, mb, Mb, l):
+    """Merge (wb, mb, Mb[0..l-2]) into (W[0], mu[0], M) in place (Pébay eq. 12, weighted)."""
+    wa = W[0]
+    if wb <= 0.0:
+        return
+    if wa <= 0.0:
+        W[0] = wb
+        mu[0] = mb
+        for k in range(l - 1):
+            M[k] = Mb[k]
+        return
+    w = wa + wb
+    delta = mb - mu[0]
+    a = -wb * delta / w
+    b = wa * delta / w
+    pa = np.empty(l + 1)
+    pb = np.empty(l + 1)
+    pa[0] = 1.0
+    pb[0] = 1.0
+    for i in range(1, l + 1):
+        pa[i] = pa[i - 1] * a
+        pb[i] = pb[i - 1] * b
+    for k in range(l, 1, -1):  # descending: M[k-i] for i >= 1 are still the old values
+        acc = wa * pa[k] + wb * pb[k]
+        c = 1.0
+        for i in range(0, k - 1):
+            acc += c * (M[k - i - 2] * pa[i] + Mb[k - i - 2] * pb[i])
+            c = c * (k - i) / (i + 1)
+        M[k - 2] = acc
+    W[0] = w
+    mu[0] = mu[0] + wb / w * delta
+
+
+@nb.njit(cache=True, parallel=True)
+def _block_partials(X, w, has_w, l, block_rows):
+    n, d = X.shape
+    nblk = (n + block_rows - 1) // block_rows
+    part = np.zeros((nblk, d, l + 3))
+    bad = np.zeros(nblk, np.int64)
+    for bi in nb.prange(nblk):
+        r0 = bi * block_rows
+        r1 = min(n, r0 + block_rows)
+        for j in range(d):
+            W = 0.0
+            S = 0.0
+            lo = np.inf
+            hi = -np.inf
+            for r in range(r0, r1):
+                x = np.float64(X[r, j])
+                if np.isnan(x):
+                    continue
+                if np.isinf(x):
+                    bad[bi] = 1
+                    continue
+                wr = w[r] if has_w else 1.0
+                if wr <= 0.0:
+                    continue
+                W += wr
+                S += wr * x
+                if x < lo:
+                    lo = x
+                if x > hi:
+                    hi = x
+            p = part[bi, j]
+            if W <= 0.0:
+                p[l + 1] = np.nan
+                p[l + 2] = np.nan
+                continue
+            m = S / W
+            for r in range(r0, r1):
+                x = np.float64(X[r, j])
+                if not np.isfinite(x):
+                    continue
+                wr = w[r] if has_w else 1.0
+                dl = x - m
+                t = wr * dl * dl
+                for k in range(l - 1):
+                    p[2 + k] += t
+                    t *= dl
+            p[0] = W
+            p[1] = m
+            p[l + 1] = lo
+            p[l + 2] = hi
+    return part, bad
+
+
+@nb.njit(cache=True, parallel=True)
+def _reduce_partials(part, l):
+    nblk, d, _ = part.shape
+    out = np.zeros((d, l + 3))
+    for j in nb.prange(d):
+        W = np.zeros(1)
+        mu = np.zeros(1)
+        M = np.zeros(l - 1)
+        lo = np.nan
+        hi = np.nan
+        for bi in range(nblk):
+            p = part[bi, j]
+            if p[0] <= 0.0:
+                continue
+            _merge_into(W, mu, M, p[0], p[1], p[2 : l + 1], l)
+            if np.isnan(lo) or p[l + 1] < lo:
+                lo = p[l + 1]
+            if np.isnan(hi) or p[l + 2] > hi:
+                hi = p[l + 2]
+        out[j, 0] = W[0]
+        out[j, 1] = mu[0]
+        out[j, 2 : l + 1] = M
+        out[j, l + 1] = lo
+        out[j, l + 2] = hi
+    return out
+
+
+@nb.njit(cache=True, parallel=True)
+def _distinct_scan(X, cap):
+    """Per feature, the sorted distinct finite values if there are at most cap of them, else count -1.
+
+    Stops reading a column as soon as it has seen cap+1 distinct values.
+    """
+    n, d = X.shape
+    vals = np.full((d, cap), np.nan)
+    cnt = np.zeros(d, np.int64)
+    for j in nb.prange(d):
+        tab = np.empty(cap + 1)  # sorted distinct values seen so far
+        c = 0
+        last = np.nan
+        for r in range(n):
+            x = np.float64(X[r, j]) + 0.0  # -0.0 -> +0.0
+            if not np.isfinite(x) or x == last:
+                continue
+            last = x
+            lo = 0
+            hi = c
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                if tab[mid] < x:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            if lo < c and tab[lo] == x:
+                continue
+            for k in range(c, lo, -1):
+                tab[k] = tab[k - 1]
+            tab[lo] = x
+            c += 1
+            if c > cap:
+                break
+        if c > cap:
+            cnt[j] = -1
+        else:
+            vals[j, :c] = tab[:c]
+            cnt[j] = c
+    return vals, cnt
+
+
+def _prepare(X, sample_weight):
+    X = np.asarray(X)
+    if X.ndim != 2:
+        raise ValueError(f"X must be 2-D (n_samples, n_features), got shape {X.shape}")
+    if X.dtype not in (np.float32, np.float64):
+        X = X.astype(np.float64)
+    X = np.ascontiguousarray(X)
+    if sample_weight is None:
+        w = np.ones(1)
+        has_w = False
+    else:
+        w = np.ascontiguousarray(np.asarray(sample_weight, np.float64).reshape(-1))
+        if w.shape[0] != X.shape[0]:
+            raise ValueError(f"sample_weight has {w.shape[0]} entries, X has {X.shape[0]} rows")
+        if not np.all(np.isfinite(w)) or (w < 0).any():
+            raise ValueError("sample_weight must be finite and non-negative")
+        has_w = True
+    return X, w, has_w
+
+
+def sketch(X, sample_weight=None, *, n_moments: int = 12, max_distinct: int = 256,
+           block_rows: int = BLOCK_ROWS) -> MomentSketch:
+    """Sketch every column of X (n, d); NaN is missing, +/-inf is rejected with ValueError."""
+    l = _check_n_moments(n_moments)
+    X, w, has_w = _prepare(X, sample_weight)
+    d = X.shape[1]
+    if X.shape[0] == 0:
+        return MomentSketch.empty(d, l, max_distinct)
+    part, bad = _block_partials(X, w, has_w, l, int(block_rows))
+    if bad.any():
+        raise ValueError("X contains +/-inf; encode missing values as NaN (inf is not a valid feature value)")
+    red = _reduce_partials(part, l)
+    return finish(red, l, X, max_distinct, w if has_w else None)
+
+
+def finish(red: np.ndarray, l: int, X, max_distinct: int, w) -> MomentSketch:
+    """Build the MomentSketch from reduced (d, l+3) moments plus the distinct-value scan (on host X)."""
+    if w is not None:
+        X = np.where((w > 0)[:, None], X, np.nan) if (w == 0).any() else X
+    vals, cnt = _distinct_scan(np.ascontiguousarray(X), int(max_distinct))
+    return MomentSketch(red[:, 0].copy(), red[:, 1].copy(), red[:, 2 : l + 1].copy(), red[:, l + 1].copy(),
+                        red[:, l + 2].copy(), vals, cnt)

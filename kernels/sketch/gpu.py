@@ -1,0 +1,90 @@
+"""GPU moment sketch (CuPy + sketch.cu): one read of X, blockwise central sums merged on the device."""
+from __future__ import annotations
+
+import numpy as np
+
+from kernels._cuda import get_kernel
+from kernels.device import cupy_module
+
+from .state import MomentSketch, _check_n_moments
+
+EMPTY_KEY = 0x7FF8DEAD0000BEEF
+R_CHUNK = 16
+REDUCE_THREADS = 64
+
+
+def _names(T: str, l: int, by: int, has_w: bool, chunk: int) -> tuple[str, str]:
+    return (f"sketch_partial<{T},{l},{by},{chunk},{'true' if has_w else 'false'}>",
+            f"reduce_partials<{l},{REDUCE_THREADS}>")
+
+
+def sketch(X, sample_weight=None, *, n_moments: int = 15, max_distinct: int = 256,
+           blocks_per_sm: int = 4, chunk: int = R_CHUNK) -> MomentSketch:
+    """Sketch the columns of X (NumPy or CuPy, (n, d)) on the GPU; NaN is missing, inf raises ValueError."""
+    cp = cupy_module()
+    l = _check_n_moments(n_moments)
+    X = cp.asarray(X)
+    if X.ndim != 2:
+        raise ValueError(f"X must be 2-D (n_samples, n_features), got shape {X.shape}")
+    if X.dtype not in (cp.float32, cp.float64):
+        X = X.astype(cp.float64)
+    X = cp.ascontiguousarray(X)
+    n, d = X.shape
+    if n == 0:
+        return MomentSketch.empty(d, l, max_distinct)
+    has_w = sample_weight is not None
+    if has_w:
+        w = cp.ascontiguousarray(cp.asarray(sample_weight, cp.float64).reshape(-1))
+        if w.shape[0] != n:
+            raise ValueError(f"sample_weight has {w.shape[0]} entries, X has {n} rows")
+        if bool(cp.any(~cp.isfinite(w) | (w < 0))):
+            raise ValueError("sample_weight must be finite and non-negative")
+    else:
+        w = cp.zeros(1, cp.float64)
+    T = "float" if X.dtype == cp.float32 else "double"
+    by = 8 if l <= 20 else 4
+    kname, rname = _names(T, l, by, has_w, int(chunk))
+    kern = get_kernel("sketch/sketch.cu", kname, name_expressions=(kname, rname))
+    red = get_kernel("sketch/sketch.cu", rname, name_expressions=(kname, rname))
+    gy = (d + 31) // 32
+    sms = cp.cuda.Device().attributes["MultiProcessorCount"]
+    step = by * int(chunk)
+    gx = int(max(1, min(-(-n // step), blocks_per_sm * sms // gy + 1)))
+    rows_per_block = -(-n // gx)
+    rows_per_block = -(-rows_per_block // step) * step
+    gx = -(-n // rows_per_block)
+    cap = int(max_distinct)
+    tsize = 1
+    while tsize < 4 * max(cap, 1):
+        tsize *= 2
+    part = cp.empty((gx, d, l + 3), cp.float64)
+    bad = cp.zeros(1, cp.int32)
+    table = cp.full((d, tsize), EMPTY_KEY, dtype=cp.uint64)
+    count = cp.zeros(d, cp.int32)
+    over = cp.zeros(d, cp.int32) if cap > 0 else cp.ones(d, cp.int32)
+    kern((gx, gy), (32, by), (X, w, np.int64(n), np.int32(d), np.int64(rows_per_block), part, bad, table,
+                              np.int32(tsize), count, over, np.int32(cap)))
+    out = cp.empty((d, l + 3), cp.float64)
+    red((d,), (REDUCE_THREADS,), (part, np.int32(gx), np.int32(d), out))
+    if int(bad.get()[0]):
+        raise ValueError("X contains +/-inf; encode missing values as NaN (inf is not a valid feature value)")
+    return _finish(out.get(), l, table, count, over, cap)
+
+
+def _finish(red: np.ndarray, l: int, table, count, over, cap: int) -> MomentSketch:
+    cnt = count.get().astype(np.int64)
+    ov = over.get().astype(bool) | (cnt > cap)
+    d = red.shape[0]
+    vals = np.full((d, cap), np.nan)
+    nd = np.where(ov, -1, cnt)
+    keep = np.flatnonzero(~ov)
+    if keep.size:
+        keys = table[keep].get()
+        for r, j in enumerate(keep):
+            k = keys[r][keys[r] != np.uint64(EMPTY_KEY)]
+            vals[j, : k.size] = np.sort(k.view(np.float64))
+    W = red[:, 0].copy()
+    empty = W <= 0
+    lo = np.where(empty, np.nan, red[:, l + 1])
+    hi = np.where(empty, np.nan, red[:, l + 2])
+    return MomentSketch(W, red[:, 1].copy(), red[:, 2 : l + 1].copy(), lo, hi, vals, nd)

@@ -1,0 +1,212 @@
+"""Solvers from a moments sketch to quantiles, all features at once: maximum entropy (Chebyshev) and Legendre series."""
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+from numpy.polynomial import chebyshev as C
+from numpy.polynomial import legendre as L
+
+from .state import MomentSketch
+
+METHODS = ("maxent", "legendre")
+
+
+def _binom_table(n: int) -> np.ndarray:
+    b = np.zeros((n + 1, n + 1))
+    for k in range(n + 1):
+        b[k, 0] = 1.0
+        for i in range(1, k + 1):
+            b[k, i] = b[k - 1, i - 1] + (b[k - 1, i] if i <= k - 1 else 0.0)
+    return b
+
+
+def scaled_moments(sk: MomentSketch) -> tuple[np.ndarray, np.ndarray]:
+    """Power moments E[x~^k], k = 0..l, of x~ = 2 (x - min) / (max - min) - 1 in [-1, 1], from central sums.
+
+    Uses x~ = s (x - mean) + a with s = 2 / (max - min), a = s (mean - (min + max) / 2), so
+    E[x~^k] = sum_i C(k, i) s^i m_i a^(k-i) (the digest's corrected shift). Returns (mu (d, l+1), ok (d,)),
+    ok False for empty or constant features.
+    """
+    l = sk.n_moments
+    lo, hi = sk.vmin, sk.vmax
+    ok = (sk.weight > 0) & np.isfinite(lo) & np.isfinite(hi) & (hi > lo)
+    s = np.where(ok, 2.0 / np.where(ok, hi - lo, 1.0), 0.0)
+    a = s * (sk.mean - 0.5 * (lo + hi))
+    a = np.where(ok, a, 0.0)
+    m = sk.central_moments()
+    m = np.where(ok[:, None], m, 0.0)
+    m[:, 0] = 1.0
+    sp = s[:, None] ** np.arange(l + 1)
+    mh = m * sp  # standardised central moments s^k m_k
+    ap = a[:, None] ** np.arange(l + 1)
+    B = _binom_table(l)
+    mu = np.zeros((sk.n_features, l + 1))
+    for k in range(l + 1):
+        for i in range(k + 1):
+            mu[:, k] += B[k, i] * mh[:, i] * ap[:, k - i]
+    return np.clip(mu, -1.0, 1.0), ok
+
+
+@lru_cache(maxsize=None)
+def _cheb_from_power(l: int) -> np.ndarray:
+    """(l+1, l+1) matrix t with T_j(x) = sum_k t[j, k] x^k."""
+    t = np.zeros((l + 1, l + 1))
+    for j in range(l + 1):
+        e = np.zeros(j + 1)
+        e[j] = 1.0
+        p = C.cheb2poly(e)
+        t[j, : p.size] = p
+    return t
+
+
+@lru_cache(maxsize=None)
+def _leg_from_power(l: int) -> np.ndarray:
+    t = np.zeros((l + 1, l + 1))
+    for j in range(l + 1):
+        e = np.zeros(j + 1)
+        e[j] = 1.0
+        p = L.leg2poly(e)
+        t[j, : p.size] = p
+    return t
+
+
+@lru_cache(maxsize=None)
+def _quadrature(q: int, l2: int):
+    from scipy.special import roots_legendre
+
+    x, w = roots_legendre(q)
+    return x, w, C.chebvander(x, l2)
+
+
+@lru_cache(maxsize=None)
+def _grid(g: int):
+    """Chebyshev-Lobatto grid on [-1, 1] (dense near the ends, where skewed data piles up)."""
+    return -np.cos(np.pi * np.arange(g) / (g - 1))
+
+
+def _potential(theta, c, wq, V):
+    e = np.clip(theta @ V.T, -700.0, 700.0)
+    return np.exp(e) @ wq - np.sum(theta * c, axis=1)
+
+
+def maxent_theta(cm: np.ndarray, *, n_quad: int = 1024, max_iter: int = 200, tol: float = 1e-7):
+    """Damped Newton on the max-entropy dual for Chebyshev moments cm (d, l+1); returns (theta, converged)."""
+    d, lp1 = cm.shape
+    l = lp1 - 1
+    xq, wq, Vq = _quadrature(n_quad, 2 * l)
+    V = Vq[:, :lp1]
+    theta = np.zeros((d, lp1))
+    theta[:, 0] = np.log(0.5)
+    active = np.ones(d, bool)
+    conv = np.zeros(d, bool)
+    idx = np.arange(lp1)
+    ii, jj = np.meshgrid(idx, idx, indexing="ij")
+    alpha, beta = 0.3, 0.25
+    for _ in range(max_iter):
+        if not active.any():
+            break
+        A = np.flatnonzero(active)
+        th = theta[A]
+        c = cm[A]
+        f = np.exp(np.clip(th @ V.T, -700.0, 700.0))  # (a, Q)
+        I = (f * wq) @ Vq  # integrals of T_j f, j = 0..2l
+        g = I[:, :lp1] - c
+        done = np.mean(g * g, axis=1) < tol * tol
+        conv[A[done]] = True
+        active[A[done]] = False
+        keep = ~done
+        if not keep.any():
+            break
+        A, th, c, g, I = A[keep], th[keep], c[keep], g[keep], I[keep]
+        H = 0.5 * (I[:, ii + jj] + I[:, np.abs(ii - jj)])
+        H = H + 1e-12 * np.trace(H, axis1=1, axis2=2)[:, None, None] * np.eye(lp1)
+        try:
+            step = np.linalg.solve(H, -g[..., None])[..., 0]
+        except np.linalg.LinAlgError:
+            step = np.stack([np.linalg.lstsq(h, -gg, rcond=None)[0] for h, gg in zip(H, g)])
+        P0 = I[:, 0] - np.sum(th * c, axis=1)
+        slope = np.sum(g * step, axis=1)
+        t = np.ones(len(A))
+        pending = np.ones(len(A), bool)
+        for _ls in range(12):
+            P1 = _potential(th + t[:, None] * step, c, wq, V)
+            okk = np.isfinite(P1) & (P1 <= P0 + alpha * t * slope)
+            pending &= ~okk
+            if not pending.any():
+                break
+            t = np.where(pending, t * beta, t)
+        bad = ~np.isfinite(step).all(axis=1)
+        t = np.where(bad, 0.0, np.maximum(t, 1e-3))
+        theta[A] = th + t[:, None] * step
+        stuck = bad | (pending & (t <= 1e-3 + 1e-15) & (np.abs(slope) < 1e-18))
+        active[A[stuck]] = False
+    return theta, conv
+
+
+def _invert_cdf(F: np.ndarray, grid: np.ndarray, phis: np.ndarray) -> np.ndarray:
+    """First crossing of each phi by each row of F (d, G), linear between grid points; vectorised over rows."""
+    d, G = F.shape
+    F = np.maximum.accumulate(np.clip(F, 0.0, 1.0), axis=1)
+    off = 2.0 * np.arange(d)[:, None]
+    flat = (F + off).ravel()
+    tgt = (phis[None, :] + off).ravel()
+    k = np.searchsorted(flat, tgt, side="left").reshape(d, -1) - np.arange(d)[:, None] * G
+    k = np.clip(k, 1, G - 1)
+    rows = np.arange(d)[:, None]
+    f0, f1 = F[rows, k - 1], F[rows, k]
+    x0, x1 = grid[k - 1], grid[k]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        frac = np.where(f1 > f0, (phis[None, :] - f0) / (f1 - f0), 0.0)
+    return x0 + np.clip(frac, 0.0, 1.0) * (x1 - x0)
+
+
+def maxent_cdf(sk: MomentSketch, grid: np.ndarray, *, n_moments: int | None = None):
+    """CDF of the max-entropy density on the scaled grid (d, G), falling back to fewer moments where Newton fails."""
+    mu, ok = scaled_moments(sk)
+    l = sk.n_moments if n_moments is None else n_moments
+    F = np.tile((grid + 1.0) / 2.0, (sk.n_features, 1))  # uniform fallback
+    todo = np.flatnonzero(ok)
+    while todo.size and l >= 2:
+        cm = mu[todo, : l + 1] @ _cheb_from_power(l).T
+        theta, conv = maxent_theta(cm)
+        V = C.chebvander(grid, l)
+        f = np.exp(np.clip(theta[conv] @ V.T, -700.0, 700.0))
+        cum = np.concatenate([np.zeros((f.shape[0], 1)), np.cumsum(0.5 * (f[:, 1:] + f[:, :-1]) * np.diff(grid), 1)], 1)
+        # the grid must resolve the density: its mass there must match the quadrature's (= 1 at convergence)
+        good = np.abs(cum[:, -1] - 1.0) < 1e-3
+        conv[np.flatnonzero(conv)[~good]] = False
+        F[todo[conv]] = cum[good] / cum[good, -1:]
+        todo = todo[~conv]
+        l -= 2 if l > 4 else 1
+    return F, ok
+
+
+def legendre_cdf(sk: MomentSketch, grid: np.ndarray):
+    """CDF of the truncated Legendre series (may be non-monotone; the inversion takes the first crossing)."""
+    mu, ok = scaled_moments(sk)
+    l = sk.n_moments
+    lm = mu @ _leg_from_power(l).T  # E[L_n(x)]
+    a = (2 * np.arange(l + 1) + 1) / 2.0 * lm
+    A = np.empty((grid.size, l + 1))
+    for n in range(l + 1):
+        e = np.zeros(n + 1)
+        e[n] = 1.0
+        A[:, n] = L.legval(grid, L.legint(e, lbnd=-1))
+    return a @ A.T, ok
+
+
+def quantiles(sk: MomentSketch, phis, method: str = "maxent", *, grid_size: int = 8193) -> np.ndarray:
+    """Quantiles (d, len(phis)) in data units for probabilities phis in [0, 1]."""
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    phis = np.asarray(phis, np.float64).reshape(-1)
+    if ((phis < 0) | (phis > 1)).any() or not np.isfinite(phis).all():
+        raise ValueError("phis must lie in [0, 1]")
+    grid = _grid(grid_size)
+    F, ok = (maxent_cdf if method == "maxent" else legendre_cdf)(sk, grid)
+    xs = _invert_cdf(F, grid, phis)
+    lo, hi = sk.vmin, sk.vmax
+    q = lo[:, None] + (xs + 1.0) * 0.5 * (hi - lo)[:, None]
+    q = np.where(ok[:, None], q, lo[:, None])
+    return np.clip(q, lo[:, None], hi[:, None])

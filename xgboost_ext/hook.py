@@ -1,0 +1,107 @@
+"""Make XGBoost `hist` train on exactly our cuts: a reference matrix for QuantileDMatrix, or snap-to-edge data."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import xgboost as xgb
+
+from kernels.device import is_cupy_array
+from kernels.sketch.cuts import Cuts
+
+
+def _cuts_of(binner_or_cuts) -> tuple[Cuts, int]:
+    if isinstance(binner_or_cuts, Cuts):
+        return binner_or_cuts, int(max(2, int(binner_or_cuts.n_bins.max(initial=1))))
+    cuts = getattr(binner_or_cuts, "cuts_", None)
+    if cuts is None:
+        raise ValueError("the binner is not fitted: call binner.fit(X) (or partial_fit) first")
+    return cuts, int(binner_or_cuts.max_bin)
+
+
+def reference_matrix(binner_or_cuts) -> np.ndarray:
+    """The (max_bin, d) float32 matrix whose column j is [min_j, cut_j1, ..., cut_jk] padded with NaN.
+
+    XGBoost sketches a column with at most max_bin distinct values into exactly "every distinct value but the
+    first" plus a sentinel above the last, so a QuantileDMatrix built with this as ``ref`` has our cuts.
+    """
+    cuts, max_bin = _cuts_of(binner_or_cuts)
+    R = np.full((max_bin, cuts.n_features), np.nan, np.float32)
+    for j, c in enumerate(cuts.values):
+        if np.isnan(cuts.vmin[j]):
+            continue
+        if c.size + 1 > max_bin:
+            raise ValueError(f"feature {j} has {c.size} cuts; max_bin={max_bin} allows at most {max_bin - 1}")
+        R[0, j] = cuts.vmin[j]
+        R[1 : c.size + 1, j] = c
+    return R
+
+
+def reference_dmatrix(binner_or_cuts, **kwargs: Any) -> xgb.DMatrix:
+    """A small DMatrix to pass as ``ref=`` to QuantileDMatrix so that XGBoost uses our cuts."""
+    return xgb.DMatrix(reference_matrix(binner_or_cuts), **kwargs)
+
+
+def quantile_dmatrix(X, label=None, *, binner, **kwargs: Any) -> xgb.QuantileDMatrix:
+    """QuantileDMatrix of X (NumPy, pandas or CuPy) whose cuts are the fitted binner's, for CPU or device="cuda"."""
+    cuts, max_bin = _cuts_of(binner)
+    if "ref" in kwargs:
+        raise ValueError("quantile_dmatrix builds its own ref from the binner; do not pass ref=")
+    mb = kwargs.pop("max_bin", max_bin)
+    if mb != max_bin:
+        raise ValueError(f"max_bin={mb} differs from the binner's max_bin={max_bin}")
+    n_feat = X.shape[1]
+    if n_feat != cuts.n_features:
+        raise ValueError(f"X has {n_feat} features, the binner was fitted on {cuts.n_features}")
+    ref = reference_dmatrix(cuts, feature_names=kwargs.get("feature_names"))
+    return xgb.QuantileDMatrix(X, label, ref=ref, max_bin=max_bin, **kwargs)
+
+
+def snap(X, binner_or_cuts):
+    """X with every value replaced by the lower edge of its bin (NaN kept); NumPy or CuPy, float32 output.
+
+    The snapped data has at most max_bin distinct values per feature, so any XGBoost entry point (DMatrix,
+    QuantileDMatrix, dask, spark) sketches it into exactly our cuts, and since s(x) < cut <=> x < cut, the model
+    trained on snapped data predicts identically on raw data.
+    """
+    cuts, _ = _cuts_of(binner_or_cuts)
+    if is_cupy_array(X):
+        import cupy as xp
+    else:
+        xp = np
+        X = np.asarray(X)
+    if X.ndim != 2 or X.shape[1] != cuts.n_features:
+        raise ValueError(f"X must be 2-D with {cuts.n_features} features, got shape {X.shape}")
+    X = X.astype(xp.float32, copy=False)
+    out = xp.empty_like(X)
+    for j, c in enumerate(cuts.values):
+        lows = xp.asarray(np.concatenate([[cuts.vmin[j]], c]).astype(np.float32))
+        col = X[:, j]
+        k = xp.searchsorted(xp.asarray(c), col, side="right")
+        out[:, j] = xp.where(xp.isnan(col), xp.float32(np.nan), lows[xp.minimum(k, lows.size - 1)])
+    return out
+
+
+def dmatrix(X, label=None, *, binner, **kwargs: Any) -> xgb.DMatrix:
+    """A plain DMatrix (snapped to our bins) on which tree_method="hist" trains with exactly our cuts."""
+    return xgb.DMatrix(snap(X, binner), label, **kwargs)
+
+
+def xgb_cuts(dm: xgb.DMatrix) -> list[np.ndarray]:
+    """XGBoost's cuts per feature from get_quantile_cut(), lower bound and sentinel removed."""
+    ptr, vals = dm.get_quantile_cut()
+    ptr = np.asarray(ptr)
+    vals = np.asarray(vals if not is_cupy_array(vals) else vals.get())
+    return [vals[ptr[j] + 1 : ptr[j + 1] - 1] for j in range(ptr.size - 1)]
+
+
+def check_cuts(dm: xgb.DMatrix, binner_or_cuts) -> None:
+    """Raise AssertionError unless XGBoost's cuts on dm equal our cuts bit for bit."""
+    cuts, _ = _cuts_of(binner_or_cuts)
+    got = xgb_cuts(dm)
+    if len(got) != cuts.n_features:
+        raise AssertionError(f"XGBoost has {len(got)} features, ours {cuts.n_features}")
+    for j, (g, c) in enumerate(zip(got, cuts.values)):
+        if g.shape != c.shape or not np.array_equal(g.astype(np.float32), c):
+            raise AssertionError(f"feature {j}: XGBoost cuts {g[:5]}... ({g.size}) differ from ours {c[:5]}... "
+                                 f"({c.size})")

@@ -1,0 +1,68 @@
+"""Drop-in XGBRegressor / XGBClassifier that take a `binner` and train `hist` on its cuts."""
+from __future__ import annotations
+
+from typing import Any
+
+import xgboost as xgb
+from sklearn.base import clone
+
+from .binner import QuantileBinner
+from .hook import reference_dmatrix
+
+
+class _BinnedMixin:
+    """Fits the binner on X (with sample_weight) and hands XGBoost a QuantileDMatrix whose ref carries our cuts."""
+
+    def _hitml_fit(self, X, y, sample_weight, fit_kwargs):
+        if self.tree_method not in (None, "hist"):
+            raise ValueError(f'a binner only applies to tree_method="hist", got {self.tree_method!r}')
+        if self.booster not in (None, "gbtree", "dart"):
+            raise ValueError(f"a binner needs a tree booster, got booster={self.booster!r}")
+        if self.binner is None:
+            binner = QuantileBinner(max_bin=self.max_bin if self.max_bin is not None else 256)
+        else:
+            binner = clone(self.binner)
+        if self.max_bin is not None and self.max_bin != binner.max_bin:
+            raise ValueError(f"max_bin={self.max_bin} differs from the binner's max_bin={binner.max_bin}")
+        self.binner_ = binner.fit(X, sample_weight=sample_weight)
+        self._hitml_ref = reference_dmatrix(self.binner_)
+        try:
+            return super().fit(X, y, sample_weight=sample_weight, **fit_kwargs)
+        finally:
+            self._hitml_ref = None
+
+    def _create_dmatrix(self, ref, **kwargs: Any):
+        our = getattr(self, "_hitml_ref", None)
+        if ref is None and our is not None:  # the training matrix
+            return xgb.QuantileDMatrix(**kwargs, ref=our, nthread=self.n_jobs, max_bin=self.binner_.max_bin)
+        return super()._create_dmatrix(ref=ref, **kwargs)
+
+    def get_xgb_params(self) -> dict[str, Any]:
+        params = super().get_xgb_params()
+        for k in [k for k in params if k == "binner" or k.startswith("binner__")]:
+            params.pop(k)
+        if getattr(self, "binner_", None) is not None:
+            params["max_bin"] = int(self.binner_.max_bin)
+        return params
+
+
+class XGBRegressor(_BinnedMixin, xgb.XGBRegressor):
+    """xgboost.XGBRegressor whose `hist` cuts come from ``binner`` (a QuantileBinner; default QuantileBinner())."""
+
+    def __init__(self, *, binner: QuantileBinner | None = None, **kwargs: Any) -> None:
+        self.binner = binner
+        super().__init__(**kwargs)
+
+    def fit(self, X, y, *, sample_weight=None, **kwargs):
+        return self._hitml_fit(X, y, sample_weight, kwargs)
+
+
+class XGBClassifier(_BinnedMixin, xgb.XGBClassifier):
+    """xgboost.XGBClassifier whose `hist` cuts come from ``binner`` (a QuantileBinner; default QuantileBinner())."""
+
+    def __init__(self, *, binner: QuantileBinner | None = None, **kwargs: Any) -> None:
+        self.binner = binner
+        super().__init__(**kwargs)
+
+    def fit(self, X, y, *, sample_weight=None, **kwargs):
+        return self._hitml_fit(X, y, sample_weight, kwargs)
