@@ -1,0 +1,399 @@
+"""TreeSHAP benchmark on the GPUTreeShap paper's 12-model grid: our engines against shap, shap-cuda and XGBoost.
+
+    python integration/bench_treeshap.py --device gpu --size small,medium --out docs/benchmarks
+    python integration/bench_treeshap.py --device cpu --size small --rows 1000
+
+Models: XGBoost, 10 / 100 / 1000 rounds at depth 3 / 8 / 16, eta 0.01, on cal_housing and adult (real data from
+data/) and covtype- and fashion_mnist-shaped synthetic data (those datasets are not available offline; training uses
+at most --train-rows rows). SHAP values on --rows rows, interactions on --inter-rows rows. Slow anchors are timed
+on fewer rows (the row count is recorded) and reported as rows/s. Writes JSON, markdown and a plot.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+SIZES = {"small": (10, 3), "medium": (100, 8), "large": (1000, 16)}
+DATASETS = ("covtype", "cal_housing", "adult", "fashion_mnist")
+MODEL_DIR = Path(os.environ.get("HITML_BENCH_MODELS", "/tmp/hitml_bench_models"))
+
+
+# ---------------------------------------------------------------------------------------------------------- data
+def load_dataset(name: str, train_rows: int, seed: int = 0):
+    """(X float32, y, objective, num_class, source) for one dataset of the grid."""
+    import pandas as pd
+    rng = np.random.default_rng(seed)
+    if name == "cal_housing":
+        df = pd.read_csv(ROOT / "data" / "cal_housing.csv.gz")
+        y = df.pop("median_house_value").to_numpy(np.float64) / 1e5
+        return df.to_numpy(np.float32), y, "reg:squarederror", 1, "data/cal_housing.csv.gz (real)"
+    if name == "adult":
+        df = pd.read_csv(ROOT / "data" / "adult.csv.gz", skipinitialspace=True)
+        y = (df.pop("income").astype(str).str.strip() != "<=50K").to_numpy(np.float64)
+        for c in df.columns:
+            if not pd.api.types.is_numeric_dtype(df[c]):
+                df[c] = df[c].astype("category").cat.codes
+        return df.to_numpy(np.float32), y, "binary:logistic", 1, "data/adult.csv.gz (real, categories as codes)"
+    if name == "covtype":       # 581,012 x 54, 7 classes: 10 numeric + 44 binary columns
+        n, k = min(train_rows, 581_012), 7
+        num = rng.normal(size=(n, 10))
+        binary = (rng.random((n, 44)) < 0.1).astype(np.float64)
+        X = np.hstack([num, binary]).astype(np.float32)
+        score = num[:, :7] + 0.5 * binary[:, :7] + 0.3 * np.sin(3 * num[:, 7:8]) * num[:, 8:9]
+        y = np.argmax(score + rng.gumbel(size=(n, k)), axis=1).astype(np.float64)
+        return X, y, "multi:softprob", k, f"synthetic covtype shape ({n} x 54, 7 classes)"
+    if name == "fashion_mnist":  # 70,000 x 784 pixels, 10 classes
+        n, k = min(train_rows, 70_000), 10
+        proto = rng.random((k, 784))
+        y = rng.integers(0, k, size=n)
+        X = np.clip(proto[y] + rng.normal(scale=0.35, size=(n, 784)), 0, 1)
+        X = (np.round(X * 255)).astype(np.float32)
+        return X, y.astype(np.float64), "multi:softprob", k, f"synthetic fashion_mnist shape ({n} x 784, 10 classes)"
+    raise ValueError(name)
+
+
+def train_model(name: str, size: str, X, y, objective: str, num_class: int, device: str):
+    import xgboost as xgb
+    rounds, depth = SIZES[size]
+    MODEL_DIR.mkdir(parents=True, exist_ok=True)
+    path = MODEL_DIR / f"{name}-{size}-{len(X)}.ubj"
+    params = {"eta": 0.01, "max_depth": depth, "objective": objective, "tree_method": "hist", "device": device}
+    if num_class > 1:
+        params["num_class"] = num_class
+    bst = xgb.Booster()
+    if path.exists():
+        bst.load_model(path)
+        return bst, 0.0
+    t = time.perf_counter()
+    bst = xgb.train(params, xgb.DMatrix(X, label=y), num_boost_round=rounds)
+    elapsed = time.perf_counter() - t
+    bst.save_model(path)
+    return bst, elapsed
+
+
+# ------------------------------------------------------------------------------------------------------ timing
+def timed(fn, repeats: int = 3, sync=None):
+    """Median wall time of fn() over repeats, after one warm-up call."""
+    fn()
+    if sync:
+        sync()
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        if sync:
+            sync()
+        times.append(time.perf_counter() - t)
+    return float(np.median(times))
+
+
+def timed_rows(fn, X, max_rows: int, budget_s: float, repeats: int = 3, sync=None):
+    """Time fn(X[:n]) growing n up to max_rows while the predicted time stays within budget; (rows, seconds)."""
+    n = min(max_rows, 100)
+    t0 = time.perf_counter()
+    fn(X[:n])
+    if sync:
+        sync()
+    first = time.perf_counter() - t0
+    while n < max_rows:
+        per_row = max(first, 1e-4) / n
+        nxt = min(max_rows, n * 10)
+        if per_row * nxt * (repeats + 1) > budget_s:
+            break
+        n = nxt
+        t0 = time.perf_counter()
+        fn(X[:n])
+        if sync:
+            sync()
+        first = time.perf_counter() - t0
+    reps = repeats if first * repeats < budget_s else 1
+    times = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        fn(X[:n])
+        if sync:
+            sync()
+        times.append(time.perf_counter() - t)
+    return n, float(np.median(times))
+
+
+def versions() -> dict:
+    out = {"python": platform.python_version()}
+    for mod in ("numpy", "xgboost", "shap", "shap_cuda", "cupy", "numba"):
+        try:
+            out[mod] = __import__(mod).__version__
+        except Exception:
+            out[mod] = None
+    return out
+
+
+# ----------------------------------------------------------------------------------------------------- engines
+def our_paths(bst, M):
+    """PathSet of an XGBoost booster, through shap's TreeEnsemble (the adapter's route)."""
+    import shap
+    from kernels.treeshap import extract_paths
+    ens = shap.TreeExplainer(bst).model
+    return extract_paths(ens.children_left, ens.children_right, ens.children_default, ens.features, ens.thresholds,
+                         ens.values, ens.node_sample_weight, ens.base_offset, n_features=M,
+                         input_dtype=ens.input_dtype), ens
+
+
+def shap_cext(ens, X, interactions=False):
+    """shap's own C++ TreeExplainer algorithm on the TreeEnsemble (not XGBoost's short-circuit)."""
+    from shap import _cext
+    vals = ens._bench_vals if hasattr(ens, "_bench_vals") else None
+    if vals is None:
+        vals = ens.values.copy()
+        for t in range(vals.shape[0]):
+            _cext.compute_expectations(ens.children_left[t], ens.children_right[t], ens.node_sample_weight[t],
+                                       vals[t])
+        ens._bench_vals = vals
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    n, M = X.shape
+    K = vals.shape[2]
+    phi = np.zeros((n, M + 1, M + 1, K) if interactions else (n, M + 1, K))
+    _cext.dense_tree_shap(ens.children_left, ens.children_right, ens.children_default, ens.features, ens.thresholds,
+                          ens.threshold_types, vals, ens.node_sample_weight, ens.max_depth, X, np.isnan(X), None,
+                          None, None, vals.shape[0], ens.base_offset, phi, 1, 0, interactions)
+    return phi
+
+
+def xgb_contribs(bst, device, nthread, interactions=False):
+    import xgboost as xgb
+    b = bst.copy()
+    b.set_param({"device": device, "nthread": nthread})
+
+    def run(X):
+        return b.predict(xgb.DMatrix(X, nthread=nthread), pred_contribs=not interactions,
+                         pred_interactions=interactions)
+    return run
+
+
+def shap_cuda_explainer(bst):
+    try:
+        from shap_cuda import GPUTreeExplainer
+    except Exception as exc:  # not installed, or its CUDA extension did not load
+        return None, f"{type(exc).__name__}: {exc}"
+    try:
+        return GPUTreeExplainer(bst), ""
+    except Exception as exc:
+        return None, f"{type(exc).__name__}: {exc}"
+
+
+# --------------------------------------------------------------------------------------------------------- run
+def bench_model(name, size, args, data_cache):
+    if name not in data_cache:
+        data_cache[name] = load_dataset(name, args.train_rows)
+    X, y, objective, num_class, source = data_cache[name]
+    M = X.shape[1]
+    dev = "cuda" if args.device == "gpu" else "cpu"
+    bst, train_s = train_model(name, size, X, y, objective, num_class, dev)
+    rng = np.random.RandomState(432)
+    Xt = X[rng.randint(0, len(X), args.rows)]
+    Xi = Xt[: args.inter_rows]
+    rec = {"model": f"{name}-{size}", "dataset": source, "train_rows": len(X), "train_s": train_s,
+           "trees": int(bst.num_boosted_rounds() * max(num_class, 1)), "features": M, "rows": len(Xt),
+           "inter_rows": len(Xi)}
+    import kernels.treeshap as ts
+    t = time.perf_counter()
+    ps, ens = our_paths(bst, M)
+    rec["extract_s"] = time.perf_counter() - t
+    rec["paths"] = int(ps.n_paths)
+    rec["elements"] = int(len(ps.feature))
+    res = {}
+    budget = args.anchor_budget
+    if args.device == "gpu":
+        import cupy as cp
+        from kernels.treeshap import gpu
+        sync = cp.cuda.Device().synchronize
+        t = time.perf_counter()
+        pk = gpu.packed_paths(ps)
+        sync()
+        rec["pack_s"] = time.perf_counter() - t
+        rec["bins"], rec["utilisation"], rec["long_paths"] = pk.n_bins, pk.utilisation, pk.n_long
+        gpu._CACHE.clear()
+        t = time.perf_counter()
+        gpu.shap_values(ps, Xt, progress=False)
+        sync()
+        rec["ours_first_s"] = time.perf_counter() - t        # packing + upload + compile-cached kernel
+        res["ours"] = (len(Xt), timed(lambda: gpu.shap_values(ps, Xt, progress=False), args.repeats, sync))
+        res_i = {"ours": (len(Xi), timed(lambda: gpu.interaction_values(ps, Xi, progress=False), args.repeats,
+                                          sync))}
+        # anchors
+        run = xgb_contribs(bst, "cuda", args.threads)
+        res["xgb_gpu"] = timed_rows(run, Xt, len(Xt), budget, args.repeats)
+        run_i = xgb_contribs(bst, "cuda", args.threads, interactions=True)
+        res_i["xgb_gpu"] = timed_rows(run_i, Xi, len(Xi), budget, args.repeats)
+        exp, why = shap_cuda_explainer(bst)
+        if exp is not None:
+            res["shap_cuda"] = timed_rows(lambda A: exp.shap_values(A, check_additivity=False), Xt, len(Xt), budget,
+                                          args.repeats)
+            res_i["shap_cuda"] = timed_rows(exp.shap_interaction_values, Xi, len(Xi), budget, args.repeats)
+        else:
+            rec["shap_cuda_error"] = why
+        # accuracy of ours against XGBoost GPU on a few rows (float32 output there)
+        ours = gpu.shap_values(ps, Xt[:200], progress=False)
+        ref = run(Xt[:200]).reshape(ours.shape[0], -1, M + 1)
+        rec["max_abs_diff_vs_xgb"] = float(np.abs(ours.transpose(0, 2, 1) - ref).max())
+    else:
+        from kernels.treeshap import cpu
+        cpu.shap_values(ps, Xt[:10], progress=False)   # JIT warm-up
+        res["ours"] = timed_rows(lambda A: cpu.shap_values(ps, A, progress=False), Xt, len(Xt), budget,
+                                 args.repeats)
+        res_i = {"ours": timed_rows(lambda A: cpu.interaction_values(ps, A, progress=False), Xi, len(Xi), budget,
+                                    args.repeats)}
+    # CPU anchors (both modes)
+    res["xgb_cpu"] = timed_rows(xgb_contribs(bst, "cpu", args.threads), Xt, len(Xt), budget, args.repeats)
+    res_i["xgb_cpu"] = timed_rows(xgb_contribs(bst, "cpu", args.threads, True), Xi, len(Xi), budget, args.repeats)
+    res["shap_cpu"] = timed_rows(lambda A: shap_cext(ens, A), Xt, len(Xt), budget, 1)
+    res_i["shap_cpu"] = timed_rows(lambda A: shap_cext(ens, A, True), Xi, len(Xi), budget, 1)
+    for key, table in (("shap", res), ("inter", res_i)):
+        rec[key] = {k: {"rows": n, "seconds": s, "rows_per_s": n / s} for k, (n, s) in table.items()}
+        anchors = {k: v for k, v in rec[key].items() if k != "ours"}
+        best = max(anchors, key=lambda k: anchors[k]["rows_per_s"])
+        rec[key + "_fastest_anchor"] = best
+        rec[key + "_ratio"] = anchors[best]["rows_per_s"] / rec[key]["ours"]["rows_per_s"]   # our time / theirs
+    return rec
+
+
+def crossover(args, data_cache):
+    """Row counts where our GPU engine starts to beat the fastest CPU anchor (cal_housing-medium, as in the paper)."""
+    import cupy as cp
+    from kernels.treeshap import gpu
+    X, y, objective, num_class, _ = data_cache.setdefault("cal_housing", load_dataset("cal_housing", args.train_rows))
+    bst, _ = train_model("cal_housing", "medium", X, y, objective, num_class, "cuda")
+    ps, ens = our_paths(bst, X.shape[1])
+    sync = cp.cuda.Device().synchronize
+    xcpu = xgb_contribs(bst, "cpu", args.threads)
+    rows = [1, 3, 10, 30, 100, 300, 1000, 3000, 10000]
+    out = []
+    for n in rows:
+        A = X[:n]
+        g = timed(lambda: gpu.shap_values(ps, A, progress=False), 5, sync)
+        c = timed(lambda: xcpu(A), 5)
+        out.append({"rows": n, "gpu_s": g, "xgb_cpu_s": c})
+    first = next((r["rows"] for r in out if r["gpu_s"] < r["xgb_cpu_s"]), None)
+    return {"model": "cal_housing-medium", "series": out, "crossover_rows": first}
+
+
+def write_outputs(report, out_dir: Path, tag: str):
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / f"treeshap_{tag}.json").write_text(json.dumps(report, indent=1))
+    lines = [f"# TreeSHAP benchmark ({tag})", "",
+             f"Device: {report['device']}; CPU threads: {report['threads']}; versions: "
+             + ", ".join(f"{k} {v}" for k, v in report["versions"].items() if v), "",
+             "Ratio = our time / fastest anchor's time (below 1: we are faster). Rows/s; anchors timed on fewer rows "
+             "where slow (rows in parentheses).", ""]
+    keys = ["ours", "shap_cuda", "xgb_gpu", "xgb_cpu", "shap_cpu"] if tag.startswith("gpu") else \
+        ["ours", "xgb_cpu", "shap_cpu"]
+    for key, title, nrow in (("shap", "SHAP values", "rows"), ("inter", "SHAP interaction values", "inter_rows")):
+        lines += [f"## {title}", "", "| model | trees | paths | " + " | ".join(keys) + " | fastest anchor | ratio |",
+                  "|---" * (len(keys) + 5) + "|"]
+        for r in report["models"]:
+            if key not in r:
+                continue
+            cells = []
+            for k in keys:
+                v = r[key].get(k)
+                cells.append("-" if v is None else f"{v['rows_per_s']:.3g}" +
+                             ("" if v["rows"] == r[nrow] else f" ({v['rows']})"))
+            lines.append(f"| {r['model']} | {r['trees']} | {r['paths']} | " + " | ".join(cells) +
+                         f" | {r[key + '_fastest_anchor']} | {r[key + '_ratio']:.3g} |")
+        lines.append("")
+    if tag.startswith("gpu"):
+        lines += ["## First call (path extraction excluded) and packing", "",
+                  "| model | extract s | pack s | bins | utilisation | first call s | warm s |", "|---" * 7 + "|"]
+        for r in report["models"]:
+            lines.append(f"| {r['model']} | {r['extract_s']:.3g} | {r.get('pack_s', 0):.3g} | {r.get('bins')} | "
+                         f"{r.get('utilisation', 0):.4f} | {r.get('ours_first_s', 0):.3g} | "
+                         f"{r['shap']['ours']['seconds']:.3g} |")
+        lines.append("")
+    if report.get("crossover"):
+        c = report["crossover"]
+        lines += [f"## GPU/CPU crossover ({c['model']}, ours on GPU vs XGBoost CPU on {report['threads']} threads)", "",
+                  "| rows | ours GPU s | XGBoost CPU s |", "|---|---|---|"]
+        lines += [f"| {s['rows']} | {s['gpu_s']:.3g} | {s['xgb_cpu_s']:.3g} |" for s in c["series"]]
+        lines += ["", f"Crossover: GPU faster from {c['crossover_rows']} rows.", ""]
+    for r in report["models"]:
+        if r.get("shap_cuda_error"):
+            lines.append(f"shap-cuda unavailable: {r['shap_cuda_error']}")
+            break
+    (out_dir / f"treeshap_{tag}.md").write_text("\n".join(lines) + "\n")
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        fig, axes = plt.subplots(1, 2, figsize=(14, 5))
+        for ax, key in zip(axes, ("shap", "inter")):
+            models = [r for r in report["models"] if key in r]
+            xs = np.arange(len(models))
+            for j, k in enumerate(keys):
+                vals = [r[key].get(k, {}).get("rows_per_s", np.nan) for r in models]
+                ax.bar(xs + j * 0.15, vals, 0.15, label=k)
+            ax.set_xticks(xs + 0.3, [r["model"] for r in models], rotation=60, ha="right")
+            ax.set_yscale("log")
+            ax.set_ylabel("rows / s")
+            ax.set_title(f"{'SHAP values' if key == 'shap' else 'interactions'} ({report['device']})")
+            ax.legend()
+        fig.tight_layout()
+        fig.savefig(out_dir / f"treeshap_{tag}.png", dpi=110)
+    except Exception as exc:  # plotting is best effort
+        print("plot failed:", exc)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--size", default="small,medium", help="small|medium|large|all, comma separated")
+    ap.add_argument("--datasets", default=",".join(DATASETS))
+    ap.add_argument("--device", choices=("cpu", "gpu"), default="gpu")
+    ap.add_argument("--rows", type=int, default=10_000)
+    ap.add_argument("--inter-rows", type=int, default=200)
+    ap.add_argument("--train-rows", type=int, default=50_000)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--anchor-budget", type=float, default=20.0, help="seconds per slow anchor measurement")
+    ap.add_argument("--crossover", action="store_true")
+    ap.add_argument("--out", default=str(ROOT / "docs" / "benchmarks"))
+    ap.add_argument("--tag", default=None)
+    args = ap.parse_args(argv)
+    sizes = list(SIZES) if args.size == "all" else args.size.split(",")
+    import numba
+    numba.set_num_threads(min(args.threads, numba.config.NUMBA_NUM_THREADS))
+    from kernels.device import device_name
+    report = {"device": device_name() if args.device == "gpu" else platform.processor() or "cpu",
+              "threads": args.threads, "versions": versions(), "args": vars(args), "models": []}
+    data_cache = {}
+    tag = args.tag or f"{args.device}_{'_'.join(sizes)}"
+    for size in sizes:
+        for name in args.datasets.split(","):
+            t = time.perf_counter()
+            try:
+                rec = bench_model(name, size, args, data_cache)
+            except Exception as exc:
+                import traceback
+                traceback.print_exc()
+                rec = {"model": f"{name}-{size}", "error": f"{type(exc).__name__}: {exc}"}
+            rec["bench_s"] = time.perf_counter() - t
+            report["models"].append(rec)
+            print(json.dumps({k: v for k, v in rec.items() if k in ("model", "shap_ratio", "inter_ratio", "error",
+                                                                     "bench_s")}), flush=True)
+            write_outputs({**report, "models": [r for r in report["models"] if "error" not in r]}, Path(args.out), tag)
+    if args.crossover and args.device == "gpu":
+        report["crossover"] = crossover(args, data_cache)
+    write_outputs({**report, "models": [r for r in report["models"] if "error" not in r]}, Path(args.out), tag)
+    (Path(args.out) / f"treeshap_{tag}.json").write_text(json.dumps(report, indent=1))
+    print((Path(args.out) / f"treeshap_{tag}.md").read_text())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,372 @@
+"""GPU TreeSHAP engine (CUDA through CuPy): path-dependent, interventional and interaction values, same API as cpu.py.
+
+Paths are packed into warp-sized bins (best-fit decreasing, ``pack.py``) and uploaded once per PathSet and
+tree_limit; each warp evaluates its bin's paths for a block of rows with shuffle-based EXTEND/UNWOUNDSUM in double
+precision (``treeshap.cu``). Paths longer than a warp run one thread per (row, path). Rows are processed in chunks
+that fit a device-memory budget. CuPy input gives CuPy output; NumPy/pandas input gives NumPy output.
+"""
+from __future__ import annotations
+
+import math
+import weakref
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._cuda import get_kernel
+from .._progress import progress_bar
+from ..device import cupy_module, free_gpu_bytes, is_cupy_array
+from ._inputs import as_model_input, check_transform, check_tree_limit
+from .pack import plan_packing
+from .paths import PathSet
+
+__all__ = ["shap_values", "interaction_values", "interventional_shap_values", "packed_paths"]
+
+_SRC = "treeshap/treeshap.cu"
+_WARP = 32
+_THREADS = 256
+MEMORY_BUDGET: int | None = None   # bytes per chunk of rows; None = half of the free device memory
+_CACHE: dict[tuple[int, int | None], "_Packed"] = {}
+
+
+@dataclass
+class _Packed:
+    """Device-side packed paths of one PathSet (restricted to a tree_limit)."""
+
+    ps: PathSet
+    xdtype: np.dtype
+    elems: tuple           # feat, lo, hi, flags, cptr, cnw, cwords, z, gstart, glen, item, vptr, vgroup, vval
+    bin_ptr: object
+    n_bins: int
+    long_start: object
+    long_len: object
+    long_item: object
+    n_long: int
+    long_max: int
+    pred_start: object
+    pred_len: object
+    n_paths: int
+    max_len: int
+    utilisation: float
+    bias: np.ndarray
+
+
+def _down32(t: np.ndarray) -> np.ndarray:
+    """The largest float32 <= t: for float32 x, (x <= t) == (x <= _down32(t)) and (t < x) == (_down32(t) < x)."""
+    t32 = t.astype(np.float32)
+    bad = t32.astype(np.float64) > t
+    t32[bad] = np.nextafter(t32[bad], np.float32(-np.inf))
+    return t32
+
+
+def _pack(ps: PathSet) -> _Packed:
+    cp = cupy_module()
+    P = ps.n_paths
+    m = np.diff(ps.path_ptr).astype(np.int64)                 # stored elements per path (root excluded)
+    nz = ps.leaf_value != 0.0
+    nnz = nz.sum(axis=1)
+    vptr = np.concatenate([[0], np.cumsum(nnz)]).astype(np.int32)
+    pr, pk = np.nonzero(nz)
+    vgroup = pk.astype(np.int32)
+    vval = ps.leaf_value[pr, pk].astype(np.float64)
+    work = np.flatnonzero((nnz > 0) & (m > 0))               # paths that carry SHAP values
+    size = m[work] + 1
+    short = size <= _WARP
+    plan = plan_packing(size[short], _WARP)
+    s_ids = work[short][plan.order]
+    l_ids = work[~short]
+    ids = np.concatenate([s_ids, l_ids])
+    sizes = np.concatenate([size[short][plan.order], size[~short]])
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64) if sizes.size else np.zeros(0, np.int64)
+    total = int(sizes.sum())
+    slot_item = np.repeat(np.arange(ids.size), sizes)
+    local = np.arange(total, dtype=np.int64) - starts[slot_item]
+    root = local == 0
+    src = ps.path_ptr[ids][slot_item] + local - 1
+    src[root] = 0
+    E = len(ps.feature)
+    if E == 0:
+        src[:] = 0
+
+    def gather(arr, root_value, dtype):
+        out = np.empty(total, dtype=dtype)
+        if E:
+            out[:] = arr[src]
+        out[root] = root_value
+        return out
+
+    xdtype = np.dtype(np.float32) if np.dtype(ps.input_dtype) == np.float32 else np.dtype(np.float64)
+    lo = gather(ps.lower, -np.inf, np.float64)
+    hi = gather(ps.upper, np.inf, np.float64)
+    if xdtype == np.float32:
+        lo, hi = _down32(lo), _down32(hi)
+    flags = gather(ps.missing_ok.astype(np.uint8) | (ps.cat_outside_ok.astype(np.uint8) << 1), 1, np.uint8)
+    feat = gather(ps.feature, -1, np.int32)
+    cptr = gather(ps.cat_ptr, -1, np.int32)
+    cnw = gather(ps.cat_nwords, 0, np.int32)
+    z = gather(ps.zero_fraction, 1.0, np.float64)
+    lane_short = np.zeros(ids.size, np.int64)
+    lane_short[: s_ids.size] = plan.lane_of
+    gstart = lane_short[slot_item].astype(np.int32)
+    glen = sizes[slot_item].astype(np.int32)
+    item = ids[slot_item].astype(np.int32)
+    cwords = ps.cat_words if len(ps.cat_words) else np.zeros(1, np.uint32)
+    n_short_elems = int(plan.bin_ptr[-1]) if plan.n_bins else 0
+    # per-path element offsets for predictions (first non-root packed element)
+    pred_start = np.zeros(P, np.int64)
+    pred_len = np.zeros(P, np.int32)
+    pred_start[ids] = starts + 1
+    pred_len[ids] = (sizes - 1).astype(np.int32)
+    zero_len = np.flatnonzero((nnz > 0) & (m == 0))
+    pred_len[zero_len] = 0
+    d = cp.asarray
+    elems = (d(feat), d(lo), d(hi), d(flags), d(cptr), d(cnw), d(cwords.astype(np.uint32)), d(z), d(gstart),
+             d(glen), d(item), d(vptr), d(vgroup if vgroup.size else np.zeros(1, np.int32)),
+             d(vval if vval.size else np.zeros(1)))
+    long_sizes = size[~short]
+    return _Packed(
+        ps=ps, xdtype=xdtype, elems=elems, bin_ptr=d(plan.bin_ptr.astype(np.int64)), n_bins=plan.n_bins,
+        long_start=d(starts[s_ids.size:].astype(np.int64) if l_ids.size else np.zeros(1, np.int64)),
+        long_len=d(long_sizes.astype(np.int32) if l_ids.size else np.zeros(1, np.int32)),
+        long_item=d(l_ids.astype(np.int32) if l_ids.size else np.zeros(1, np.int32)),
+        n_long=int(l_ids.size), long_max=int(long_sizes.max()) if l_ids.size else 0,
+        pred_start=d(pred_start), pred_len=d(pred_len), n_paths=P, max_len=int(m.max()) if P else 0,
+        utilisation=plan.utilisation if n_short_elems else 1.0, bias=ps.bias())
+
+
+def packed_paths(paths: PathSet, tree_limit: int | None = None) -> _Packed:
+    """The device-side packing of ``paths`` (cached per PathSet object and tree_limit)."""
+    key = (id(paths), tree_limit)
+    hit = _CACHE.get(key)
+    if hit is not None:
+        return hit
+    packed = _pack(paths.restrict(tree_limit))
+    if not any(k[0] == id(paths) for k in _CACHE):
+        weakref.finalize(paths, _drop, id(paths))
+    _CACHE[key] = packed
+    return packed
+
+
+def _drop(pid: int) -> None:
+    for k in [k for k in _CACHE if k[0] == pid]:
+        del _CACHE[k]
+
+
+def _kernel(name: str, xdtype: np.dtype):
+    return get_kernel(_SRC, f"{name}_{'f32' if xdtype == np.float32 else 'f64'}")
+
+
+def _check_x(X, ps: PathSet, name: str = "X"):
+    """Validate X as the CPU twin does (numeric, 2-D, n_features wide, non-empty); returns NumPy or CuPy X as is."""
+    on_gpu = is_cupy_array(X)
+    if not on_gpu:
+        X = np.asarray(X)
+    head = X[:1] if X.ndim == 2 and X.shape[0] else X        # checking one row checks dtype and shape
+    as_model_input(head, ps, name=name, xp=cupy_module() if on_gpu else np)
+    return X
+
+
+def _to_device(X, xdtype):
+    """Rows of X on the device in the kernel's precision: the model's input dtype (float32) or float64."""
+    cp = cupy_module()
+    if not is_cupy_array(X):
+        X = np.ascontiguousarray(X, dtype=xdtype)             # cast on the host: fewer bytes to copy
+    return cp.ascontiguousarray(cp.asarray(X).astype(xdtype, copy=False))
+
+
+def _budget() -> int:
+    return int(MEMORY_BUDGET) if MEMORY_BUDGET is not None else free_gpu_bytes(0.5)
+
+
+def _sm_count() -> int:
+    cp = cupy_module()
+    return int(cp.cuda.Device().attributes["MultiProcessorCount"])
+
+
+def _rows_per_warp(n_rows: int, n_bins: int, cap: int) -> int:
+    target = _sm_count() * 64 * 2                            # warps for about two full waves
+    return int(min(cap, max(1, math.ceil(n_rows * n_bins / target))))
+
+
+def _launch_warp(kern, pk: _Packed, n_rows: int, rpw: int, args: tuple):
+    if pk.n_bins == 0 or n_rows == 0:
+        return
+    warps = pk.n_bins * math.ceil(n_rows / rpw)
+    blocks = math.ceil(warps * _WARP / _THREADS)
+    kern((blocks,), (_THREADS,), args)
+
+
+def _grid_for(n_work: int) -> int:
+    return int(max(1, min(math.ceil(n_work / _THREADS), _sm_count() * 16)))
+
+
+def _predict(pk: _Packed, Xd, M: int, K: int):
+    """Margins (n, K) of the paths' model for device rows Xd (base_offset included)."""
+    cp = cupy_module()
+    n = Xd.shape[0]
+    out = cp.zeros((n, K), dtype=cp.float64)
+    if pk.n_paths:
+        kern = _kernel("predict", pk.xdtype)
+        kern((_grid_for(n * pk.n_paths),), (_THREADS,),
+             (Xd, np.int64(n), np.int32(M), np.int32(K), pk.pred_start, pk.pred_len, np.int64(pk.n_paths),
+              *pk.elems, out))
+    out += cp.asarray(pk.ps.base_offset)[None, :]
+    return out
+
+
+def _run_long(pk: _Packed, Xd, M: int, K: int, phi, interactions: bool):
+    if pk.n_long == 0:
+        return
+    cp = cupy_module()
+    n = Xd.shape[0]
+    per_thread = 3 * pk.long_max * 8
+    threads = int(min(n * pk.n_long, max(_THREADS, min(1 << 16, _budget() // 4 // per_thread))))
+    blocks = math.ceil(threads / _THREADS)
+    scratch = cp.empty(blocks * _THREADS * 3 * pk.long_max, dtype=cp.float64)
+    _kernel("long", pk.xdtype)((blocks,), (_THREADS,),
+                               (Xd, np.int64(n), np.int32(M), np.int32(K), pk.long_start, pk.long_len,
+                                pk.long_item, np.int64(pk.n_long), *pk.elems, phi, scratch,
+                                np.int32(pk.long_max), np.int32(1 if interactions else 0)))
+
+
+def _chunks(n: int, bytes_per_row: int):
+    size = max(1, min(n, _budget() // max(1, bytes_per_row)))
+    return [(a, min(n, a + size)) for a in range(0, n, size)]
+
+
+def _bar(progress, n: int, n_chunks: int):
+    if progress is None and n_chunks <= 1 and n < 1_000_000:
+        return False
+    return progress
+
+
+def _driver(paths: PathSet, X, tree_limit, progress, desc: str, out_cols: tuple, bytes_per_row_extra: int,
+            compute):
+    """Shared chunk loop: validates X, packs paths, allocates the output, calls compute(pk, Xd, out_chunk)."""
+    tl = check_tree_limit(tree_limit)
+    pk = packed_paths(paths, tl)
+    ps = pk.ps
+    X = _check_x(X, ps)
+    cp = cupy_module()
+    on_gpu = is_cupy_array(X)
+    n, M = X.shape
+    shape = (n,) + out_cols
+    row_bytes = int(np.prod(out_cols)) * 8 + M * pk.xdtype.itemsize + bytes_per_row_extra
+    chunks = _chunks(n, row_bytes)
+    out = cp.zeros(shape, dtype=cp.float64) if on_gpu else np.empty(shape, dtype=np.float64)
+    with progress_bar(n, desc, _bar(progress, n, len(chunks))) as bar:
+        for a, b in chunks:
+            Xd = _to_device(X[a:b], pk.xdtype)
+            dst = out[a:b] if on_gpu else cp.zeros((b - a,) + out_cols, dtype=cp.float64)
+            compute(pk, Xd, dst, a, b)
+            if not on_gpu:
+                dst.get(out=out[a:b])
+            bar.update(b - a)
+    return out
+
+
+def _path_dependent(paths: PathSet, X, tree_limit, progress, interactions: bool):
+    M, K = paths.n_features, paths.n_outputs
+    name = "interactions" if interactions else "shap"
+
+    def compute(pk, Xd, phi, a, b):
+        n = Xd.shape[0]
+        rpw = _rows_per_warp(n, pk.n_bins, 64 if interactions else 1024)
+        _launch_warp(_kernel(name, pk.xdtype), pk, n, rpw,
+                     (Xd, np.int64(n), np.int32(M), np.int32(K), pk.bin_ptr, np.int64(pk.n_bins), np.int32(rpw),
+                      *pk.elems, phi))
+        _run_long(pk, Xd, M, K, phi, interactions)
+        bias = cupy_module().asarray(pk.bias)[None, :]
+        if interactions:
+            phi[:, M, M, :] += bias
+        else:
+            phi[:, M, :] += bias
+
+    cols = (M + 1, M + 1, K) if interactions else (M + 1, K)
+    desc = "GPU TreeSHAP interactions" if interactions else "GPU TreeSHAP"
+    return _driver(paths, X, tree_limit, progress, desc, cols, 0, compute)
+
+
+def shap_values(paths: PathSet, X, *, tree_limit=None, progress=None):
+    """Path-dependent SHAP values, (n, M+1, K) float64, bias in column M (CuPy in -> CuPy out)."""
+    return _path_dependent(paths, X, tree_limit, progress, False)
+
+
+def interaction_values(paths: PathSet, X, *, tree_limit=None, progress=None):
+    """SHAP interaction values, (n, M+1, M+1, K) float64, bias at [M, M] (CuPy in -> CuPy out)."""
+    return _path_dependent(paths, X, tree_limit, progress, True)
+
+
+def _transform(xp, code: str, margin, y):
+    if code == "logistic":
+        return 1.0 / (1.0 + xp.exp(-margin))
+    if code == "logistic_nlogloss":
+        return xp.log1p(xp.exp(margin)) - y * margin
+    if code == "squared_loss":
+        return (margin - y) ** 2
+    return margin
+
+
+def _weights(max_len: int) -> np.ndarray:
+    """W[s, n] = s! (n - s - 1)! / n! for 0 <= s < n <= max_len, (max_len + 2, max_len + 2)."""
+    W = np.zeros((max_len + 2, max_len + 2))
+    for nn in range(1, max_len + 1):
+        for s in range(nn):
+            W[s, nn] = math.exp(math.lgamma(s + 1) + math.lgamma(nn - s) - math.lgamma(nn + 1))
+    return W
+
+
+def interventional_shap_values(paths: PathSet, X, background, *, transform="identity", y=None, tree_limit=None,
+                               progress=None):
+    """Interventional SHAP values averaged over ``background`` rows, (n, M+1, K), bias in column M.
+
+    Same semantics as the CPU twin (shap's ``dense_independent``): with a non-identity transform each (x, r) pair is
+    rescaled by (T(f(x), y) - T(f(r), y)) / (f(x) - f(r)) (1 where the margins are equal); the bias is the mean of
+    T(f(r), 0).
+    """
+    cp = cupy_module()
+    M, K = paths.n_features, paths.n_outputs
+    tl = check_tree_limit(tree_limit)
+    pk = packed_paths(paths, tl)
+    Xc = _check_x(X, pk.ps)
+    R = _check_x(background, pk.ps, name="background")
+    n = Xc.shape[0]
+    y_host = check_transform(transform, None if y is None else (y.get() if is_cupy_array(y) else y), n)
+    Rd = _to_device(R, pk.xdtype)
+    nR = Rd.shape[0]
+    fr = _predict(pk, Rd, M, K)                                               # (nR, K)
+    base_col = _transform(cp, transform, fr, 0.0).mean(axis=0)                # (K,)
+    lmax = max(pk.max_len, 1)
+    Wt = cp.asarray(_weights(max(lmax, _WARP)))
+    wstride = np.int32(Wt.shape[1])
+    yd = cp.asarray(y_host)
+    identity = transform == "identity"
+    null = np.uint64(0)
+
+    def compute(pk, Xd, phi, a, b):
+        nc = Xd.shape[0]
+        scale = null
+        if not identity:
+            fx = _predict(pk, Xd, M, K)                                       # (nc, K)
+            yc = yd[a:b, None, None]
+            num = _transform(cp, transform, fx[:, None, :], yc) - _transform(cp, transform, fr[None, :, :], yc)
+            den = fx[:, None, :] - fr[None, :, :]
+            same = den == 0
+            scale = cp.ascontiguousarray(cp.where(same, 1.0, num / cp.where(same, 1.0, den)))
+        rpw = _rows_per_warp(nc, pk.n_bins, 64)
+        _launch_warp(_kernel("interventional", pk.xdtype), pk, nc, rpw,
+                     (Xd, np.int64(nc), Rd, np.int64(nR), np.int32(M), np.int32(K), pk.bin_ptr,
+                      np.int64(pk.n_bins), np.int32(rpw), *pk.elems, scale, Wt, wstride, phi))
+        if pk.n_long:
+            threads = int(min(nc * pk.n_long, 1 << 16))
+            blocks = math.ceil(threads / _THREADS)
+            scratch = cp.empty(blocks * _THREADS * pk.long_max, dtype=cp.float64)
+            _kernel("long_interventional", pk.xdtype)(
+                (blocks,), (_THREADS,),
+                (Xd, np.int64(nc), Rd, np.int64(nR), np.int32(M), np.int32(K), pk.long_start, pk.long_len,
+                 pk.long_item, np.int64(pk.n_long), *pk.elems, scale, Wt, wstride, phi, scratch,
+                 np.int32(pk.long_max)))
+        phi[:, M, :] += base_col[None, :]
+
+    extra = 0 if identity else nR * K * 8 * 3
+    return _driver(paths, Xc, tl, progress, "GPU interventional TreeSHAP", (M + 1, K), extra, compute)

@@ -1,0 +1,507 @@
+// GPU TreeSHAP kernels: path-dependent SHAP values, interactions and interventional SHAP over packed paths.
+//
+// Layout (built by kernels/treeshap/pack.py and gpu.py):
+//  * "bins" are groups of <= 32 path elements; lane l of a warp holds element bin_ptr[bin] + l. Each path
+//    (an "item") occupies a contiguous run of lanes [start, start + n): lane start is the root (feat = -1,
+//    z = 1), the others hold the path's merged elements. All shuffles use the full mask; idle lanes carry dummies.
+//  * "long" items (paths of more than 32 elements, root included) are handled one thread per (row, item) with
+//    scratch memory in global memory.
+//  * Output: phi[(row * (M + 1) + feature) * K + group] (SHAP) and
+//    phi[((row * (M + 1) + i) * (M + 1) + j) * K + group] (interactions), accumulated with double atomics.
+// The DP (EXTEND / UNWOUNDSUM, digest sections 3.5-3.6) runs in double precision.
+
+#define FULL_MASK 0xffffffffu
+
+struct Elems {
+  const int* feat;            // -1 = root lane
+  const void* lo;             // XT: the lower bound (exclusive unless -inf)
+  const void* hi;             // XT: the upper bound (inclusive)
+  const unsigned char* flags; // bit 0 missing_ok, bit 1 cat_outside_ok
+  const int* cptr;            // -1 = no categorical test
+  const int* cnw;
+  const unsigned int* cwords;
+  const double* z;            // zero fraction
+  const int* gstart;          // lane of the path's root within its bin
+  const int* glen;            // path length in lanes (root included)
+  const int* item;            // item index of the element
+};
+
+template <typename XT>
+__device__ __forceinline__ bool satisfies(XT x, XT lo, XT hi, unsigned char flags, int cptr, int cnw,
+                                          const unsigned int* cwords) {
+  if (x != x) return (flags & 1) != 0;
+  const XT ninf = -(XT)INFINITY;
+  if (!((lo == ninf || lo < x) && x <= hi)) return false;
+  if (cptr >= 0) {
+    if (x >= (XT)0 && x < (XT)(32.0 * (double)cnw)) {
+      long long c = (long long)x;
+      return ((cwords[cptr + (c >> 5)] >> (c & 31)) & 1u) != 0;
+    }
+    return (flags & 2) != 0;
+  }
+  return true;
+}
+
+template <typename XT>
+__device__ __forceinline__ bool elem_sat(const Elems& E, long long e, XT x) {
+  return satisfies<XT>(x, ((const XT*)E.lo)[e], ((const XT*)E.hi)[e], E.flags[e], E.cptr[e], E.cnw[e], E.cwords);
+}
+
+__device__ __forceinline__ void fill_inv(double* s_inv) {
+  for (int k = threadIdx.x; k < 64; k += blockDim.x) s_inv[k] = 1.0 / (double)(k + 1);
+  __syncthreads();
+}
+
+// Per-lane state of a packed path element, loaded once per warp.
+template <typename XT>
+struct Lane {
+  bool active;
+  int f, start, n, r, it;
+  XT lo, hi;
+  unsigned char flags;
+  int cptr, cnw;
+  double z, invz;
+};
+
+template <typename XT>
+__device__ __forceinline__ Lane<XT> load_lane(const Elems& E, long long e0, long long e1, int lane) {
+  Lane<XT> L;
+  long long e = e0 + lane;
+  L.active = e < e1;
+  if (L.active) {
+    L.f = E.feat[e];
+    L.lo = ((const XT*)E.lo)[e];
+    L.hi = ((const XT*)E.hi)[e];
+    L.flags = E.flags[e];
+    L.cptr = E.cptr[e];
+    L.cnw = E.cnw[e];
+    L.z = E.z[e];
+    L.start = E.gstart[e];
+    L.n = E.glen[e];
+    L.it = E.item[e];
+  } else {
+    L.f = -1; L.lo = 0; L.hi = 0; L.flags = 0; L.cptr = -1; L.cnw = 0; L.z = 0.0;
+    L.start = lane; L.n = 1; L.it = 0;
+  }
+  L.r = lane - L.start;
+  L.invz = L.z > 0.0 ? 1.0 / L.z : 0.0;
+  return L;
+}
+
+__device__ __forceinline__ int warp_max(int v) {
+  for (int off = 16; off > 0; off >>= 1) v = max(v, __shfl_xor_sync(FULL_MASK, v, off));
+  return v;
+}
+
+template <typename XT>
+__device__ __forceinline__ double one_fraction(const Lane<XT>& L, const XT* xrow, const unsigned int* cwords) {
+  if (!L.active) return 0.0;
+  if (L.f < 0) return 1.0;
+  return satisfies<XT>(xrow[L.f], L.lo, L.hi, L.flags, L.cptr, L.cnw, cwords) ? 1.0 : 0.0;
+}
+
+// EXTEND over effective ranks 1..last of a group whose rank -> lane map is given by rank_lane; rank re of this lane.
+// cond < 0: identity map. Otherwise ranks cond and n-1 are swapped and the extend stops before rank n-1.
+__device__ __forceinline__ int rank_lane(int k, int start, int n, int cond) {
+  if (cond < 0) return start + k;
+  return start + (k == cond ? n - 1 : (k == n - 1 ? cond : k));
+}
+
+__device__ __forceinline__ double group_extend(double z, double o, int start, int n, int re, int last, int maxlast,
+                                               int cond, int lane, const double* s_inv) {
+  double w = (re == 0) ? 1.0 : 0.0;
+  int lleft = (re >= 1) ? rank_lane(re - 1, start, n, cond) : lane;
+  for (int k = 1; k <= maxlast; ++k) {
+    bool kv = k <= last;
+    int src = kv ? rank_lane(k, start, n, cond) : lane;
+    double zk = __shfl_sync(FULL_MASK, z, src);
+    double ok = __shfl_sync(FULL_MASK, o, src);
+    double left = __shfl_sync(FULL_MASK, w, lleft);
+    if (kv) {
+      double a = (re < k) ? w * zk * (double)(k - re) * s_inv[k] : 0.0;
+      double b = (re >= 1) ? ok * left * (double)re * s_inv[k] : 0.0;
+      w = a + b;
+    }
+  }
+  return w;
+}
+
+// UNWOUNDSUM for this lane's own element over a group extended up to rank d.
+__device__ __forceinline__ double group_unwound(double w, double o, double z, double invz, int start, int n, int d,
+                                                int maxd,
+                                                int cond, int lane, const double* s_inv) {
+  double nxt = __shfl_sync(FULL_MASK, w, d >= 0 ? rank_lane(d, start, n, cond) : lane);
+  double total = 0.0;
+  for (int j = 0; j < maxd; ++j) {
+    int i = d - 1 - j;
+    int src = (i >= 0) ? rank_lane(i, start, n, cond) : lane;
+    double wi = __shfl_sync(FULL_MASK, w, src);
+    if (i >= 0) {
+      double tmp = nxt * (double)(d + 1) * s_inv[i];
+      if (o != 0.0) {
+        total += tmp;
+        // pre = (d - i) z / (d + 1)
+        nxt = wi - tmp * (double)(d - i) * z * s_inv[d];
+      } else if (invz > 0.0) {
+        total += wi * (double)(d + 1) * s_inv[d - i - 1] * invz;
+      }
+    }
+  }
+  return total;
+}
+
+// ------------------------------------------------------------------------------------------------------------------
+// Warp kernels over bins
+// ------------------------------------------------------------------------------------------------------------------
+
+// The bin and row block of this warp (false when the block is past the last row), and the lane's element.
+template <typename XT>
+__device__ __forceinline__ bool warp_task(long long n_rows, const long long* bin_ptr, long long n_bins, int rpw,
+                                          const Elems& E, int lane, long long& row0, long long& row1, Lane<XT>& L) {
+  long long gw = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+  long long bin = gw % n_bins, bank = gw / n_bins;
+  row0 = bank * rpw;
+  if (row0 >= n_rows) return false;
+  row1 = min(n_rows, row0 + (long long)rpw);
+  L = load_lane<XT>(E, bin_ptr[bin], bin_ptr[bin + 1], lane);
+  return true;
+}
+
+struct Vals {
+  const int* vptr;     // item -> [vptr[it], vptr[it+1]) nonzero (group, value) pairs
+  const int* vgroup;
+  const double* vval;
+};
+
+template <typename XT>
+__device__ __forceinline__ void shap_body(const XT* X, long long n_rows, int M, int K, const long long* bin_ptr,
+                                          long long n_bins, int rpw, const Elems& E, const Vals& V, double* phi,
+                                          const double* s_inv) {
+  int lane = threadIdx.x & 31;
+  long long row0, row1;
+  Lane<XT> L;
+  if (!warp_task<XT>(n_rows, bin_ptr, n_bins, rpw, E, lane, row0, row1, L)) return;
+  int maxn = warp_max(L.n);
+  int va = 0, vb = 0;
+  if (L.active && L.r > 0) { va = V.vptr[L.it]; vb = V.vptr[L.it + 1]; }
+  for (long long row = row0; row < row1; ++row) {
+    const XT* xrow = X + row * M;
+    double o = one_fraction<XT>(L, xrow, E.cwords);
+    double w = group_extend(L.z, o, L.start, L.n, L.r, L.n - 1, maxn - 1, -1, lane, s_inv);
+    double tot = group_unwound(w, o, L.z, L.invz, L.start, L.n, L.n - 1, maxn - 1, -1, lane, s_inv);
+    if (va < vb) {
+      double s = tot * (o - L.z);
+      double* base = phi + (row * (M + 1) + L.f) * K;
+      for (int q = va; q < vb; ++q) atomicAdd(base + V.vgroup[q], s * V.vval[q]);
+    }
+  }
+}
+
+template <typename XT>
+__device__ __forceinline__ void interactions_body(const XT* X, long long n_rows, int M, int K,
+                                                  const long long* bin_ptr, long long n_bins, int rpw,
+                                                  const Elems& E, const Vals& V, double* phi, const double* s_inv) {
+  int lane = threadIdx.x & 31;
+  long long row0, row1;
+  Lane<XT> L;
+  if (!warp_task<XT>(n_rows, bin_ptr, n_bins, rpw, E, lane, row0, row1, L)) return;
+  int maxn = warp_max(L.n);
+  int va = 0, vb = 0;
+  if (L.active && L.r > 0) { va = V.vptr[L.it]; vb = V.vptr[L.it + 1]; }
+  long long M1 = M + 1;
+  for (long long row = row0; row < row1; ++row) {
+    const XT* xrow = X + row * M;
+    double o = one_fraction<XT>(L, xrow, E.cwords);
+    double w = group_extend(L.z, o, L.start, L.n, L.r, L.n - 1, maxn - 1, -1, lane, s_inv);
+    double tot = group_unwound(w, o, L.z, L.invz, L.start, L.n, L.n - 1, maxn - 1, -1, lane, s_inv);
+    double diag = tot * (o - L.z);
+    for (int c = 1; c < maxn; ++c) {
+      bool cv = c < L.n;
+      int src = cv ? L.start + c : lane;
+      double oj = __shfl_sync(FULL_MASK, o, src);
+      double zj = __shfl_sync(FULL_MASK, L.z, src);
+      int fj = __shfl_sync(FULL_MASK, L.f, src);
+      int re = !cv ? L.r : (L.r == c ? L.n - 1 : (L.r == L.n - 1 ? c : L.r));
+      int cond = cv ? c : -1;
+      int last = cv ? L.n - 2 : 0;
+      double w2 = group_extend(L.z, o, L.start, L.n, re, last, maxn - 2, cond, lane, s_inv);
+      double t2 = group_unwound(w2, o, L.z, L.invz, L.start, L.n, last, maxn - 2, cond, lane, s_inv);
+      if (cv && va < vb && re >= 1 && re <= L.n - 2) {
+        double x = t2 * (o - L.z) * (oj - zj) * 0.5;
+        diag -= x;
+        double* base = phi + ((row * M1 + L.f) * M1 + fj) * K;
+        for (int q = va; q < vb; ++q) atomicAdd(base + V.vgroup[q], x * V.vval[q]);
+      }
+    }
+    if (va < vb) {
+      double* base = phi + ((row * M1 + L.f) * M1 + L.f) * K;
+      for (int q = va; q < vb; ++q) atomicAdd(base + V.vgroup[q], diag * V.vval[q]);
+    }
+  }
+}
+
+// Interventional SHAP (digest 3.8 "Interventional"): per (x, r) pair, elements satisfied only by x get
+// +W(s-1, n), elements satisfied only by r get -W(s, n); a path with an element satisfied by neither gives 0.
+// scale (optional, (n_rows, n_bg, K)) rescales each pair for a non-linear output transform.
+template <typename XT>
+__device__ __forceinline__ void interventional_body(const XT* X, long long n_rows, const XT* R, long long n_bg,
+                                                    int M, int K, const long long* bin_ptr, long long n_bins,
+                                                    int rpw, const Elems& E, const Vals& V, const double* scale,
+                                                    const double* Wt, int wstride, double* phi) {
+  int lane = threadIdx.x & 31;
+  long long row0, row1;
+  Lane<XT> L;
+  if (!warp_task<XT>(n_rows, bin_ptr, n_bins, rpw, E, lane, row0, row1, L)) return;
+  bool el = L.active && L.f >= 0;
+  unsigned int gmask = (unsigned int)((((1ull << (L.n - 1)) - 1ull) << (L.start + 1)) & 0xffffffffull);
+  int va = 0, vb = 0;
+  if (el) { va = V.vptr[L.it]; vb = V.vptr[L.it + 1]; }
+  int nloops = scale ? warp_max(vb - va) : 1;
+  double inv_bg = 1.0 / (double)n_bg;
+  for (long long row = row0; row < row1; ++row) {
+    bool a = el && satisfies<XT>(X[row * M + (el ? L.f : 0)], L.lo, L.hi, L.flags, L.cptr, L.cnw, E.cwords);
+    for (int qq = 0; qq < nloops; ++qq) {
+      int q = va + qq;
+      bool qv = q < vb;
+      int g = (scale && qv) ? V.vgroup[q] : 0;
+      double acc = 0.0;
+      for (long long rr = 0; rr < n_bg; ++rr) {
+        bool b = el && satisfies<XT>(R[rr * M + (el ? L.f : 0)], L.lo, L.hi, L.flags, L.cptr, L.cnw, E.cwords);
+        unsigned int ma = __ballot_sync(FULL_MASK, a);
+        unsigned int mb = __ballot_sync(FULL_MASK, b);
+        unsigned int nx = __ballot_sync(FULL_MASK, el && !a && !b);
+        if (el && (a != b) && !(nx & gmask)) {
+          int s = __popc(ma & ~mb & gmask);
+          int nn = __popc((ma ^ mb) & gmask);
+          double c = a ? Wt[(s - 1) * wstride + nn] : -Wt[s * wstride + nn];
+          if (scale) c *= scale[(row * n_bg + rr) * K + g];
+          acc += c;
+        }
+      }
+      if (scale) {
+        if (qv) atomicAdd(phi + (row * (M + 1) + L.f) * K + g, acc * inv_bg * V.vval[q]);
+      } else {
+        for (int q2 = va; q2 < vb; ++q2)
+          atomicAdd(phi + (row * (M + 1) + L.f) * K + V.vgroup[q2], acc * inv_bg * V.vval[q2]);
+      }
+    }
+  }
+}
+
+// ------------------------------------------------------------------------------------------------------------------
+// One thread per (row, item): predictions and the long-path fallbacks
+// ------------------------------------------------------------------------------------------------------------------
+
+// out[row, g] += v for every item whose elements are all satisfied by row. istart points at the first non-root
+// element, ilen counts non-root elements.
+template <typename XT>
+__device__ __forceinline__ void predict_body(const XT* X, long long n_rows, int M, int K, const long long* istart,
+                                             const int* ilen, long long n_items, const Elems& E, const Vals& V,
+                                             double* out) {
+  long long nthreads = (long long)gridDim.x * blockDim.x;
+  for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < n_rows * n_items; t += nthreads) {
+    long long row = t / n_items, it = t - row * n_items;
+    const XT* xrow = X + row * M;
+    long long e0 = istart[it];
+    int n = ilen[it];
+    bool ok = true;
+    for (int k = 0; k < n && ok; ++k) ok = elem_sat<XT>(E, e0 + k, xrow[E.feat[e0 + k]]);
+    if (ok)
+      for (int q = V.vptr[it]; q < V.vptr[it + 1]; ++q) atomicAdd(out + row * K + V.vgroup[q], V.vval[q]);
+  }
+}
+
+__device__ __forceinline__ int skip_idx(int k, int skip) { return (skip >= 0 && k >= skip) ? k + 1 : k; }
+
+// Serial EXTEND over m ranks (rank k -> element skip_idx(k, skip)).
+__device__ void serial_extend(double* w, const double* z, const double* o, int m, int skip) {
+  w[0] = 1.0;
+  for (int r = 1; r < m; ++r) w[r] = 0.0;
+  for (int k = 1; k < m; ++k) {
+    int ek = skip_idx(k, skip);
+    double zk = z[ek], ok = o[ek], inv = 1.0 / (double)(k + 1);
+    for (int r = k; r >= 0; --r) {
+      double a = (r < k) ? w[r] * zk * (double)(k - r) * inv : 0.0;
+      double b = (r >= 1) ? ok * w[r - 1] * (double)r * inv : 0.0;
+      w[r] = a + b;
+    }
+  }
+}
+
+__device__ double serial_unwound(const double* w, double z, double o, int m) {
+  int d = m - 1;
+  double nxt = w[d], total = 0.0;
+  for (int i = d - 1; i >= 0; --i) {
+    double tmp = nxt * (double)(d + 1) / (double)(i + 1);
+    if (o != 0.0) {
+      total += tmp;
+      nxt = w[i] - tmp * (double)(d - i) * z / (double)(d + 1);
+    } else if (z > 0.0) {
+      total += w[i] * (double)(d + 1) / ((double)(d - i) * z);
+    }
+  }
+  return total;
+}
+
+// Long paths: items [lstart, lstart + llen) include the root element first. scratch: 3 * lmax doubles per thread.
+template <typename XT>
+__device__ __forceinline__ void long_body(const XT* X, long long n_rows, int M, int K, const long long* lstart,
+                                          const int* llen, const int* litem, long long n_long, const Elems& E,
+                                          const Vals& V, double* phi, double* scratch, int lmax, int interactions) {
+  long long nthreads = (long long)gridDim.x * blockDim.x;
+  long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  double* w = scratch + tid * 3 * (long long)lmax;
+  double* o = w + lmax;
+  double* w2 = o + lmax;
+  long long M1 = M + 1;
+  for (long long t = tid; t < n_rows * n_long; t += nthreads) {
+    long long row = t / n_long, li = t - row * n_long;
+    long long e0 = lstart[li];
+    int n = llen[li], it = litem[li];
+    const XT* xrow = X + row * M;
+    const double* z = E.z + e0;
+    o[0] = 1.0;
+    for (int k = 1; k < n; ++k) o[k] = elem_sat<XT>(E, e0 + k, xrow[E.feat[e0 + k]]) ? 1.0 : 0.0;
+    serial_extend(w, z, o, n, -1);
+    int va = V.vptr[it], vb = V.vptr[it + 1];
+    for (int k = 1; k < n; ++k) {
+      double s = serial_unwound(w, z[k], o[k], n) * (o[k] - z[k]);
+      int f = E.feat[e0 + k];
+      double* base = interactions ? phi + ((row * M1 + f) * M1 + f) * K : phi + (row * M1 + f) * K;
+      for (int q = va; q < vb; ++q) atomicAdd(base + V.vgroup[q], s * V.vval[q]);
+    }
+    if (!interactions) continue;
+    for (int c = 1; c < n; ++c) {
+      serial_extend(w2, z, o, n - 1, c);
+      int fj = E.feat[e0 + c];
+      double dj = o[c] - z[c];
+      for (int k = 1; k < n; ++k) {
+        if (k == c) continue;
+        double x = serial_unwound(w2, z[k], o[k], n - 1) * (o[k] - z[k]) * dj * 0.5;
+        int f = E.feat[e0 + k];
+        double* off = phi + ((row * M1 + f) * M1 + fj) * K;
+        double* dia = phi + ((row * M1 + f) * M1 + f) * K;
+        for (int q = va; q < vb; ++q) {
+          atomicAdd(off + V.vgroup[q], x * V.vval[q]);
+          atomicAdd(dia + V.vgroup[q], -x * V.vval[q]);
+        }
+      }
+    }
+  }
+}
+
+// Long paths, interventional. scratch: lmax doubles per thread (per-element accumulators).
+template <typename XT>
+__device__ __forceinline__ void long_interventional_body(const XT* X, long long n_rows, const XT* R,
+                                                         long long n_bg, int M, int K, const long long* lstart,
+                                                         const int* llen, const int* litem, long long n_long,
+                                                         const Elems& E, const Vals& V, const double* scale,
+                                                         const double* Wt, int wstride, double* phi,
+                                                         double* scratch, int lmax) {
+  long long nthreads = (long long)gridDim.x * blockDim.x;
+  long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  double* acc = scratch + tid * (long long)lmax;
+  double inv_bg = 1.0 / (double)n_bg;
+  for (long long t = tid; t < n_rows * n_long; t += nthreads) {
+    long long row = t / n_long, li = t - row * n_long;
+    long long e0 = lstart[li];
+    int n = llen[li], it = litem[li];
+    const XT* xrow = X + row * M;
+    int va = V.vptr[it], vb = V.vptr[it + 1];
+    int nloops = scale ? vb - va : 1;
+    for (int qq = 0; qq < nloops; ++qq) {
+      int g = scale ? V.vgroup[va + qq] : 0;
+      for (int k = 1; k < n; ++k) acc[k] = 0.0;
+      for (long long rr = 0; rr < n_bg; ++rr) {
+        const XT* rrow = R + rr * M;
+        int s = 0, nn = 0;
+        bool neither = false;
+        for (int k = 1; k < n; ++k) {
+          int f = E.feat[e0 + k];
+          bool a = elem_sat<XT>(E, e0 + k, xrow[f]);
+          bool b = elem_sat<XT>(E, e0 + k, rrow[f]);
+          if (!a && !b) { neither = true; break; }
+          s += (a && !b);
+          nn += (a != b);
+        }
+        if (neither || nn == 0) continue;
+        double sc = scale ? scale[(row * n_bg + rr) * K + g] : 1.0;
+        double wp = s >= 1 ? Wt[(s - 1) * wstride + nn] * sc : 0.0;
+        double wm = s < nn ? -Wt[s * wstride + nn] * sc : 0.0;
+        for (int k = 1; k < n; ++k) {
+          int f = E.feat[e0 + k];
+          bool a = elem_sat<XT>(E, e0 + k, xrow[f]);
+          bool b = elem_sat<XT>(E, e0 + k, rrow[f]);
+          if (a && !b) acc[k] += wp;
+          else if (b && !a) acc[k] += wm;
+        }
+      }
+      for (int k = 1; k < n; ++k) {
+        double* base = phi + (row * (M + 1) + E.feat[e0 + k]) * K;
+        if (scale) {
+          atomicAdd(base + g, acc[k] * inv_bg * V.vval[va + qq]);
+        } else {
+          for (int q = va; q < vb; ++q) atomicAdd(base + V.vgroup[q], acc[k] * inv_bg * V.vval[q]);
+        }
+      }
+    }
+  }
+}
+
+// ------------------------------------------------------------------------------------------------------------------
+// extern "C" entry points, one per input precision
+// ------------------------------------------------------------------------------------------------------------------
+
+#define ELEM_PARAMS(XT)                                                                                           \
+  const int *feat, const XT *lo, const XT *hi, const unsigned char *flags, const int *cptr, const int *cnw,       \
+      const unsigned int *cwords, const double *zf, const int *gstart, const int *glen, const int *item,          \
+      const int *vptr, const int *vgroup, const double *vval
+#define MAKE_EV                                                                                                   \
+  Elems E{feat, lo, hi, flags, cptr, cnw, cwords, zf, gstart, glen, item};                                        \
+  Vals V{vptr, vgroup, vval};
+
+#define DEFINE_KERNELS(XT, SUF)                                                                                   \
+  extern "C" __global__ void shap_##SUF(const XT* X, long long n_rows, int M, int K, const long long* bin_ptr,    \
+                                        long long n_bins, int rpw, ELEM_PARAMS(XT), double* phi) {               \
+    __shared__ double s_inv[64];                                                                                  \
+    fill_inv(s_inv);                                                                                              \
+    MAKE_EV                                                                                                       \
+    shap_body<XT>(X, n_rows, M, K, bin_ptr, n_bins, rpw, E, V, phi, s_inv);                                       \
+  }                                                                                                               \
+  extern "C" __global__ void interactions_##SUF(const XT* X, long long n_rows, int M, int K,                     \
+                                                const long long* bin_ptr, long long n_bins, int rpw,              \
+                                                ELEM_PARAMS(XT), double* phi) {                                   \
+    __shared__ double s_inv[64];                                                                                  \
+    fill_inv(s_inv);                                                                                              \
+    MAKE_EV                                                                                                       \
+    interactions_body<XT>(X, n_rows, M, K, bin_ptr, n_bins, rpw, E, V, phi, s_inv);                               \
+  }                                                                                                               \
+  extern "C" __global__ void interventional_##SUF(const XT* X, long long n_rows, const XT* R, long long n_bg,    \
+                                                  int M, int K, const long long* bin_ptr, long long n_bins,       \
+                                                  int rpw, ELEM_PARAMS(XT), const double* scale,                  \
+                                                  const double* Wt, int wstride, double* phi) {                   \
+    MAKE_EV                                                                                                       \
+    interventional_body<XT>(X, n_rows, R, n_bg, M, K, bin_ptr, n_bins, rpw, E, V, scale, Wt, wstride, phi);       \
+  }                                                                                                               \
+  extern "C" __global__ void predict_##SUF(const XT* X, long long n_rows, int M, int K, const long long* istart,  \
+                                           const int* ilen, long long n_items, ELEM_PARAMS(XT), double* out) {    \
+    MAKE_EV                                                                                                       \
+    predict_body<XT>(X, n_rows, M, K, istart, ilen, n_items, E, V, out);                                          \
+  }                                                                                                               \
+  extern "C" __global__ void long_##SUF(const XT* X, long long n_rows, int M, int K, const long long* lstart,     \
+                                        const int* llen, const int* litem, long long n_long, ELEM_PARAMS(XT),     \
+                                        double* phi, double* scratch, int lmax, int interactions) {              \
+    MAKE_EV                                                                                                       \
+    long_body<XT>(X, n_rows, M, K, lstart, llen, litem, n_long, E, V, phi, scratch, lmax, interactions);          \
+  }                                                                                                               \
+  extern "C" __global__ void long_interventional_##SUF(                                                           \
+      const XT* X, long long n_rows, const XT* R, long long n_bg, int M, int K, const long long* lstart,          \
+      const int* llen, const int* litem, long long n_long, ELEM_PARAMS(XT), const double* scale,                  \
+      const double* Wt, int wstride, double* phi, double* scratch, int lmax) {                                    \
+    MAKE_EV                                                                                                       \
+    long_interventional_body<XT>(X, n_rows, R, n_bg, M, K, lstart, llen, litem, n_long, E, V, scale, Wt,         \
+                                 wstride, phi, scratch, lmax);                                                    \
+  }
+
+DEFINE_KERNELS(float, f32)
+DEFINE_KERNELS(double, f64)

@@ -1,0 +1,300 @@
+"""GPU TreeSHAP engine against the CPU twin (kernels.treeshap.cpu) and shap's C++ explainer, within 1e-6 relative."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kernels.treeshap import cpu, extract_paths
+
+pytestmark = pytest.mark.gpu
+
+TRANSFORMS = ["identity", "logistic", "logistic_nlogloss", "squared_loss"]
+
+
+def _gpu():
+    from kernels.treeshap import gpu
+    return gpu
+
+
+def _close(a, b, rtol=1e-6):
+    a = a.get() if hasattr(a, "get") else np.asarray(a)
+    assert a.shape == b.shape, (a.shape, b.shape)
+    assert np.isfinite(a).all()
+    scale = max(np.abs(b).max(), 1e-12)
+    err = np.abs(a - b).max()
+    assert err <= rtol * scale, (err, scale)
+
+
+def _dense(trees, K):
+    """Pad per-tree (cl, cr, cd, feat, thr, cover, values(N, K)) into shap TreeEnsemble-style (T, N) arrays."""
+    T, N = len(trees), max(len(t[0]) for t in trees)
+    cl = np.full((T, N), -1, np.int64)
+    cr, cd, ft = cl.copy(), cl.copy(), np.zeros((T, N), np.int64)
+    th, cov, vals = np.zeros((T, N)), np.zeros((T, N)), np.zeros((T, N, K))
+    for i, (a, b, c, f, t, w, v) in enumerate(trees):
+        n = len(a)
+        cl[i, :n], cr[i, :n], cd[i, :n], ft[i, :n], th[i, :n], cov[i, :n], vals[i, :n] = a, b, c, f, t, w, v
+    return cl, cr, cd, ft, th, cov, vals
+
+
+def _sk_tree(model, K, rng=None, nan_random=False):
+    t = model.tree_
+    f = np.maximum(t.feature, 0)
+    v = t.value.reshape(t.node_count, -1)[:, :K].astype(np.float64)
+    cd = t.children_left.copy()
+    if nan_random:  # NaN goes to a random side per node
+        flip = rng.random(t.node_count) < 0.5
+        cd = np.where(flip, t.children_right, t.children_left)
+    return (t.children_left, t.children_right, cd, f, t.threshold, t.weighted_n_node_samples, v)
+
+
+def _paths_from(trees, M, K, *, input_dtype=np.float32, base=None, categories=None):
+    cl, cr, cd, ft, th, cov, vals = _dense(trees, K)
+    return extract_paths(cl, cr, cd, ft, th, vals, cov, np.zeros(K) if base is None else base, n_features=M,
+                         input_dtype=input_dtype, categories=categories)
+
+
+def _data(n, M, seed, nan=0.0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, M)).astype(np.float32)
+    y = X[:, 0] * X[:, 1] + np.sin(3 * X[:, 2 % M]) + X[:, 3 % M] + rng.normal(scale=0.1, size=n)
+    if nan:
+        X[rng.random(X.shape) < nan] = np.nan
+    return X, y
+
+
+def _regression_paths(M=6, depths=(3, 6, 8), seed=0, nan_random=True, input_dtype=np.float32, base=0.25):
+    from sklearn.tree import DecisionTreeRegressor
+    rng = np.random.default_rng(seed)
+    X, y = _data(800, M, seed)
+    trees = [_sk_tree(DecisionTreeRegressor(max_depth=d, random_state=i).fit(X, y + i), 1, rng, nan_random)
+             for i, d in enumerate(depths)]
+    return _paths_from(trees, M, 1, input_dtype=input_dtype, base=np.array([base])), X
+
+
+@pytest.fixture(scope="module")
+def reg():
+    return _regression_paths()
+
+
+def test_path_dependent_and_interactions(reg):
+    ps, X = reg
+    Xt, _ = _data(300, ps.n_features, 7, nan=0.1)
+    g = _gpu()
+    _close(g.shap_values(ps, Xt), cpu.shap_values(ps, Xt))
+    _close(g.interaction_values(ps, Xt[:40]), cpu.interaction_values(ps, Xt[:40]))
+
+
+@pytest.mark.parametrize("transform", TRANSFORMS)
+def test_interventional(reg, transform):
+    ps, X = reg
+    Xt, _ = _data(60, ps.n_features, 8, nan=0.05)
+    R = X[:37]
+    y = (np.random.default_rng(0).random(60) > 0.5).astype(np.float64)
+    _close(_gpu().interventional_shap_values(ps, Xt, R, transform=transform, y=y),
+           cpu.interventional_shap_values(ps, Xt, R, transform=transform, y=y))
+
+
+def test_multiclass_dense_and_sparse():
+    from sklearn.ensemble import RandomForestClassifier
+    from sklearn.tree import DecisionTreeRegressor
+    X, y = _data(600, 7, 3, nan=0.0)
+    cls = np.digitize(y, [-0.7, 0.0, 0.8])
+    rf = RandomForestClassifier(n_estimators=5, max_depth=6, random_state=0).fit(X, cls)
+    K = 4
+    dense = _paths_from([_sk_tree(e, K) for e in rf.estimators_], 7, K)
+    # XGBoost-style: one tree per class per round, each leaf value nonzero in one group only
+    trees = []
+    for i in range(8):
+        m = DecisionTreeRegressor(max_depth=5, random_state=i).fit(X, (cls == i % K) * 1.0)
+        cl, cr, cd, f, t, w, v = _sk_tree(m, 1)
+        vk = np.zeros((len(v), K))
+        vk[:, i % K] = v[:, 0]
+        trees.append((cl, cr, cd, f, t, w, vk))
+    sparse = _paths_from(trees, 7, K, base=np.arange(K) * 0.1)
+    Xt, _ = _data(200, 7, 4, nan=0.1)
+    g = _gpu()
+    for ps in (dense, sparse):
+        _close(g.shap_values(ps, Xt), cpu.shap_values(ps, Xt))
+        _close(g.interaction_values(ps, Xt[:15]), cpu.interaction_values(ps, Xt[:15]))
+        for tr in ("identity", "logistic"):
+            _close(g.interventional_shap_values(ps, Xt[:30], X[:20], transform=tr),
+                   cpu.interventional_shap_values(ps, Xt[:30], X[:20], transform=tr))
+
+
+def test_categorical_bitsets():
+    from sklearn.tree import DecisionTreeRegressor
+    rng = np.random.default_rng(5)
+    M = 5
+    X, y = _data(700, M, 5)
+    X[:, 0] = rng.integers(0, 70, size=len(X))          # a categorical feature with 70 levels (3 words)
+    y = y + (X[:, 0] % 3)
+    trees = [_sk_tree(DecisionTreeRegressor(max_depth=6, random_state=i).fit(X, y), 1) for i in range(3)]
+    cl, cr, cd, ft, th, cov, vals = _dense(trees, 1)
+    T, N = cl.shape
+    is_cat = (ft == 0) & (cl >= 0)
+    ptr = np.zeros((T, N), np.int64)
+    nw = np.zeros((T, N), np.int32)
+    words = []
+    for t, n in zip(*np.nonzero(is_cat)):
+        k = int(rng.integers(1, 4))
+        ptr[t, n], nw[t, n] = len(words), k
+        words.extend(rng.integers(0, 2**32, size=k, dtype=np.uint64).astype(np.uint32).tolist())
+    ps = extract_paths(cl, cr, cd, ft, th, vals, cov, np.zeros(1), n_features=M, input_dtype=np.float32,
+                       categories=(is_cat, ptr, nw, np.array(words, np.uint32)))
+    Xt, _ = _data(200, M, 6, nan=0.05)
+    Xt[:, 0] = rng.integers(-3, 110, size=len(Xt)) + rng.choice([0.0, 0.5], size=len(Xt))
+    Xt[:5, 0] = [np.nan, np.inf, -np.inf, 95.0, 31.99]
+    g = _gpu()
+    _close(g.shap_values(ps, Xt), cpu.shap_values(ps, Xt))
+    _close(g.interaction_values(ps, Xt[:20]), cpu.interaction_values(ps, Xt[:20]))
+    _close(g.interventional_shap_values(ps, Xt[:20], Xt[50:70]), cpu.interventional_shap_values(ps, Xt[:20], Xt[50:70]))
+
+
+def _spine_tree(M, depth, rng):
+    """A caterpillar tree: internal node j splits on a distinct feature; one side is a leaf, the other goes on."""
+    feats = rng.permutation(M)[:depth]
+    n_nodes = 2 * depth + 1
+    cl = np.full(n_nodes, -1)
+    cr = np.full(n_nodes, -1)
+    f = np.zeros(n_nodes, np.int64)
+    t = np.zeros(n_nodes)
+    cov = np.zeros(n_nodes)
+    cov[0] = 1000.0
+    node = 0
+    for j in range(depth):
+        leaf, nxt = 2 * j + 1, 2 * j + 2
+        go_left = rng.random() < 0.5
+        cl[node], cr[node] = (nxt, leaf) if go_left else (leaf, nxt)
+        f[node], t[node] = feats[j], rng.normal() * 0.3
+        frac = rng.uniform(0.55, 0.95)
+        cov[nxt], cov[leaf] = cov[node] * frac, cov[node] * (1 - frac)
+        node = nxt
+    v = rng.normal(size=(n_nodes, 1))
+    cd = np.where(rng.random(n_nodes) < 0.5, cl, cr)
+    return cl, cr, cd, f, t, cov, v
+
+
+def test_paths_longer_than_a_warp():
+    rng = np.random.default_rng(11)
+    M = 60
+    trees = [_spine_tree(M, 50, rng), _spine_tree(M, 40, rng), _spine_tree(M, 10, rng), _spine_tree(M, 33, rng)]
+    ps = _paths_from(trees, M, 1)
+    assert ps.max_length > 32
+    X = (rng.normal(size=(64, M)) * 0.2).astype(np.float32)
+    X[rng.random(X.shape) < 0.05] = np.nan
+    g = _gpu()
+    _close(g.shap_values(ps, X), cpu.shap_values(ps, X))
+    _close(g.interaction_values(ps, X[:6]), cpu.interaction_values(ps, X[:6]))
+    for tr in ("identity", "logistic"):
+        _close(g.interventional_shap_values(ps, X[:10], X[20:30], transform=tr),
+               cpu.interventional_shap_values(ps, X[:10], X[20:30], transform=tr))
+    assert g.packed_paths(ps).n_long > 0
+
+
+def test_depth_20_and_float64_model():
+    from sklearn.tree import DecisionTreeRegressor
+    X, y = _data(3000, 10, 12)
+    m = DecisionTreeRegressor(max_depth=20, random_state=0).fit(X, y)
+    assert m.get_depth() == 20
+    g = _gpu()
+    for dt in (np.float32, np.float64):
+        ps = _paths_from([_sk_tree(m, 1)], 10, 1, input_dtype=dt)
+        Xt, _ = _data(500, 10, 13, nan=0.02)
+        _close(g.shap_values(ps, Xt.astype(np.float64)), cpu.shap_values(ps, Xt.astype(np.float64)))
+        _close(g.interaction_values(ps, Xt[:10]), cpu.interaction_values(ps, Xt[:10]))
+    np.testing.assert_allclose(g.shap_values(ps, X[:50]).sum(1)[:, 0], m.predict(X[:50]), rtol=1e-9, atol=1e-9)
+
+
+def test_cupy_in_cupy_out_and_chunking(reg, monkeypatch):
+    import cupy as cp
+    ps, X = reg
+    Xt, _ = _data(257, ps.n_features, 9, nan=0.05)
+    g = _gpu()
+    ref = cpu.shap_values(ps, Xt)
+    out = g.shap_values(ps, cp.asarray(Xt))
+    assert isinstance(out, cp.ndarray)
+    _close(out, ref)
+    monkeypatch.setattr(g, "MEMORY_BUDGET", 5000)           # a few rows per chunk
+    _close(g.shap_values(ps, Xt), ref)
+    _close(g.interaction_values(ps, cp.asarray(Xt[:9])), cpu.interaction_values(ps, Xt[:9]))
+    _close(g.interventional_shap_values(ps, Xt[:30], X[:10], transform="logistic"),
+           cpu.interventional_shap_values(ps, Xt[:30], X[:10], transform="logistic"))
+    import pandas as pd
+    res = g.shap_values(ps, pd.DataFrame(Xt))
+    assert isinstance(res, np.ndarray)
+    _close(res, ref)
+
+
+def test_tree_limit(reg):
+    ps, X = reg
+    Xt, _ = _data(50, ps.n_features, 10, nan=0.05)
+    g = _gpu()
+    for tl in (0, 1, 2):
+        _close(g.shap_values(ps, Xt, tree_limit=tl), cpu.shap_values(ps, Xt, tree_limit=tl))
+        _close(g.interventional_shap_values(ps, Xt, X[:7], tree_limit=tl),
+               cpu.interventional_shap_values(ps, Xt, X[:7], tree_limit=tl))
+
+
+def test_float32_threshold_edges():
+    """x exactly at a float32-rounded threshold and its neighbours must take the model's own branch."""
+    from sklearn.tree import DecisionTreeRegressor
+    X, y = _data(500, 3, 14)
+    m = DecisionTreeRegressor(max_depth=4, random_state=0).fit(X, y)
+    ps = _paths_from([_sk_tree(m, 1)], 3, 1)
+    t = m.tree_.threshold[m.tree_.children_left >= 0]
+    f = m.tree_.feature[m.tree_.children_left >= 0]
+    rows = []
+    for ti, fi in zip(t, f):
+        t32 = np.float32(ti)
+        for v in (t32, np.nextafter(t32, np.float32(-np.inf)), np.nextafter(t32, np.float32(np.inf))):
+            r = X[len(rows) % len(X)].copy()
+            r[fi] = v
+            rows.append(r)
+    Xe = np.array(rows, dtype=np.float32)
+    g = _gpu()
+    got = g.shap_values(ps, Xe)
+    _close(got, cpu.shap_values(ps, Xe))
+    np.testing.assert_allclose(got.sum(1)[:, 0], m.predict(Xe), rtol=1e-9, atol=1e-9)
+
+
+def test_bad_input(reg):
+    ps, X = reg
+    g = _gpu()
+    with pytest.raises(ValueError, match="features"):
+        g.shap_values(ps, X[:, :3])
+    with pytest.raises(ValueError, match="empty"):
+        g.shap_values(ps, X[:0])
+    with pytest.raises(TypeError):
+        g.shap_values(ps, np.array([["a"] * ps.n_features]))
+
+
+def test_xgboost_against_shap_cext():
+    xgb = pytest.importorskip("xgboost")
+    shap = pytest.importorskip("shap")
+    from shap import _cext
+    X, y = _data(800, 6, 15, nan=0.1)
+    mc = xgb.XGBClassifier(n_estimators=10, max_depth=5, learning_rate=0.3).fit(X, np.digitize(y, [-0.5, 0.5]))
+    reg_m = xgb.XGBRegressor(n_estimators=30, max_depth=6, learning_rate=0.3).fit(X, y)
+    for model in (reg_m, mc):
+        ens = shap.TreeExplainer(model).model
+        ps = extract_paths(ens.children_left, ens.children_right, ens.children_default, ens.features,
+                           ens.thresholds, ens.values, ens.node_sample_weight, ens.base_offset, n_features=6,
+                           input_dtype=ens.input_dtype)
+        vals = ens.values.copy()
+        for t in range(vals.shape[0]):
+            _cext.compute_expectations(ens.children_left[t], ens.children_right[t], ens.node_sample_weight[t],
+                                       vals[t])
+        Xt = np.ascontiguousarray(X[:100], dtype=np.float64)
+        for inter in (False, True):
+            Xi = Xt[:20] if inter else Xt
+            n, K = len(Xi), vals.shape[2]
+            phi = np.zeros((n, 7, 7, K) if inter else (n, 7, K))
+            _cext.dense_tree_shap(ens.children_left, ens.children_right, ens.children_default, ens.features,
+                                  ens.thresholds, ens.threshold_types, vals, ens.node_sample_weight, ens.max_depth,
+                                  Xi, np.isnan(Xi), None, None, None, vals.shape[0], ens.base_offset, phi, 1, 0,
+                                  inter)
+            got = _gpu().interaction_values(ps, Xi) if inter else _gpu().shap_values(ps, Xi)
+            _close(got, phi)
+        margin = model.predict(X[:100], output_margin=True).reshape(100, -1)
+        np.testing.assert_allclose(_gpu().shap_values(ps, X[:100]).sum(1), margin, atol=2e-5)

@@ -1,0 +1,83 @@
+"""Best-fit-decreasing warp packing: the GPUTreeShap fixtures, a brute-force BFD reference and packing properties."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from kernels.treeshap.pack import bfd_bins, next_fit_bins, plan_packing, utilisation
+
+
+def _bfd_reference(sizes, cap):
+    """The textbook loop: largest first, the open bin with the smallest residual that fits, ties to the lowest."""
+    order = sorted(range(len(sizes)), key=lambda i: -sizes[i])
+    res, out = [], [0] * len(sizes)
+    for i in order:
+        best = None
+        for b, r in enumerate(res):
+            if r >= sizes[i] and (best is None or r < res[best]):
+                best = b
+        if best is None:
+            res.append(cap)
+            best = len(res) - 1
+        res[best] -= sizes[i]
+        out[i] = best
+    return np.array(out)
+
+
+def test_library_fixtures():
+    assert bfd_bins([2, 2, 1], 3).tolist() == [0, 1, 0]
+    assert bfd_bins([3] * 6 + [2] * 6, 10).tolist() == [0, 0, 0, 1, 1, 1, 2, 2, 2, 2, 2, 3]
+    assert next_fit_bins([3, 3, 1, 2], 5).tolist() == [0, 1, 1, 2]
+
+
+def test_matches_reference_loop():
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        cap = int(rng.integers(3, 33))
+        s = rng.integers(1, cap + 1, int(rng.integers(1, 120)))
+        assert (bfd_bins(s, cap) == _bfd_reference(list(s), cap)).all()
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_plan_properties(seed):
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(2, 18, 20000)
+    plan = plan_packing(sizes)
+    # every item in exactly one bin, in a contiguous lane range that respects the capacity
+    assert sorted(plan.order.tolist()) == list(range(sizes.size))
+    ends = plan.lane_of + sizes[plan.order]
+    assert (plan.lane_of >= 0).all() and (ends <= 32).all()
+    np.testing.assert_array_equal(np.diff(plan.bin_ptr), np.bincount(plan.bin_of, weights=sizes[plan.order]))
+    assert (np.diff(plan.bin_ptr) <= 32).all()
+    # lanes of one bin do not overlap: consecutive items of a bin are adjacent
+    same = plan.bin_of[1:] == plan.bin_of[:-1]
+    assert (plan.lane_of[1:][same] == ends[:-1][same]).all()
+    # utilisation: BFD is within a few bins of the lower bound ceil(sum / 32) and beats next-fit
+    lower = -(-sizes.sum() // 32)
+    assert plan.n_bins <= lower * 1.01 + 1
+    assert plan.utilisation >= 0.98
+    assert plan.utilisation >= utilisation(sizes, next_fit_bins(sizes))
+
+
+def test_shallow_paths_fill_warps():
+    sizes = np.full(560, 4)          # depth-3 trees: 3 features + root
+    plan = plan_packing(sizes)
+    assert plan.n_bins == 70 and plan.utilisation == 1.0
+
+
+def test_millions_of_paths_fast():
+    sizes = np.random.default_rng(3).integers(2, 18, 2_000_000)
+    t = time.perf_counter()
+    plan = plan_packing(sizes)
+    elapsed = time.perf_counter() - t
+    assert plan.utilisation > 0.99
+    assert elapsed < 5.0, elapsed    # ~0.6 s here; generous for a loaded CI machine
+
+
+def test_bad_sizes():
+    with pytest.raises(ValueError, match="sizes"):
+        bfd_bins([0, 3])
+    with pytest.raises(ValueError, match="sizes"):
+        bfd_bins([33])
