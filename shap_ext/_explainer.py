@@ -241,7 +241,7 @@ class TreeExplainer(_ShapTreeExplainer):
         paths = self._paths(Xm.shape[1])
         engine_tl = None if tl >= self.model.values.shape[0] else tl
         if self.feature_perturbation == "tree_path_dependent":
-            if not self.model.fully_defined_weighting:
+            if not self.model.fully_defined_weighting and self.data is not None:  # covers came from `data`
                 raise ExplainerError(
                     "The background dataset you provided does not cover all the leaves in the model, so "
                     "TreeExplainer cannot run with the feature_perturbation=\"tree_path_dependent\" option! Try "

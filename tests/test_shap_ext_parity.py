@@ -308,3 +308,18 @@ def test_lightgbm_category_zero_and_multiclass():
     Xm, ym = data(n=200)
     clf = lgb.LGBMClassifier(n_estimators=10, num_leaves=8, verbose=-1, n_jobs=1).fit(Xm, np.digitize(ym, [-0.5, 0.5]))
     close(ours(clf).shap_values(Xm), cpp_path_dependent(clf).shap_values(Xm))
+
+
+def test_more_model_families():
+    """HistGradientBoosting (with NaN), IsolationForest (shap's C++), CatBoost (its native ShapValues)."""
+    from sklearn.ensemble import HistGradientBoostingClassifier, IsolationForest
+
+    X, y = data(n=150, nan=True, seed=4)
+    for model in (HistGradientBoostingClassifier(max_iter=8, random_state=0).fit(X, y > 0),
+                  IsolationForest(n_estimators=8, random_state=0).fit(X)):
+        close(ours(model).shap_values(X), shap.TreeExplainer(model).shap_values(X))
+    cb = pytest.importorskip("catboost")
+    Xc = np.nan_to_num(X)
+    model = cb.CatBoostRegressor(iterations=10, depth=4, verbose=0, thread_count=1).fit(Xc, y)
+    close(ours(model).shap_values(Xc), shap.TreeExplainer(model).shap_values(Xc))  # native, path-dependent
+    close(ours(model, Xc[:20]).shap_values(Xc[:30]), shap.TreeExplainer(model, Xc[:20]).shap_values(Xc[:30]))
