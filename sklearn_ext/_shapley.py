@@ -1,0 +1,285 @@
+"""ShapleySampler and ShapleyExplainer: permutation-sampling Shapley values as scikit-learn estimators."""
+from __future__ import annotations
+
+import numbers
+from typing import Any, Callable
+
+import numpy as np
+from sklearn.base import BaseEstimator, MetaEstimatorMixin, TransformerMixin, clone, is_classifier
+from sklearn.exceptions import NotFittedError
+from sklearn.utils import check_random_state, get_tags
+from sklearn.utils.validation import _check_feature_names_in, check_is_fitted, validate_data
+
+from kernels.device import resolve_backend, to_numpy
+from kernels.permutations import MASK_METHODS, METHODS, backend_module, estimate_shapley
+
+__all__ = ["ShapleySampler", "ShapleyExplainer"]
+
+
+class ShapleySampler(BaseEstimator):
+    """A permutation sampler for Shapley value estimation (the seed's Table 3 methods).
+
+    Parameters
+    ----------
+    method : {"orthogonal", "sobol", "herding", "sbq", "antithetic", "mc", "stratified", "owen", "owen_halved"}
+        Sampling scheme. "sbq" gives non-uniform weights (summing to 1); the Owen methods sample coalitions (masks)
+        instead of permutations, at the same cost of d + 1 evaluations per sample.
+    n_permutations : int or None
+        Samples to draw; None lets ShapleyExplainer derive it from ``max_evals`` (10 when used alone).
+    kernel : {"mallows", "kendall", "spearman"}
+        Kernel on permutations for herding, SBQ and the reported discrepancy.
+    kernel_param : float
+        Mallows lambda (4, as in the seed).
+    random_state : None, int, Generator or RandomState
+    backend : {"cpu", "gpu", "auto"}
+        Where permutations (and ShapleyExplainer's masked rows) are built.
+    """
+
+    def __init__(self, method: str = "orthogonal", n_permutations: int | None = None, kernel: str = "mallows",
+                 kernel_param: float = 4.0, random_state=None, backend: str = "cpu"):
+        self.method = method
+        self.n_permutations = n_permutations
+        self.kernel = kernel
+        self.kernel_param = kernel_param
+        self.random_state = random_state
+        self.backend = backend
+
+    def _check_params(self) -> None:
+        if self.method not in METHODS:
+            raise ValueError(f"ShapleySampler: method must be one of {METHODS}, got {self.method!r}")
+        if self.n_permutations is not None and (
+                not isinstance(self.n_permutations, numbers.Integral) or self.n_permutations < 1):
+            raise ValueError(f"ShapleySampler: n_permutations must be a positive int or None, got {self.n_permutations!r}")
+
+    @property
+    def is_permutation_method(self) -> bool:
+        """False for the Owen methods, which sample coalition masks."""
+        return self.method not in MASK_METHODS
+
+    def sample(self, n_features: int, n_samples: int | None = None, random_state=None):
+        """(samples, weights) for ``n_features`` features: (n, d) orders (int8 masks for Owen) and weights summing to 1.
+
+        Arrays live on the sampler's backend (CuPy for "gpu").
+        """
+        self._check_params()
+        n = n_samples if n_samples is not None else (self.n_permutations or 10)
+        seed = check_random_state(self.random_state if random_state is None else random_state)
+        mod = backend_module(self.backend)
+        return mod.sample(self.method, int(n), int(n_features), seed, kernel=self.kernel, lam=float(self.kernel_param))
+
+    def fit(self, X, y=None):
+        """Draw ``n_permutations`` samples for X's width: sets permutations_, weights_, discrepancy_."""
+        X = validate_data(self, X, reset=True, ensure_all_finite=False)
+        perms, w = self.sample(X.shape[1])
+        self.permutations_ = to_numpy(perms)
+        self.weights_ = to_numpy(w)
+        if self.is_permutation_method:
+            self.discrepancy_ = backend_module("cpu").discrepancy(self.permutations_, self.weights_, self.kernel,
+                                                                  float(self.kernel_param))
+        return self
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = True
+        tags.requires_fit = True
+        return tags
+
+
+def _is_fitted(est: Any) -> bool:
+    try:
+        check_is_fitted(est)
+    except NotFittedError:
+        return False
+    except TypeError:  # not an sklearn-style estimator: treat as ready
+        return True
+    return True
+
+
+def _response(est: Any, response_method: str) -> Callable:
+    if response_method != "auto":
+        if not hasattr(est, response_method):
+            raise TypeError(f"{type(est).__name__} has no {response_method!r} method")
+        return getattr(est, response_method)
+    order = ("predict_proba", "decision_function", "predict") if is_classifier(est) else ("predict",)
+    for name in order:
+        if hasattr(est, name):
+            return getattr(est, name)
+    if callable(est):
+        return est
+    raise TypeError(f"ShapleyExplainer needs a fitted estimator with predict/predict_proba/decision_function or a "
+                    f"prediction callable, got {type(est).__name__}")
+
+
+class ShapleyExplainer(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
+    """Shapley values by permutation sampling for any fitted model or prediction callable.
+
+    v(S) = mean over background rows b of f(x_S, b_{not S}) (shap's interventional convention). An *evaluation* is
+    one coalition S for one explained row, i.e. ``len(background)`` model rows; each permutation costs d + 1 of them.
+
+    Parameters
+    ----------
+    estimator : fitted estimator, unfitted estimator (fitted on ``fit(X, y)``), or a callable X -> predictions.
+    sampler : ShapleySampler, default ShapleySampler() (orthogonal).
+    max_evals : "auto" or int
+        Evaluations per explained row. "auto": ``sampler.n_permutations`` (default 10) permutations. An int buys
+        ``max_evals // (d + 1)`` permutations (capped by ``sampler.n_permutations`` when set).
+    batch_size : "auto" or int
+        Model rows per model call.
+    response_method : "auto", "predict", "predict_proba", "decision_function"
+        "auto": predict_proba (else decision_function, else predict) for classifiers, predict otherwise.
+    background_size : int
+        Rows of ``fit``'s X kept as background (a random subset when larger; shap's maskers keep 100).
+    model_input : {"auto", "numpy", "device"}
+        With a GPU backend, what the model receives: "device" passes CuPy arrays (XGBoost takes them), "numpy" copies
+        each batch to the host. "auto": device for XGBoost models, numpy otherwise.
+    """
+
+    def __init__(self, estimator=None, sampler: ShapleySampler | None = None, max_evals="auto", batch_size="auto",
+                 response_method: str = "auto", background_size: int = 100, model_input: str = "auto"):
+        self.estimator = estimator
+        self.sampler = sampler
+        self.max_evals = max_evals
+        self.batch_size = batch_size
+        self.response_method = response_method
+        self.background_size = background_size
+        self.model_input = model_input
+
+    # ------------------------------------------------------------------ set-up
+    def _sampler(self) -> ShapleySampler:
+        return ShapleySampler() if self.sampler is None else self.sampler
+
+    def fit(self, X, y=None):
+        """Store the background (X, subsampled to ``background_size`` rows); fit a clone of an unfitted estimator on
+        (X, y). Checks that the model predicts on X's width."""
+        if self.estimator is None:
+            raise ValueError("ShapleyExplainer needs an estimator (a fitted model or a prediction callable)")
+        est = self.estimator
+        is_estimator = hasattr(est, "fit") or hasattr(est, "predict")
+        if is_estimator and not _is_fitted(est):
+            if y is None:
+                raise ValueError(f"{type(est).__name__} is not fitted: fit it first, pass y to ShapleyExplainer.fit, "
+                                 "or wrap it in sklearn.frozen.FrozenEstimator to keep it fitted through clone()")
+            est = clone(est).fit(X, y)
+        self.estimator_ = est
+        Xv = validate_data(self, X, reset=True, ensure_all_finite=not self._allow_nan(), dtype=[np.float64, np.float32])
+        d = Xv.shape[1]
+        fitted_width = getattr(est, "n_features_in_", None)
+        if fitted_width is not None and fitted_width != d:
+            raise ValueError(f"the background has {d} columns but {type(est).__name__} was fitted on {fitted_width}")
+        if not isinstance(self.background_size, numbers.Integral) or self.background_size < 1:
+            raise ValueError(f"background_size must be a positive int, got {self.background_size!r}")
+        rng = check_random_state(self._sampler().random_state)
+        if Xv.shape[0] > self.background_size:
+            Xv = Xv[np.sort(rng.choice(Xv.shape[0], self.background_size, replace=False))]
+        self.background_ = Xv
+        self._predict_fn = _response(est, self.response_method) if is_estimator else _response(est, "auto")
+        try:
+            base = np.asarray(self._call_model_host(self.background_), dtype=np.float64)
+        except Exception as exc:
+            raise ValueError(f"the model cannot predict on the background ({type(exc).__name__}: {exc})") from exc
+        if base.shape[0] != Xv.shape[0] or base.ndim > 2:
+            raise ValueError(f"the model returned shape {base.shape} for {Xv.shape[0]} rows; expected (n,) or (n, k)")
+        self.n_outputs_ = 1 if base.ndim == 1 else base.shape[1]
+        self._multi_output = base.ndim == 2
+        self.expected_value_ = base.mean(axis=0) if base.ndim == 2 else float(base.mean())
+        return self
+
+    def _allow_nan(self) -> bool:
+        est = self.estimator
+        if hasattr(est, "__sklearn_tags__"):
+            try:
+                return bool(get_tags(est).input_tags.allow_nan)
+            except Exception:
+                return False
+        return True
+
+    def _frame(self, X):
+        names = getattr(self, "feature_names_in_", None)
+        if names is not None and hasattr(self.estimator_, "feature_names_in_"):
+            import pandas as pd  # noqa: PLC0415
+
+            return pd.DataFrame(X, columns=names)
+        return X
+
+    def _call_model_host(self, X):
+        return self._predict_fn(self._frame(X))
+
+    def _n_samples(self, d: int) -> int:
+        n_perm = self._sampler().n_permutations
+        if self.max_evals == "auto":
+            return n_perm or 10
+        if not isinstance(self.max_evals, numbers.Integral):
+            raise ValueError(f"max_evals must be 'auto' or an int, got {self.max_evals!r}")
+        n = int(self.max_evals) // (d + 1)
+        if n < 1:
+            raise ValueError(f"max_evals={self.max_evals} is too small for one permutation: each costs d + 1 = {d + 1} "
+                             "evaluations")
+        return n if n_perm is None else min(n, n_perm)
+
+    def _batch_rows(self, d: int, gpu: bool) -> int:
+        if self.batch_size != "auto":
+            if not isinstance(self.batch_size, numbers.Integral) or self.batch_size < 1:
+                raise ValueError(f"batch_size must be 'auto' or a positive int, got {self.batch_size!r}")
+            return int(self.batch_size)
+        if gpu:
+            from kernels.device import free_gpu_bytes  # noqa: PLC0415
+
+            return int(max(self.background_.shape[0], min(1 << 22, free_gpu_bytes(0.25) // (8 * d + 64))))
+        return int(max(self.background_.shape[0], (64 << 20) // (8 * d + 64)))
+
+    # ------------------------------------------------------------------ outputs
+    def shapley_values(self, X):
+        """(phi, base): phi (n, d) or (n, d, k) as NumPy, base value (scalar or (k,))."""
+        check_is_fitted(self, "background_")
+        X = validate_data(self, X, reset=False, ensure_all_finite=not self._allow_nan(), dtype=[np.float64, np.float32])
+        d = X.shape[1]
+        sampler = self._sampler()
+        gpu = resolve_backend(sampler.backend) == "gpu"
+        samples, weights = sampler.sample(d, self._n_samples(d))
+        xp = np
+        to_model = None
+        predict = self._call_model_host
+        if gpu:
+            from kernels.device import cupy_module  # noqa: PLC0415
+
+            xp = cupy_module()
+            device_in = self.model_input == "device" or (
+                self.model_input == "auto" and type(self.estimator_).__module__.startswith("xgboost"))
+            predict = self._predict_fn if device_in else self._call_model_host
+            to_model = None if device_in else to_numpy
+        kind = "permutations" if sampler.is_permutation_method else "masks"
+        phi, _ = estimate_shapley(predict, X.astype(np.float64), self.background_.astype(np.float64), samples,
+                                  weights, kind=kind, batch_rows=self._batch_rows(d, gpu), xp=xp, to_model=to_model)
+        phi = to_numpy(phi)
+        return (phi if self._multi_output else phi[:, :, 0]), self.expected_value_
+
+    def transform(self, X):
+        """Shapley values: (n, d), or (n, d, k) for multi-output models (e.g. predict_proba)."""
+        return self.shapley_values(X)[0]
+
+    def explain(self, X):
+        """A shap.Explanation with values, base_values, data and feature names."""
+        import shap  # noqa: PLC0415
+
+        values, base = self.shapley_values(X)
+        n = values.shape[0]
+        base_values = np.tile(np.asarray(base, dtype=np.float64), (n, 1)) if self._multi_output else np.full(n, base)
+        names = getattr(self, "feature_names_in_", None)
+        names = list(names) if names is not None else [f"Feature {i}" for i in range(values.shape[1])]
+        return shap.Explanation(values=values, base_values=base_values, data=np.asarray(to_numpy(X)),
+                                feature_names=names)
+
+    def __call__(self, X):
+        """shap-style call: ``explainer(X)`` is ``explain(X)``."""
+        return self.explain(X)
+
+    def get_feature_names_out(self, input_features=None):
+        """One output column per input feature (its Shapley value), named like the input."""
+        check_is_fitted(self, "background_")
+        return _check_feature_names_in(self, input_features)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = self._allow_nan()
+        tags.non_deterministic = self._sampler().random_state is None
+        return tags
