@@ -128,7 +128,10 @@ def categorical_splits(ensemble: Any) -> CategoricalSplits:
     model_type = getattr(ensemble, "model_type", "internal")
     original = getattr(ensemble, "original_model", None)
     if model_type == "xgboost" and original is not None:
-        return _xgboost_splits(original, shape)
+        types = getattr(original, "feature_types", None) or []
+        if "c" in types:  # XGBoost keeps feature types in the model; without a "c" there is no categorical split
+            return _xgboost_splits(original, shape)
+        return CategoricalSplits(shape, {})
     has_type1 = bool(np.any((ensemble.threshold_types == 1) & (ensemble.children_left >= 0)))
     if model_type == "lightgbm" and original is not None and has_type1:
         return _lightgbm_splits(original, shape)

@@ -204,6 +204,15 @@ def test_xgboost_categorical_vs_native(xgb_cat):
     ex(df.iloc[:30])
     cb = clf.get_booster()
     close(ours(clf).shap_values(df), cb.predict(dm, pred_contribs=True)[:, :-1], rtol=1e-5)
+    # a bare Booster keeps its feature types (and so its category sets) through save/load
+    loaded = xgb.Booster(model_file=bytearray(booster.save_raw("ubj")))
+    close(ours(loaded).shap_values(codes.to_numpy()), contribs[:, :-1], rtol=1e-5)
+    # shap itself refuses XGBoost categorical splits in interventional mode; a categorical background frame
+    # and its codes give the same values
+    with pytest.raises(NotImplementedError):
+        shap.TreeExplainer(model, codes.to_numpy()[:10]).shap_values(codes.to_numpy()[20:25])
+    close(ours(model, df.iloc[:10]).shap_values(df.iloc[20:25]),
+          ours(model, codes.to_numpy()[:10]).shap_values(codes.to_numpy()[20:25]))
 
 
 def brute_force_interventional(f, X, bg, transform=None):
