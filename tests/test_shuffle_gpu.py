@@ -38,7 +38,8 @@ def test_batched_gpu_equals_cpu(k, d):
 
 @pytest.mark.parametrize("dtype, shape", [(np.uint32, (100_003,)), (np.uint64, (100_003,)), (np.int8, (4099,)),
                                           (np.float32, (20_011, 16)), (np.float32, (3001, 256)),
-                                          (np.float64, (2049, 3)), (np.int16, (999, 5))])
+                                          (np.float64, (2049, 3)), (np.int16, (999, 5)),
+                                          (np.float32, ((1 << 22) + 3, 16)), (np.uint8, ((1 << 22) + 5, 3))])
 def test_shuffle_rows_gpu_equals_cpu(dtype, shape):
     import cupy as cp
 

@@ -1,6 +1,7 @@
 """Seeds to round keys: sklearn-style random_state -> uint32 round keys, LCG parameters, per-row keys for batches."""
 from __future__ import annotations
 
+import functools
 import numbers
 from typing import Any
 
@@ -33,7 +34,14 @@ def as_generator(seed: Any) -> np.random.Generator:
 def philox_round_keys(seed: Any = None, rounds: int = 24) -> np.ndarray:
     """``rounds`` independent uniform 32-bit round keys drawn from ``seed`` (uint32, shape (rounds,))."""
     rounds = check_rounds(rounds)
+    if isinstance(seed, (numbers.Integral, np.integer)) and not isinstance(seed, bool) and int(seed) >= 0:
+        return _int_seed_keys(int(seed), rounds).copy()
     return as_generator(seed).integers(0, 2**32, size=rounds, dtype=np.uint64).astype(np.uint32)
+
+
+@functools.lru_cache(maxsize=1024)
+def _int_seed_keys(seed: int, rounds: int) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, 2**32, size=rounds, dtype=np.uint64).astype(np.uint32)
 
 
 def lcg_params(seed: Any, n_bits: int) -> tuple[int, int]:

@@ -15,8 +15,8 @@ _WORDS = {16: "V16", 8: "unsigned long long", 4: "unsigned int", 2: "unsigned sh
 _NULL = np.uint64(0)
 
 
-def _shuffle_kernel(w1: int, w2: int):
-    name = f"bij_shuffle<{_WORDS[w1]}, {_WORDS[w2]}>"
+def _shuffle_kernel(w1: int, w2: int, rounds: int):
+    name = f"bij_shuffle<{_WORDS[w1]}, {_WORDS[w2]}, {rounds}>"
     return get_kernel(_SRC, name, (), (name,))
 
 
@@ -49,18 +49,21 @@ def _launch(m: int, round_keys, lcg: tuple[int, int] | None, arrays=(), want_ind
     if m == 0:
         return idx, outs
     tiles = (n + _TILE - 1) // _TILE
-    status = cp.zeros(tiles, dtype=cp.uint64)
-    counter = cp.zeros(1, dtype=cp.uint32)
     if lcg is None:
-        keys = cp.asarray(np.ascontiguousarray(round_keys, dtype=np.uint32))
+        keys = np.ascontiguousarray(round_keys, dtype=np.uint32)
         a_, c_, use_lcg, rounds = 0, 0, 0, keys.shape[0]
     else:
-        keys = cp.zeros(1, dtype=cp.uint32)
+        keys = np.zeros(2, dtype=np.uint32)
         (a_, c_), use_lcg, rounds = lcg, 1, 0
-    kern = _shuffle_kernel(words[0], words[1])
+    # one workspace: [tile counter | tiles look-back words | round keys]; zeroed and filled asynchronously
+    ws = cp.empty(1 + tiles + (keys.shape[0] + 1) // 2, dtype=cp.uint64)
+    stream = cp.cuda.get_current_stream()
+    cp.cuda.runtime.memsetAsync(ws.data.ptr, 0, (1 + tiles) * 8, stream.ptr)
+    (ws.data + (1 + tiles) * 8).copy_from_host_async(keys.ctypes.data, keys.nbytes, stream)
+    kern = _shuffle_kernel(words[0], words[1], 24 if rounds == 24 and not use_lcg else 0)
     kern((tiles,), (256,), (*args, idx if idx is not None else _NULL, np.uint64(m), np.uint64(n), np.uint64(a_),
                             np.uint64(c_), np.int32(b // 2), np.int32(b - b // 2), np.int32(rounds),
-                            np.int32(use_lcg), keys, status, counter))
+                            np.int32(use_lcg), ws))
     return idx, outs
 
 
@@ -88,11 +91,24 @@ def permutation(m: int, seed: Any = None, *, rounds: int = 24, bijection: str = 
     raise ValueError(f'bijection must be "philox" or "lcg", got {bijection!r}')
 
 
+def _apply(arrays, round_keys):
+    """Shuffle the rows of the arrays by one permutation: fused in one pass (each row read and written once) while
+    there are enough tiles to fill the GPU and rows are narrow; otherwise index first, then a row gather (the extra
+    8 B per row is small next to wide rows, and the gather spreads over the whole GPU)."""
+    cp = cupy_module()
+    m = arrays[0].shape[0]
+    tiles = ((1 << padded_bits(m)) + _TILE - 1) // _TILE
+    row_bytes = max((a.nbytes // m if m else 0) for a in arrays)
+    if row_bytes >= 256 or (row_bytes > 16 and tiles < 1024):
+        idx = _launch(m, round_keys, None, want_index=True)[0]
+        return [cp.take(a, idx, axis=0) for a in arrays]
+    return _launch(m, round_keys, None, tuple(arrays))[1]
+
+
 def shuffle_rows(X, seed: Any = None, *, rounds: int = 24):
-    """Rows of X (axis 0) in the order permutation(len(X), seed), in one fused pass (each row read and written once)."""
+    """Rows of X (axis 0) in the order permutation(len(X), seed); one fused pass for narrow rows."""
     X = _rows(X)
-    keys = philox_round_keys(seed, rounds)
-    return _launch(X.shape[0], keys, None, (X,))[1][0]
+    return _apply([X], philox_round_keys(seed, rounds))[0]
 
 
 def shuffle_pairs(keys, values, seed: Any = None, *, rounds: int = 24):
@@ -100,15 +116,13 @@ def shuffle_pairs(keys, values, seed: Any = None, *, rounds: int = 24):
     k, v = _rows(keys), _rows(values)
     if k.shape[:1] != v.shape[:1]:
         raise ValueError(f"keys and values must have the same length, got {k.shape[:1]} and {v.shape[:1]}")
-    rk = philox_round_keys(seed, rounds)
-    _, (ko, vo) = _launch(k.shape[0], rk, None, (k, v))
+    ko, vo = _apply([k, v], philox_round_keys(seed, rounds))
     return ko, vo
 
 
 def gather_rows_by_keys(X, round_keys):
     """Rows of a cupy array in the order permutation_from_keys(len(X), round_keys) (fused)."""
-    X = _rows(X)
-    return _launch(X.shape[0], round_keys, None, (X,))[1][0]
+    return _apply([_rows(X)], round_keys)[0]
 
 
 def batched_permutations(k: int, d: int, seed: Any = None, *, rounds: int = 24, start: int = 0):

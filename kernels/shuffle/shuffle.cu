@@ -30,10 +30,28 @@ __device__ __forceinline__ u64 vphilox(u64 x, int lbits, int rbits, int rounds, 
 #pragma unroll 4
   for (int i = 0; i < rounds; ++i) {
     // p = M0 * L mod 2^64: hi = bits 32..63, lo = bits 0..31
-    u32 lo = M0_LO * L;
-    u32 hi = __umulhi(M0_LO, L) + M0_HI * L;
+    u64 p = (u64)L * M0_LO;
+    u32 lo = (u32)p;
+    u32 hi = (u32)(p >> 32) + M0_HI * L;
     lo = (lo << shift) | (R >> lbits);
     L = (hi ^ keys[i] ^ R) & lmask;
+    R = lo & rmask;
+  }
+  return ((u64)L << rbits) | (u64)R;
+}
+
+// Same function with a compile-time round count: fully unrolled, keys held in registers.
+template <int ROUNDS>
+__device__ __forceinline__ u64 vphilox_fixed(u64 x, int lbits, int rbits, u32 lmask, u32 rmask, int shift,
+                                             const u32 (&k)[ROUNDS]) {
+  u32 L = (u32)(x >> rbits), R = (u32)x & rmask;
+#pragma unroll
+  for (int i = 0; i < ROUNDS; ++i) {
+    u64 p = (u64)L * M0_LO;
+    u32 lo = (u32)p;
+    u32 hi = (u32)(p >> 32) + M0_HI * L;
+    lo = (lo << shift) | (R >> lbits);
+    L = (hi ^ k[i] ^ R) & lmask;
     R = lo & rmask;
   }
   return ((u64)L << rbits) | (u64)R;
@@ -46,14 +64,33 @@ __device__ __forceinline__ u64 bij_eval(u64 i, const Bij& B, const u32* keys) {
 
 __device__ __forceinline__ u64 ld_status(const u64* p) { return *((volatile const u64*)p); }
 
+// out[(P + r) * d + c] = in[src[r] * d + c] for the block's agg staged rows; coalesced writes, one row read per source.
+template <typename W>
+__device__ __forceinline__ void gather_rows(const W* __restrict__ in, W* __restrict__ out, long long d, const u64* src,
+                                            u32 agg, u64 P) {
+  if (d == 1) {
+    for (u32 r = threadIdx.x; r < agg; r += BLOCK) out[P + r] = in[src[r]];
+  } else if (d > 1) {
+    const u64 tot = (u64)agg * d;
+    for (u64 e = threadIdx.x; e < tot; e += BLOCK) {
+      u64 r = e / d, c = e - r * d;
+      out[(P + r) * d + c] = in[src[r] * d + c];
+    }
+  }
+}
+
 // out1[j*d1 + c] = in1[f(i_j)*d1 + c] (and likewise for the second array; idx_out[j] = f(i_j)), where i_j is the
 // j-th index of [0, n) with f(i) < m. Words W1/W2 let rows move as 1..16-byte units.
-template <typename W1, typename W2>
+template <typename W1, typename W2, int ROUNDS>
 __global__ void __launch_bounds__(BLOCK) bij_shuffle(const W1* __restrict__ in1, W1* __restrict__ out1, long long d1,
                                                       const W2* __restrict__ in2, W2* __restrict__ out2, long long d2,
                                                       long long* __restrict__ idx_out, u64 m, u64 n, u64 lcg_a,
                                                       u64 lcg_c, int lbits, int rbits, int rounds, int use_lcg,
-                                                      const u32* __restrict__ gkeys, u64* status, u32* tile_counter) {
+                                                      u64* status) {
+  // status[0] is the tile counter, status[1 + t] tile t's look-back word, the round keys follow the n_tiles words
+  u32* tile_counter = (u32*)status;
+  const u32* gkeys = (const u32*)(status + 1 + (n + TILE - 1) / TILE);
+  status += 1;
   Bij B;
   B.a = lcg_a; B.c = lcg_c; B.mask = n - 1; B.lbits = lbits; B.rbits = rbits; B.rounds = rounds; B.use_lcg = use_lcg;
   __shared__ u32 keys[MAX_ROUNDS];
@@ -71,11 +108,27 @@ __global__ void __launch_bounds__(BLOCK) bij_shuffle(const W1* __restrict__ in1,
   // 1. evaluate the bijection on this thread's ITEMS consecutive indices; flag the images below m
   u64 y[ITEMS];
   u32 cnt = 0;
+  bool done = false;
+  if constexpr (ROUNDS > 0) {
+    u32 k[ROUNDS];
 #pragma unroll
-  for (int j = 0; j < ITEMS; ++j) {
-    u64 i = base + j;
-    y[j] = (i < n) ? bij_eval(i, B, keys) : m;
-    cnt += (y[j] < m);
+    for (int r = 0; r < ROUNDS; ++r) k[r] = keys[r];
+    const u32 lmask = (u32)((1ULL << lbits) - 1), rmask = (u32)((1ULL << rbits) - 1);
+#pragma unroll
+    for (int j = 0; j < ITEMS; ++j) {
+      u64 i = base + j;
+      y[j] = (i < n) ? vphilox_fixed<ROUNDS>(i, lbits, rbits, lmask, rmask, rbits - lbits, k) : m;
+      cnt += (y[j] < m);
+    }
+    done = true;
+  }
+  if (!done) {
+#pragma unroll
+    for (int j = 0; j < ITEMS; ++j) {
+      u64 i = base + j;
+      y[j] = (i < n) ? bij_eval(i, B, keys) : m;
+      cnt += (y[j] < m);
+    }
   }
   // 2. block exclusive scan of the per-thread counts
   u32 incl = cnt;
@@ -136,24 +189,8 @@ __global__ void __launch_bounds__(BLOCK) bij_shuffle(const W1* __restrict__ in1,
   // 5. gather rows into contiguous output positions
   if (idx_out)
     for (u32 r = tid; r < agg; r += BLOCK) idx_out[P + r] = (long long)src[r];
-  if (d1 == 1) {
-    for (u32 r = tid; r < agg; r += BLOCK) out1[P + r] = in1[src[r]];
-  } else if (d1 > 1) {
-    const u64 tot = (u64)agg * d1;
-    for (u64 e = tid; e < tot; e += BLOCK) {
-      u64 r = e / d1, c = e - r * d1;
-      out1[(P + r) * d1 + c] = in1[src[r] * d1 + c];
-    }
-  }
-  if (d2 == 1) {
-    for (u32 r = tid; r < agg; r += BLOCK) out2[P + r] = in2[src[r]];
-  } else if (d2 > 1) {
-    const u64 tot = (u64)agg * d2;
-    for (u64 e = tid; e < tot; e += BLOCK) {
-      u64 r = e / d2, c = e - r * d2;
-      out2[(P + r) * d2 + c] = in2[src[r] * d2 + c];
-    }
-  }
+  gather_rows(in1, out1, d1, src, agg, P);
+  gather_rows(in2, out2, d2, src, agg, P);
 }
 
 __device__ __forceinline__ u32 row_key(u64 base, u64 row, int rounds, int j) {

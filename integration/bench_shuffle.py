@@ -1,0 +1,322 @@
+"""Benchmark of the bijective shuffle on the GPU against copy, random gather, CuPy, torch and CPU shuffles, plus
+permutation_importance on the GPU vs sklearn's on the CPU; writes JSON + markdown + plot to docs/benchmarks/."""
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import platform
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def gpu_time(fn, reps: int, warmup: int = 1) -> float:
+    """Median milliseconds of fn() between CUDA events, after warm-up."""
+    import cupy as cp
+
+    for _ in range(warmup):
+        fn()
+    cp.cuda.Device().synchronize()
+    out = []
+    for _ in range(reps):
+        a, b = cp.cuda.Event(), cp.cuda.Event()
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        out.append(cp.cuda.get_elapsed_time(a, b))
+    return statistics.median(out)
+
+
+def cpu_time(fn, reps: int) -> float:
+    fn()
+    out = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        fn()
+        out.append((time.perf_counter() - t) * 1e3)
+    return statistics.median(out)
+
+
+def reps_for(m: int) -> int:
+    return 20 if m <= 1 << 20 else 7 if m <= 1 << 25 else 3
+
+
+def bench_keys(ws, dtypes=("uint32", "uint64"), torch_ok=True):
+    import cupy as cp
+
+    from kernels.shuffle import gpu
+
+    rows = []
+    try:
+        import torch
+    except Exception:
+        torch_ok = False
+    for w in ws:
+        for m in (1 << w, (1 << w) + 1):
+            r = reps_for(m)
+            for dt in dtypes:
+                x = cp.arange(m, dtype=dt) * 7 + 3
+                perm = cp.random.permutation(m)
+                rec = {"form": f"keys {dt}", "w": w, "m": m, "bytes_per_item": x.itemsize}
+                rec["ours_ms"] = gpu_time(lambda: gpu.shuffle_rows(x, 1), r)
+                rec["ours_lcg_ms"] = gpu_time(lambda: gpu._launch(m, None, (5, 7), (x,)), r)
+                rec["copy_ms"] = gpu_time(lambda: x.copy(), r)
+                rec["gather_ms"] = gpu_time(lambda: cp.take(x, perm), r)
+                if dt == "uint64":
+                    rec["cupy_permutation_ms"] = gpu_time(lambda: cp.random.permutation(m), r)
+                    y = x.copy()
+                    rec["cupy_shuffle_ms"] = gpu_time(lambda: cp.random.shuffle(y), r)
+                    del y
+                    if torch_ok:
+                        xt = torch.as_tensor(x.astype(cp.int64), device="cuda")
+                        rec["torch_randperm_gather_ms"] = gpu_time(
+                            lambda: xt[torch.randperm(m, device="cuda")], r)
+                        del xt
+                        torch.cuda.empty_cache()
+                del x, perm
+                cp.get_default_memory_pool().free_all_blocks()
+                rows.append(rec)
+                print(json.dumps(rec), flush=True)
+            # key-value pairs: u64 keys with u64 values
+            if m <= 1 << 28:
+                k = cp.arange(m, dtype=cp.uint64)
+                v = k * 5
+                perm = cp.random.permutation(m)
+                rec = {"form": "pairs u64+u64", "w": w, "m": m, "bytes_per_item": 16}
+                rec["ours_ms"] = gpu_time(lambda: gpu.shuffle_pairs(k, v, 1), r)
+                rec["copy_ms"] = gpu_time(lambda: (k.copy(), v.copy()), r)
+                rec["gather_ms"] = gpu_time(lambda: (cp.take(k, perm), cp.take(v, perm)), r)
+                rows.append(rec)
+                print(json.dumps(rec), flush=True)
+                del k, v, perm
+                cp.get_default_memory_pool().free_all_blocks()
+    return rows
+
+
+def bench_rows(cases):
+    import cupy as cp
+
+    from kernels.shuffle import gpu
+
+    rows = []
+    for d, ws in cases:
+        for w in ws:
+            for m in (1 << w, (1 << w) + 1):
+                X = cp.random.random((m, d), dtype=cp.float32)
+                perm = cp.random.permutation(m)
+                r = reps_for(m * d // 8)
+                rec = {"form": f"rows float32 d={d}", "w": w, "m": m, "bytes_per_item": 4 * d}
+                rec["ours_ms"] = gpu_time(lambda: gpu.shuffle_rows(X, 1), r)
+                rec["copy_ms"] = gpu_time(lambda: X.copy(), r)
+                rec["gather_ms"] = gpu_time(lambda: cp.take(X, perm, axis=0), r)
+                rows.append(rec)
+                print(json.dumps(rec), flush=True)
+                del X, perm
+                cp.get_default_memory_pool().free_all_blocks()
+    return rows
+
+
+def bench_batched(cases):
+    from kernels.shuffle import gpu
+
+    rows = []
+    for k, d in cases:
+        rec = {"form": "batched int64", "k": k, "d": d, "m": k * d,
+               "ours_ms": gpu_time(lambda: gpu.batched_permutations(k, d, 1), 5)}
+        rows.append(rec)
+        print(json.dumps(rec), flush=True)
+    return rows
+
+
+def bench_cpu(ws):
+    from kernels.shuffle import cpu
+
+    rows = []
+    rng = np.random.default_rng(0)
+    for w in ws:
+        m = (1 << w) + 1
+        r = 5 if w <= 20 else 2
+        rec = {"form": "cpu", "w": w, "m": m,
+               "numpy_permutation_ms": cpu_time(lambda: rng.permutation(m), r),
+               "numba_twin_ms": cpu_time(lambda: cpu.permutation(m, 1), r)}
+        rows.append(rec)
+        print(json.dumps(rec), flush=True)
+    return rows
+
+
+def bench_pi(n: int, p: int, n_repeats: int, n_estimators: int, cpu_budget_s: float):
+    """permutation_importance on the GPU (CuPy data, XGBoost device=cuda) vs sklearn's on the CPU (same model)."""
+    import cupy as cp
+    import xgboost as xgb
+    from sklearn.inspection import permutation_importance as sk_pi
+
+    from sklearn_ext import permutation_importance
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(n, p)).astype(np.float32)
+    beta = rng.normal(size=p) * (rng.random(p) < 0.3)
+    y = (X @ beta + np.sin(X[:, 0]) * 2 + 0.3 * rng.normal(size=n)).astype(np.float32)
+    Xg, yg = cp.asarray(X), cp.asarray(y)
+    m = xgb.XGBRegressor(n_estimators=n_estimators, max_depth=6, device="cuda", tree_method="hist").fit(Xg, yg)
+    # warm-up: compile our kernels and XGBoost's GPU predictor
+    permutation_importance(m, Xg[:2000], yg[:2000], n_repeats=1, random_state=0, progress=False)
+    cp.cuda.Device().synchronize()
+    t = time.perf_counter()
+    ours = permutation_importance(m, Xg, yg, n_repeats=n_repeats, random_state=0, progress=False)
+    cp.cuda.Device().synchronize()
+    t_gpu = time.perf_counter() - t
+    mc = copy.deepcopy(m)
+    mc.set_params(device="cpu", n_jobs=os.cpu_count())
+    t = time.perf_counter()
+    mc.predict(X)
+    t_pred = time.perf_counter() - t
+    est = t_pred * (p * n_repeats + 1)
+    rec = {"form": "permutation_importance", "n": n, "p": p, "n_repeats": n_repeats, "n_estimators": n_estimators,
+           "gpu_s": t_gpu, "cpu_one_predict_s": t_pred, "cpu_estimated_s": est}
+    if est <= cpu_budget_s:
+        t = time.perf_counter()
+        ref = sk_pi(mc, X, y, n_repeats=n_repeats, random_state=0)
+        rec["sklearn_cpu_s"] = time.perf_counter() - t
+        rec["max_abs_mean_diff"] = float(np.abs(ref.importances_mean - ours.importances_mean).max())
+        rec["max_importance"] = float(ref.importances_mean.max())
+    rec["speedup"] = rec.get("sklearn_cpu_s", est) / t_gpu
+    print(json.dumps(rec), flush=True)
+    return [rec]
+
+
+def versions():
+    import importlib
+
+    out = {"python": platform.python_version(), "host": platform.node(), "cpu_count": os.cpu_count()}
+    for mod in ("numpy", "cupy", "torch", "numba", "sklearn", "xgboost"):
+        try:
+            out[mod] = importlib.import_module(mod).__version__
+        except Exception:
+            out[mod] = None
+    try:
+        import cupy as cp
+
+        from kernels.device import device_name
+
+        out["device"] = device_name()
+        out["cuda_runtime"] = cp.cuda.runtime.runtimeGetVersion()
+    except Exception:
+        out["device"] = "cpu"
+    return out
+
+
+def fmt(v, nd=3):
+    return "" if v is None else f"{v:.{nd}f}"
+
+
+def write_report(res, outdir: Path, tag: str):
+    outdir.mkdir(parents=True, exist_ok=True)
+    (outdir / f"shuffle{tag}.json").write_text(json.dumps(res, indent=1))
+    v = res["versions"]
+    lines = [f"# Bijective shuffle benchmark{tag}", "",
+             f"Device: {v.get('device')}; CUDA runtime {v.get('cuda_runtime')}; cupy {v.get('cupy')}, torch "
+             f"{v.get('torch')}, numpy {v.get('numpy')}, numba {v.get('numba')}, scikit-learn {v.get('sklearn')}, "
+             f"xgboost {v.get('xgboost')}; {v.get('cpu_count')} CPU cores. Times are medians of CUDA-event timings "
+             "after warm-up (ms). 'vs gather' = gather time / our time (>= 1 is at or above the random-gather bound).",
+             "", "| form | m | ours | ours LCG | copy | gather | vs gather | cupy.permutation | cupy.shuffle | "
+             "torch randperm+gather | ours vs cupy.shuffle | ours vs torch | G items/s |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in res["gpu"]:
+        if "gather_ms" not in r:
+            continue
+        m = r["m"]
+        mlabel = f"2^{r['w']}" + ("+1" if m != 1 << r["w"] else "")
+        cs, tt = r.get("cupy_shuffle_ms"), r.get("torch_randperm_gather_ms")
+        lines.append("| " + " | ".join([
+            r["form"], mlabel, fmt(r["ours_ms"]), fmt(r.get("ours_lcg_ms")), fmt(r["copy_ms"]), fmt(r["gather_ms"]),
+            fmt(r["gather_ms"] / r["ours_ms"], 2), fmt(r.get("cupy_permutation_ms")), fmt(cs), fmt(tt),
+            fmt(cs / r["ours_ms"], 2) if cs else "", fmt(tt / r["ours_ms"], 2) if tt else "",
+            fmt(m / r["ours_ms"] / 1e6, 2)]) + " |")
+    if res.get("batched"):
+        lines += ["", "| batched permutations k x d | ms | G items/s |", "|---|---|---|"]
+        lines += [f"| {r['k']} x {r['d']} | {fmt(r['ours_ms'])} | {fmt(r['m'] / r['ours_ms'] / 1e6, 2)} |"
+                  for r in res["batched"]]
+    if res.get("cpu"):
+        lines += ["", "| CPU m | numpy Generator.permutation ms | Numba twin ms | twin / numpy |", "|---|---|---|---|"]
+        lines += [f"| 2^{r['w']}+1 | {fmt(r['numpy_permutation_ms'])} | {fmt(r['numba_twin_ms'])} | "
+                  f"{fmt(r['numba_twin_ms'] / r['numpy_permutation_ms'], 2)} |" for r in res["cpu"]]
+    for r in res.get("pi", []):
+        lines += ["", f"permutation_importance, XGBoost ({r['n_estimators']} trees, depth 6) on {r['n']} x {r['p']}, "
+                  f"n_repeats={r['n_repeats']}: GPU (CuPy data) {r['gpu_s']:.2f} s; sklearn on the CPU "
+                  + (f"{r['sklearn_cpu_s']:.2f} s measured" if "sklearn_cpu_s" in r else
+                     f"{r['cpu_estimated_s']:.1f} s estimated from one CPU predict ({r['cpu_one_predict_s']:.2f} s) "
+                     "x (p*n_repeats+1), not run")
+                  + f"; speedup {r['speedup']:.1f}x."
+                  + (f" Max |mean importance difference| {r['max_abs_mean_diff']:.4f} (largest importance "
+                     f"{r['max_importance']:.3f})." if "max_abs_mean_diff" in r else "")]
+    (outdir / f"shuffle{tag}.md").write_text("\n".join(lines) + "\n")
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(8, 5))
+        u64 = [r for r in res["gpu"] if r["form"] == "keys uint64"]
+        for key, label in (("ours_ms", "bijective shuffle (ours)"), ("gather_ms", "gather by permutation"),
+                           ("copy_ms", "device copy"), ("cupy_permutation_ms", "cupy.random.permutation"),
+                           ("cupy_shuffle_ms", "cupy.random.shuffle"), ("torch_randperm_gather_ms", "torch randperm+gather")):
+            for parity, style in ((0, "-o"), (1, "--x")):
+                pts = [(r["m"], r["m"] / r[key] / 1e3) for r in u64 if key in r and (r["m"] != 1 << r["w"]) == parity]
+                if pts:
+                    ax.plot(*zip(*pts), style, label=label + (" (2^w+1)" if parity else " (2^w)"), markersize=3)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("m (uint64 keys)")
+        ax.set_ylabel("M items / s")
+        ax.set_title(f"Shuffle throughput, {v.get('device')}")
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(outdir / f"shuffle{tag}.png", dpi=120)
+    except Exception as exc:  # plotting is optional
+        print("plot skipped:", exc)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--out", default=str(ROOT / "docs" / "benchmarks"))
+    ap.add_argument("--tag", default="")
+    ap.add_argument("--pi", default="1000000x50", help="n x p for permutation_importance, or 'none'")
+    ap.add_argument("--pi-repeats", type=int, default=5)
+    ap.add_argument("--pi-trees", type=int, default=100)
+    ap.add_argument("--pi-cpu-budget", type=float, default=170.0)
+    args = ap.parse_args()
+    os.environ.setdefault("HITML_PROGRESS", "0")
+    res = {"versions": versions()}
+    print(json.dumps(res["versions"]), flush=True)
+    if args.quick:
+        ws, rows_cases = [10, 16, 20, 23, 26], [(16, [16, 20]), (256, [14])]
+        cpu_ws, batched = [14, 20], [(10_000, 100)]
+    else:
+        ws = [10, 13, 16, 19, 21, 23, 25, 27, 28, 29]
+        rows_cases = [(16, [12, 16, 20, 23, 25]), (256, [10, 14, 18, 20])]
+        cpu_ws, batched = [14, 17, 20, 23, 25], [(1_000_000, 100), (100_000, 1000), (1000, 100_000)]
+    res["gpu"] = bench_keys(ws)
+    res["gpu"] += bench_rows(rows_cases)
+    res["batched"] = bench_batched(batched)
+    res["cpu"] = bench_cpu(cpu_ws)
+    if args.pi != "none":
+        try:
+            n, p = (int(s) for s in args.pi.split("x"))
+            res["pi"] = bench_pi(n, p, args.pi_repeats, args.pi_trees, args.pi_cpu_budget)
+        except ImportError as exc:
+            print("permutation_importance benchmark skipped:", exc)
+    write_report(res, Path(args.out), args.tag)
+    print(Path(args.out, f"shuffle{args.tag}.md").read_text())
+
+
+if __name__ == "__main__":
+    main()
