@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from kernels.device import is_cupy_array, to_numpy
 from kernels.sketch import MomentSketch, sketch
@@ -50,6 +50,7 @@ class QuantileBinner(TransformerMixin, BaseEstimator):
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.allow_nan = True
+        tags.transformer_tags.preserves_dtype = []  # transform returns int32 bin codes
         return tags
 
     # ------------------------------------------------------------------------------------------ validation
@@ -76,11 +77,17 @@ class QuantileBinner(TransformerMixin, BaseEstimator):
             raise ValueError("Input X contains infinity; encode missing values as NaN (inf is not a valid value)")
         return X
 
+    @staticmethod
+    def _weights(X, sample_weight):
+        if sample_weight is None or is_cupy_array(sample_weight):
+            return sample_weight
+        sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
+        if not sample_weight.sum() > 0:
+            raise ValueError("sample_weight: all weights are zero; at least one must be positive")
+        return sample_weight
+
     def _sketch(self, X, sample_weight) -> MomentSketch:
-        if sample_weight is not None and not is_cupy_array(sample_weight):
-            sample_weight = np.asarray(sample_weight, np.float64).reshape(-1)
-            if sample_weight.shape[0] != X.shape[0]:
-                raise ValueError(f"sample_weight has {sample_weight.shape[0]} entries, X has {X.shape[0]} rows")
+        sample_weight = self._weights(X, sample_weight)
         return sketch(X, sample_weight, n_moments=self.n_moments, max_distinct=int(self.max_bin),
                       backend=self.backend)
 
@@ -91,7 +98,7 @@ class QuantileBinner(TransformerMixin, BaseEstimator):
         X = self._validate(X, reset=True)
         if self.method == "exact":
             self.sketch_ = None
-            w = None if sample_weight is None else to_numpy(sample_weight)
+            w = self._weights(X, None if sample_weight is None else to_numpy(sample_weight))
             return self._set_cuts(exact_cut_points(to_numpy(X), w, int(self.max_bin)))
         return self.fit_sketch(self._sketch(X, sample_weight))
 

@@ -33,8 +33,9 @@ class _BinnedMixin:
 
     def _create_dmatrix(self, ref, **kwargs: Any):
         our = getattr(self, "_hitml_ref", None)
-        if ref is None and our is not None:  # the training matrix
-            return xgb.QuantileDMatrix(**kwargs, ref=our, nthread=self.n_jobs, max_bin=self.binner_.max_bin)
+        if our is not None:  # training matrix: our ref; eval matrices: the training matrix as ref, our max_bin
+            return xgb.QuantileDMatrix(**kwargs, ref=our if ref is None else ref, nthread=self.n_jobs,
+                                       max_bin=self.binner_.max_bin)
         return super()._create_dmatrix(ref=ref, **kwargs)
 
     def get_xgb_params(self) -> dict[str, Any]:

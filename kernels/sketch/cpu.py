@@ -54,7 +54,8 @@ def _block_partials(X, w, has_w, l, block_rows):
         r1 = min(n, r0 + block_rows)
         for j in range(d):
             W = 0.0
-            S = 0.0
+            S = 0.0  # sum of w (x - x0), shifted by the block's first value so offset data keeps its digits
+            x0 = np.nan
             lo = np.inf
             hi = -np.inf
             for r in range(r0, r1):
@@ -67,8 +68,10 @@ def _block_partials(X, w, has_w, l, block_rows):
                 wr = w[r] if has_w else 1.0
                 if wr <= 0.0:
                     continue
+                if np.isnan(x0):
+                    x0 = x
                 W += wr
-                S += wr * x
+                S += wr * (x - x0)
                 if x < lo:
                     lo = x
                 if x > hi:
@@ -78,7 +81,7 @@ def _block_partials(X, w, has_w, l, block_rows):
                 p[l + 1] = np.nan
                 p[l + 2] = np.nan
                 continue
-            m = S / W
+            m = x0 + S / W
             for r in range(r0, r1):
                 x = np.float64(X[r, j])
                 if not np.isfinite(x):

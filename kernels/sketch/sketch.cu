@@ -107,11 +107,13 @@ __global__ void __launch_bounds__(32 * BY, MINB) sketch_partial(const T *__restr
             }
             xv[i] = x; wv[i] = wr;
         }
+        // chunk mean shifted by the running mean, so offset data (N(1000, 1)) keeps its digits
+        const double x0 = W > 0.0 ? mu : 0.0;
         double cw = 0.0, cs = 0.0;
 #pragma unroll
-        for (int i = 0; i < R; ++i) { cw += wv[i]; cs += wv[i] * (double)xv[i]; }
+        for (int i = 0; i < R; ++i) { cw += wv[i]; cs += wv[i] * ((double)xv[i] - x0); }
         if (cw <= 0.0) continue;
-        const double cm = cs / cw;
+        const double cm = x0 + cs / cw;
         double Mc[L - 1];
 #pragma unroll
         for (int k = 0; k < L - 1; ++k) Mc[k] = 0.0;

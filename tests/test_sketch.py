@@ -1,0 +1,226 @@
+"""kernels.sketch on the CPU: central sums vs a two-pass NumPy reference, merge/update/weights, solvers, cuts."""
+from __future__ import annotations
+
+import math
+import pickle
+
+import numpy as np
+import pytest
+from scipy.special import comb
+
+from kernels.sketch import MomentSketch, cpu, update
+from kernels.sketch.cuts import cut_points, exact_cut_points
+from kernels.sketch.solvers import quantiles
+
+
+def two_pass(X, w=None, l=12):
+    """Reference: weighted mean, central sums and abs central sums (error scale) per column, NaN skipped."""
+    X = np.asarray(X, np.float64)
+    w = np.ones(X.shape[0]) if w is None else np.asarray(w, np.float64)
+    out, scale, means, W = [], [], [], []
+    for j in range(X.shape[1]):
+        ok = ~np.isnan(X[:, j]) & (w > 0)
+        x, ww = X[ok, j], w[ok]
+        m = math.fsum(ww * x) / math.fsum(ww)  # correctly rounded sums: the reference mean is within an ulp
+        dl = x - m
+        out.append([math.fsum(ww * dl**k) for k in range(2, l + 1)])
+        scale.append([np.sum(ww * np.abs(dl) ** k) for k in range(2, l + 1)])
+        means.append(m)
+        W.append(ww.sum())
+    return np.array(out), np.array(scale), np.array(means), np.array(W)
+
+
+def assert_moments(sk, X, w=None, tol=1e-12):
+    M, scale, mean, W = two_pass(X, w, sk.n_moments)
+    np.testing.assert_allclose(sk.weight, W, rtol=1e-13)
+    assert np.all(np.abs(sk.mean - mean) <= tol * (np.abs(mean) + np.sqrt(scale[:, 0] / W)))
+    err = np.abs(sk.M - M) / scale
+    assert err.max() < tol, err.max()
+
+
+def niae(x, qf):
+    """The digest's NIAE: 1000-point trapezoid over phi, empirical quantile at rank floor(n phi), over the range."""
+    xs = np.sort(x)
+    n = xs.size
+    phi = np.linspace(0, 1, 1000)
+    emp = xs[np.minimum((n * phi).astype(np.int64), n - 1)]
+    return np.trapezoid(np.abs(qf - emp), phi) / (xs[-1] - xs[0])
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(7)
+    n = 6000
+    X = np.column_stack([
+        rng.normal(3, 2, n), rng.lognormal(0, 1, n), rng.normal(1000, 1, n), np.round(rng.normal(0, 3, n)),
+        rng.pareto(2.0, n) + 1.0,
+    ])
+    X[rng.random(n) < 0.03, 1] = np.nan
+    return X
+
+
+@pytest.mark.parametrize("l", [4, 12, 20])
+def test_blockwise_sketch_matches_two_pass(data, l):
+    sk = cpu.sketch(data, n_moments=l, block_rows=257)
+    assert_moments(sk, data)
+    np.testing.assert_array_equal(sk.vmin, np.nanmin(data, 0))
+    np.testing.assert_array_equal(sk.vmax, np.nanmax(data, 0))
+
+
+def test_merge_of_pieces_matches_two_pass_and_order(data):
+    rng = np.random.default_rng(1)
+    cuts = np.sort(rng.choice(np.arange(1, data.shape[0]), 6, replace=False))
+    pieces = [cpu.sketch(p, n_moments=15) for p in np.split(data, cuts)]
+    left = pieces[0]
+    for p in pieces[1:]:
+        left = left.merge(p)
+    right = pieces[-1]
+    for p in pieces[-2::-1]:
+        right = p.merge(right)
+    tree = (pieces[0] + pieces[3]) + ((pieces[5] + pieces[1]) + (pieces[6] + (pieces[2] + pieces[4])))
+    for s in (left, right, tree):
+        assert_moments(s, data)
+        np.testing.assert_array_equal(s.n_distinct, left.n_distinct)
+    assert_moments(left, data, tol=1e-12)
+
+
+def test_incremental_update_matches_two_pass(data):
+    X = data[:400]
+    sk = MomentSketch.empty(X.shape[1], 12, max_distinct=64)
+    for row in X:
+        sk = update(sk, row)
+    centred = [0, 1, 3, 4]
+    sub = MomentSketch(sk.weight[centred], sk.mean[centred], sk.M[centred], sk.vmin[centred], sk.vmax[centred],
+                       sk.distinct[centred], sk.n_distinct[centred])
+    assert_moments(sub, X[:, centred])
+    # N(1000, 1): each of the n sequential mean updates rounds at ulp(1000) = 1.1e-13 sigma, a random walk of
+    # ~sqrt(n) ulps that no state of this size avoids; the bound is that floor, still far below 1e-11
+    off = MomentSketch(sk.weight[[2]], sk.mean[[2]], sk.M[[2]], sk.vmin[[2]], sk.vmax[[2]], sk.distinct[[2]],
+                       sk.n_distinct[[2]])
+    assert_moments(off, X[:, [2]], tol=4 * np.sqrt(len(X)) * np.spacing(1000.0))
+    np.testing.assert_array_equal(sk.n_distinct[3], np.unique(X[:, 3]).size)
+
+
+def test_weighted_equals_repeated_rows(data):
+    rng = np.random.default_rng(3)
+    X = data[:2000]
+    reps = rng.integers(0, 4, X.shape[0])
+    a = cpu.sketch(X, reps.astype(float), n_moments=15)
+    b = cpu.sketch(np.repeat(X, reps, axis=0), n_moments=15)
+    Mb, scale, _, _ = two_pass(np.repeat(X, reps, axis=0), None, 15)
+    assert (np.abs(a.M - b.M) / scale).max() < 1e-12
+    np.testing.assert_allclose(a.mean, b.mean, rtol=1e-12)
+    np.testing.assert_array_equal(a.weight, b.weight)
+    np.testing.assert_array_equal(a.vmin, b.vmin)
+    np.testing.assert_array_equal(a.vmax, b.vmax)
+    np.testing.assert_array_equal(a.n_distinct, b.n_distinct)
+    assert_moments(a, X, reps)
+
+
+def test_nan_is_missing(data):
+    ok = ~np.isnan(data[:, 1])
+    a = cpu.sketch(data[:, 1:2], n_moments=10)
+    b = cpu.sketch(data[ok, 1:2], n_moments=10)
+    np.testing.assert_allclose(a.M, b.M, rtol=1e-12)
+    assert a.weight[0] == ok.sum()
+
+
+def test_serialise_roundtrip(data):
+    sk = cpu.sketch(data, n_moments=8)
+    for back in (MomentSketch.from_bytes(sk.to_bytes()), pickle.loads(pickle.dumps(sk))):
+        for f in ("weight", "mean", "M", "vmin", "vmax", "n_distinct"):
+            np.testing.assert_array_equal(getattr(back, f), getattr(sk, f))
+        np.testing.assert_array_equal(back.distinct[3], sk.distinct[3])
+    assert len(sk.to_bytes()) < 20_000  # overflowed distinct sets are not stored
+
+
+def naive_sketch(x, l):
+    """Raw power sums turned into central sums (what the seed calls 'naive'): cancels catastrophically."""
+    n = x.size
+    S = np.array([np.sum(x**k) for k in range(l + 1)])
+    mu = S[1] / n
+    M = [sum(comb(k, i) * S[i] * (-mu) ** (k - i) for i in range(k + 1)) for k in range(2, l + 1)]
+    return MomentSketch(np.array([float(n)]), np.array([mu]), np.array([M]), np.array([x.min()]),
+                        np.array([x.max()]), np.full((1, 1), np.nan), np.array([-1]))
+
+
+def test_no_naive_breakdown_on_shifted_normal():
+    """Seed Table 5 pattern on N(1000, 1): central sums give NIAE ~ 0.002, naive power sums fall apart."""
+    x = np.random.default_rng(5).normal(1000, 1, 1_000_000)
+    phi = np.linspace(0, 1, 1000)
+    for l in (10, 15):
+        sk = cpu.sketch(x[:, None], n_moments=l)
+        assert niae(x, quantiles(sk, phi, "maxent")[0]) < 0.003
+        assert niae(x, quantiles(sk, phi, "legendre")[0]) < 0.01
+        bad = naive_sketch(x, l)
+        assert niae(x, quantiles(bad, phi, "legendre")[0]) > 0.05
+
+
+@pytest.mark.parametrize("method,limit", [("maxent", 0.003), ("legendre", 0.01)])
+def test_quantile_accuracy_vs_exact(method, limit):
+    rng = np.random.default_rng(11)
+    n = 50_000
+    X = np.column_stack([rng.normal(size=n), rng.lognormal(size=n), rng.exponential(size=n),
+                         np.where(rng.random(n) < 0.3, rng.normal(-3, 0.5, n), rng.normal(2, 1, n))])
+    sk = cpu.sketch(X, n_moments=15)
+    phi = np.linspace(0, 1, 1000)
+    Q = quantiles(sk, phi, method)
+    errs = [niae(X[:, j], Q[j]) for j in range(X.shape[1])]
+    assert max(errs) < limit, errs
+
+
+def test_cuts_sorted_unique_covering(data):
+    sk = cpu.sketch(data, n_moments=15, max_distinct=64)
+    cuts = cut_points(sk, max_bin=64)
+    for j, c in enumerate(cuts.values):
+        col = data[~np.isnan(data[:, j]), j].astype(np.float32)
+        assert c.dtype == np.float32 and c.size <= 63
+        assert np.all(np.diff(c) > 0)
+        assert c[0] > col.min() and c[-1] == col.max()
+        counts = np.bincount(np.searchsorted(c, col, side="right"), minlength=c.size + 1)
+        assert counts.sum() == col.size
+        if not cuts.exact[j]:  # roughly equal-mass bins (all but the max's own bin)
+            assert counts[:-1].max() < 6 * col.size / 62
+    assert cuts.exact[3] and not cuts.exact[0]
+    np.testing.assert_array_equal(cuts.values[3], np.unique(data[:, 3]).astype(np.float32)[1:])
+
+
+def test_constant_empty_and_few_values():
+    X = np.column_stack([np.full(100, 4.5), np.full(100, np.nan), np.tile([1.0, 2.0], 50)])
+    for sk in (cpu.sketch(X), MomentSketch.empty(3)):
+        cuts = cut_points(sk, max_bin=16)
+        assert cuts.values[0].size == 0 if sk.weight[0] else True
+    cuts = cut_points(cpu.sketch(X), max_bin=16)
+    assert cuts.values[0].size == 0 and cuts.values[1].size == 0
+    np.testing.assert_array_equal(cuts.values[2], [2.0])
+    assert np.isnan(cuts.vmin[1])
+
+
+def test_exact_cut_points_match_sorting():
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(5000, 1))
+    cuts = exact_cut_points(x, max_bin=11)
+    xs = np.sort(x[:, 0]).astype(np.float32)
+    # 9 interior quantiles at i/10 (rank ceil), then the max
+    expect = xs[np.ceil(np.arange(1, 10) / 10 * 5000).astype(int) - 1]
+    np.testing.assert_array_equal(cuts.values[0], np.append(expect, xs[-1]))
+
+
+def test_bad_input():
+    with pytest.raises(ValueError, match="inf"):
+        cpu.sketch(np.array([[1.0], [np.inf]]))
+    with pytest.raises(ValueError, match="2-D"):
+        cpu.sketch(np.ones(5))
+    with pytest.raises(ValueError, match="n_moments"):
+        cpu.sketch(np.ones((5, 1)), n_moments=40)
+    with pytest.raises(ValueError, match="sample_weight"):
+        cpu.sketch(np.ones((5, 1)), np.ones(4))
+    with pytest.raises(ValueError, match="non-negative"):
+        cpu.sketch(np.ones((5, 1)), -np.ones(5))
+    a, b = MomentSketch.empty(2, 5), MomentSketch.empty(3, 5)
+    with pytest.raises(ValueError, match="merge"):
+        a.merge(b)
+    with pytest.raises(ValueError, match="max_bin"):
+        cut_points(a, max_bin=1)
+    with pytest.raises(ValueError, match="method"):
+        quantiles(a, [0.5], "cosine")
