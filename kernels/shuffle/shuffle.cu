@@ -23,20 +23,21 @@ struct Bij {
   int rounds, use_lcg;
 };
 
+// One VariablePhilox round: p = M0 * L mod 2^64 (hi = bits 32..63, lo = bits 0..31); the odd bit of R moves into lo.
+__device__ __forceinline__ void vp_round(u32& L, u32& R, u32 k, int lbits, u32 lmask, u32 rmask, int shift) {
+  u64 p = (u64)L * M0_LO;
+  u32 lo = (u32)p;
+  u32 hi = (u32)(p >> 32) + M0_HI * L;
+  lo = (lo << shift) | (R >> lbits);
+  L = (hi ^ k ^ R) & lmask;
+  R = lo & rmask;
+}
+
 __device__ __forceinline__ u64 vphilox(u64 x, int lbits, int rbits, int rounds, const u32* keys) {
   const u32 lmask = (u32)((1ULL << lbits) - 1), rmask = (u32)((1ULL << rbits) - 1);
-  const int shift = rbits - lbits;
   u32 L = (u32)(x >> rbits), R = (u32)(x & rmask);
 #pragma unroll 4
-  for (int i = 0; i < rounds; ++i) {
-    // p = M0 * L mod 2^64: hi = bits 32..63, lo = bits 0..31
-    u64 p = (u64)L * M0_LO;
-    u32 lo = (u32)p;
-    u32 hi = (u32)(p >> 32) + M0_HI * L;
-    lo = (lo << shift) | (R >> lbits);
-    L = (hi ^ keys[i] ^ R) & lmask;
-    R = lo & rmask;
-  }
+  for (int i = 0; i < rounds; ++i) vp_round(L, R, keys[i], lbits, lmask, rmask, rbits - lbits);
   return ((u64)L << rbits) | (u64)R;
 }
 
@@ -46,14 +47,7 @@ __device__ __forceinline__ u64 vphilox_fixed(u64 x, int lbits, int rbits, u32 lm
                                              const u32 (&k)[ROUNDS]) {
   u32 L = (u32)(x >> rbits), R = (u32)x & rmask;
 #pragma unroll
-  for (int i = 0; i < ROUNDS; ++i) {
-    u64 p = (u64)L * M0_LO;
-    u32 lo = (u32)p;
-    u32 hi = (u32)(p >> 32) + M0_HI * L;
-    lo = (lo << shift) | (R >> lbits);
-    L = (hi ^ k[i] ^ R) & lmask;
-    R = lo & rmask;
-  }
+  for (int i = 0; i < ROUNDS; ++i) vp_round(L, R, k[i], lbits, lmask, rmask, shift);
   return ((u64)L << rbits) | (u64)R;
 }
 
