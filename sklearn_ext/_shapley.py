@@ -100,7 +100,11 @@ def _response(est: Any, response_method: str) -> Callable:
         if not hasattr(est, response_method):
             raise TypeError(f"{type(est).__name__} has no {response_method!r} method")
         return getattr(est, response_method)
-    order = ("predict_proba", "decision_function", "predict") if is_classifier(est) else ("predict",)
+    try:
+        clf = is_classifier(est)
+    except (AttributeError, TypeError):  # a plain callable, or a model outside sklearn's tag system
+        clf = getattr(est, "_estimator_type", None) == "classifier"
+    order = ("predict_proba", "decision_function", "predict") if clf else ("predict",)
     for name in order:
         if hasattr(est, name):
             return getattr(est, name)

@@ -84,19 +84,22 @@ def owen_masks(n, d, seed=None, *, halved=False, xp=np, backend="cpu"):
     """Owen multilinear-extension coalitions: (n, d) int8 masks, mask k ~ Bernoulli(q_k)^d on a shifted q grid.
 
     q_k = (k + u) / n with one u ~ U(0, 1) (a randomised trapezoid grid, so q is marginally uniform and the estimator
-    unbiased). Halved (Okhrati & Lipani): q in [0, 1/2) and every mask is followed by its complement.
+    unbiased). Halved (Okhrati & Lipani): q in [0, 1/2) and every mask is followed by its complement (an odd n
+    ends with one mask at q ~ U(0, 1)).
     """
     _check_nd(n, d)
     rng = as_generator(seed)
-    m = (n + 1) // 2 if halved else n
-    q = (np.arange(m) + rng.random()) / m
+    m = n // 2 if halved else n
+    q = (np.arange(m) + rng.random()) / max(m, 1)
     if halved:
         q = q / 2.0
     masks = (rng.random((m, d)) < q[:, None]).astype(np.int8)
     if halved:
-        both = np.empty((2 * m, d), np.int8)
-        both[0::2], both[1::2] = masks, 1 - masks
-        masks = both[:n]
+        both = np.empty((n, d), np.int8)
+        both[0:2 * m:2], both[1:2 * m:2] = masks, 1 - masks
+        if n % 2:  # an unpaired last mask gets its own q ~ U(0, 1), so every pair / single stays unbiased
+            both[-1] = rng.random(d) < rng.random()
+        masks = both
     return xp.asarray(masks)
 
 

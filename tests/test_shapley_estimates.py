@@ -1,0 +1,155 @@
+"""Shapley estimates vs exact values by full subset enumeration; unbiasedness; efficiency; coalition bookkeeping."""
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from sklearn.datasets import make_regression
+from sklearn.linear_model import LinearRegression
+from sklearn.neural_network import MLPRegressor
+from sklearn.tree import DecisionTreeRegressor
+
+from kernels import permutations as kp
+from kernels.permutations.coalitions import estimate_shapley, permutation_coalitions
+from sklearn_ext import ShapleyExplainer, ShapleySampler
+
+METHODS = list(kp.METHODS)
+
+
+def brute_force_shapley(f, x, background):
+    """Independent reference: sum over all subsets S of N\\{i} of |S|!(d-|S|-1)!/d! (v(S u i) - v(S))."""
+    d = x.shape[0]
+    cache = {}
+
+    def v(S):
+        key = frozenset(S)
+        if key not in cache:
+            rows = background.copy()
+            idx = list(key)
+            rows[:, idx] = x[idx]
+            cache[key] = float(np.mean(f(rows)))
+        return cache[key]
+
+    phi = np.zeros(d)
+    for i in range(d):
+        others = [j for j in range(d) if j != i]
+        for size in range(d):
+            wgt = math.factorial(size) * math.factorial(d - size - 1) / math.factorial(d)
+            for S in itertools.combinations(others, size):
+                phi[i] += wgt * (v(S + (i,)) - v(S))
+    return phi, v(())
+
+
+def _models(d):
+    X, y = make_regression(300, d, n_informative=d, noise=1.0, random_state=d)
+    lin = LinearRegression().fit(X, y)
+    tree = DecisionTreeRegressor(max_depth=5, random_state=0).fit(X, y)
+    mlp = MLPRegressor(hidden_layer_sizes=(16,), max_iter=300, random_state=0).fit(X / 100, y / 100)
+    return X, {"linear": lin.predict, "tree": tree.predict, "mlp": lambda Z: mlp.predict(Z / 100)}
+
+
+def test_all_permutations_give_the_exact_values():
+    """Feeding all d! permutations with weights 1/d! reproduces subset enumeration exactly (d = 5)."""
+    X, models = _models(5)
+    perms = np.array(list(itertools.permutations(range(5))))
+    w = np.full(len(perms), 1.0 / len(perms))
+    for f in models.values():
+        phi, base = estimate_shapley(f, X[:2], X[100:120], perms, w)
+        for r in range(2):
+            ref, ref_base = brute_force_shapley(f, X[r], X[100:120])
+            np.testing.assert_allclose(phi[r, :, 0], ref, rtol=1e-9, atol=1e-9)
+            assert base[0] == pytest.approx(ref_base)
+
+
+@pytest.mark.parametrize("d", [6, 12])
+@pytest.mark.parametrize("model", ["linear", "tree", "mlp"])
+def test_explainer_converges_to_enumeration(d, model):
+    X, models = _models(d)
+    f = models[model]
+    bg = X[200:216]
+    ref = np.array([brute_force_shapley(f, X[r], bg)[0] for r in range(2)])
+    expl = ShapleyExplainer(f, ShapleySampler("orthogonal", random_state=0), max_evals=(d + 1) * 200).fit(bg)
+    phi = expl.transform(X[:2])
+    scale = np.abs(ref).mean()
+    if model == "linear":  # additive games are exact from any permutation
+        np.testing.assert_allclose(phi, ref, rtol=1e-8, atol=1e-8 * scale)
+    else:
+        err = np.sqrt(np.mean((phi - ref) ** 2))
+        err_small = np.sqrt(np.mean((ShapleyExplainer(f, ShapleySampler("orthogonal", random_state=0),
+                                                      max_evals=(d + 1) * 4).fit(bg).transform(X[:2]) - ref) ** 2))
+        assert err < 0.1 * scale and err <= err_small + 1e-12, (err, err_small, scale)
+
+
+def _random_game(d, seed):
+    """A fully non-additive game: an arbitrary table over all 2^d coalitions (v evaluated from the mask bits)."""
+    table = np.random.default_rng(seed).normal(size=2 ** d)
+    pow2 = 2 ** np.arange(d)
+
+    def f(rows):  # rows are 0/1 masks when x = 1 and background = 0
+        return table[(rows > 0.5).astype(np.int64) @ pow2]
+
+    return f
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_unbiased_mean_over_seeds(method):
+    d = 5
+    f = _random_game(d, 1)
+    x, bg = np.ones((1, d)), np.zeros((1, d))
+    exact, _ = brute_force_shapley(f, x[0], bg)
+    n = 4 if method in ("stratified",) else 3
+    est = []
+    for seed in range(400):
+        s, w = kp.sample(method, n, d, seed)
+        kind = "masks" if method in kp.MASK_METHODS else "permutations"
+        est.append(estimate_shapley(f, x, bg, s, w, kind=kind)[0][0, :, 0])
+    est = np.array(est)
+    z = (est.mean(axis=0) - exact) / (est.std(axis=0, ddof=1) / math.sqrt(len(est)) + 1e-12)
+    assert np.abs(z).max() < 4.5, (method, z)
+
+
+def test_biased_input_is_detected_by_the_unbiasedness_check():
+    """The z-test above has power: always using the identity order is rejected."""
+    d = 5
+    f = _random_game(d, 1)
+    x, bg = np.ones((1, d)), np.zeros((1, d))
+    exact, _ = brute_force_shapley(f, x[0], bg)
+    rng = np.random.default_rng(0)
+    est = np.array([estimate_shapley(f, x, bg, np.array([np.arange(d)]), np.ones(1))[0][0, :, 0]
+                    + rng.normal(0, 0.01, d) for _ in range(50)])
+    z = (est.mean(axis=0) - exact) / (est.std(axis=0, ddof=1) / math.sqrt(len(est)))
+    assert np.abs(z).max() > 4.5
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_efficiency(method):
+    X, models = _models(7)
+    f = models["mlp"]
+    expl = ShapleyExplainer(f, ShapleySampler(method, random_state=3), max_evals=8 * 6).fit(X[:30])
+    phi = expl.transform(X[40:45])
+    gap = phi.sum(axis=1) + expl.expected_value_ - f(X[40:45])
+    if method in kp.MASK_METHODS:  # Owen estimates do not telescope; efficiency holds only in expectation
+        return
+    tol = 1e-6 if method == "sbq" else 1e-9
+    np.testing.assert_allclose(gap, 0.0, atol=tol * np.abs(f(X[40:45])).max())
+
+
+def test_each_permutation_costs_d_plus_one_evaluations():
+    calls = []
+
+    def f(rows):
+        calls.append(rows.shape[0])
+        return rows.sum(axis=1)
+
+    d, nb, n_perm = 6, 9, 5
+    perms, w = kp.sample("mc", n_perm, d, 0)
+    assert permutation_coalitions(perms).shape == (n_perm, d + 1, d)
+    calls.clear()
+    from kernels.permutations.coalitions import coalition_values
+
+    coalition_values(f, np.ones((3, d)), np.zeros((nb, d)), permutation_coalitions(perms).reshape(-1, d),
+                     batch_rows=4 * nb)
+    assert sum(calls) == 3 * n_perm * (d + 1) * nb  # rows x coalitions x background
+    assert max(calls) <= 4 * nb  # batches respect batch_rows
