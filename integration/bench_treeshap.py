@@ -99,7 +99,7 @@ def timed(fn, repeats: int = 3, sync=None):
 
 def timed_rows(fn, X, max_rows: int, budget_s: float, repeats: int = 3, sync=None):
     """Time fn(X[:n]) growing n up to max_rows while the predicted time stays within budget; (rows, seconds)."""
-    n = min(max_rows, 100)
+    n = min(max_rows, 100 if max_rows > 200 else 10)
     t0 = time.perf_counter()
     fn(X[:n])
     if sync:
@@ -229,6 +229,17 @@ def bench_model(name, size, args, data_cache):
         res["ours"] = (len(Xt), timed(lambda: gpu.shap_values(ps, Xt, progress=False), args.repeats, sync))
         res_i = {"ours": (len(Xi), timed(lambda: gpu.interaction_values(ps, Xi, progress=False), args.repeats,
                                           sync))}
+        # issue 4: the SHAP kernel variants, timed on the same rows
+        rec["variants"] = {}
+        for v in ("global", "smem"):
+            if v == "smem" and M * num_class > gpu._SMEM_MAX_OUTPUTS:
+                continue
+            gpu.SHAP_VARIANT = v
+            rec["variants"][v] = timed(lambda: gpu.shap_values(ps, Xt, progress=False), args.repeats, sync)
+            gpu.SHAP_VARIANT = "auto"
+        if cp.cuda.runtime.getDeviceCount():
+            Xg = cp.asarray(Xt)
+            rec["ours_cupy_in_out_s"] = timed(lambda: gpu.shap_values(ps, Xg, progress=False), args.repeats, sync)
         # anchors
         run = xgb_contribs(bst, "cuda", args.threads)
         res["xgb_gpu"] = timed_rows(run, Xt, len(Xt), budget, args.repeats)
@@ -286,6 +297,18 @@ def crossover(args, data_cache):
     return {"model": "cal_housing-medium", "series": out, "crossover_rows": first}
 
 
+def profile(model: str, args):
+    """One SHAP call on --rows rows of a cached model, for Nsight Compute (ncu --kernel-name regex:shap ...)."""
+    from kernels.treeshap import gpu
+    name, size = model.rsplit("-", 1)
+    X, y, objective, num_class, _ = load_dataset(name, args.train_rows)
+    bst, _ = train_model(name, size, X, y, objective, num_class, "cuda")
+    ps, _ = our_paths(bst, X.shape[1])
+    Xt = X[np.random.RandomState(432).randint(0, len(X), args.rows)]
+    for _ in range(2):
+        gpu.shap_values(ps, Xt, progress=False)
+
+
 def write_outputs(report, out_dir: Path, tag: str):
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / f"treeshap_{tag}.json").write_text(json.dumps(report, indent=1))
@@ -317,6 +340,14 @@ def write_outputs(report, out_dir: Path, tag: str):
             lines.append(f"| {r['model']} | {r['extract_s']:.3g} | {r.get('pack_s', 0):.3g} | {r.get('bins')} | "
                          f"{r.get('utilisation', 0):.4f} | {r.get('ours_first_s', 0):.3g} | "
                          f"{r['shap']['ours']['seconds']:.3g} |")
+        lines.append("")
+    if tag.startswith("gpu"):
+        lines += ["## SHAP kernel variants (issue 4), seconds for the SHAP rows", "",
+                  "| model | global atomics | warp shared-memory sums | CuPy in/out (auto) |", "|---|---|---|---|"]
+        for r in report["models"]:
+            v = r.get("variants", {})
+            lines.append(f"| {r['model']} | {v.get('global', float('nan')):.4g} | {v.get('smem', float('nan')):.4g} | "
+                         f"{r.get('ours_cupy_in_out_s', float('nan')):.4g} |")
         lines.append("")
     if report.get("crossover"):
         c = report["crossover"]
@@ -365,7 +396,10 @@ def main(argv=None):
     ap.add_argument("--crossover", action="store_true")
     ap.add_argument("--out", default=str(ROOT / "docs" / "benchmarks"))
     ap.add_argument("--tag", default=None)
+    ap.add_argument("--profile", default=None, help="only run one model's SHAP twice (for ncu), e.g. cal_housing-medium")
     args = ap.parse_args(argv)
+    if args.profile:
+        return profile(args.profile, args)
     sizes = list(SIZES) if args.size == "all" else args.size.split(",")
     import numba
     numba.set_num_threads(min(args.threads, numba.config.NUMBA_NUM_THREADS))

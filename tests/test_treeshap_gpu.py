@@ -77,10 +77,12 @@ def reg():
     return _regression_paths()
 
 
-def test_path_dependent_and_interactions(reg):
+@pytest.mark.parametrize("variant", ["global", "smem"])
+def test_path_dependent_and_interactions(reg, variant, monkeypatch):
     ps, X = reg
     Xt, _ = _data(300, ps.n_features, 7, nan=0.1)
     g = _gpu()
+    monkeypatch.setattr(g, "SHAP_VARIANT", variant)
     _close(g.shap_values(ps, Xt), cpu.shap_values(ps, Xt))
     _close(g.interaction_values(ps, Xt[:40]), cpu.interaction_values(ps, Xt[:40]))
 
@@ -115,7 +117,10 @@ def test_multiclass_dense_and_sparse():
     Xt, _ = _data(200, 7, 4, nan=0.1)
     g = _gpu()
     for ps in (dense, sparse):
-        _close(g.shap_values(ps, Xt), cpu.shap_values(ps, Xt))
+        for variant in ("global", "smem"):
+            g.SHAP_VARIANT = variant
+            _close(g.shap_values(ps, Xt), cpu.shap_values(ps, Xt))
+        g.SHAP_VARIANT = "auto"
         _close(g.interaction_values(ps, Xt[:15]), cpu.interaction_values(ps, Xt[:15]))
         for tr in ("identity", "logistic"):
             _close(g.interventional_shap_values(ps, Xt[:30], X[:20], transform=tr),

@@ -26,6 +26,8 @@ _SRC = "treeshap/treeshap.cu"
 _WARP = 32
 _THREADS = 256
 MEMORY_BUDGET: int | None = None   # bytes per chunk of rows; None = half of the free device memory
+SHAP_VARIANT = "auto"              # "global" (one global atomic per element and row), "smem" (per-warp shared sums), "auto"
+_SMEM_MAX_OUTPUTS = 512            # smem variant only when M * K <= this (8 warps x 512 doubles = 32 KiB per block)
 _CACHE: dict[tuple[int, int | None], "_Packed"] = {}
 
 
@@ -188,12 +190,20 @@ def _rows_per_warp(n_rows: int, n_bins: int, cap: int) -> int:
     return int(min(cap, max(1, math.ceil(n_rows * n_bins / target))))
 
 
-def _launch_warp(kern, pk: _Packed, n_rows: int, rpw: int, args: tuple):
+def _launch_warp(kern, pk: _Packed, n_rows: int, rpw: int, args: tuple, shared_mem: int = 0):
     if pk.n_bins == 0 or n_rows == 0:
         return
     warps = pk.n_bins * math.ceil(n_rows / rpw)
     blocks = math.ceil(warps * _WARP / _THREADS)
-    kern((blocks,), (_THREADS,), args)
+    kern((blocks,), (_THREADS,), args, shared_mem=shared_mem)
+
+
+def _shap_variant(M: int, K: int) -> str:
+    if SHAP_VARIANT not in ("auto", "global", "smem"):
+        raise ValueError(f"SHAP_VARIANT must be 'auto', 'global' or 'smem', got {SHAP_VARIANT!r}")
+    if SHAP_VARIANT == "global" or M * K > _SMEM_MAX_OUTPUTS:
+        return "global"
+    return "smem"
 
 
 def _grid_for(n_work: int) -> int:
@@ -269,12 +279,15 @@ def _path_dependent(paths: PathSet, X, tree_limit, progress, interactions: bool)
     M, K = paths.n_features, paths.n_outputs
     name = "interactions" if interactions else "shap"
 
+    variant = "global" if interactions else _shap_variant(M, K)
+    kname, smem = (name, 0) if variant == "global" else ("shap_smem", 8 * M * K * (_THREADS // _WARP))
+
     def compute(pk, Xd, phi, a, b):
         n = Xd.shape[0]
         rpw = _rows_per_warp(n, pk.n_bins, 64 if interactions else 1024)
-        _launch_warp(_kernel(name, pk.xdtype), pk, n, rpw,
+        _launch_warp(_kernel(kname, pk.xdtype), pk, n, rpw,
                      (Xd, np.int64(n), np.int32(M), np.int32(K), pk.bin_ptr, np.int64(pk.n_bins), np.int32(rpw),
-                      *pk.elems, phi))
+                      *pk.elems, phi), smem)
         _run_long(pk, Xd, M, K, phi, interactions)
         bias = cupy_module().asarray(pk.bias)[None, :]
         if interactions:

@@ -30,7 +30,7 @@ template <typename XT>
 __device__ __forceinline__ bool satisfies(XT x, XT lo, XT hi, unsigned char flags, int cptr, int cnw,
                                           const unsigned int* cwords) {
   if (x != x) return (flags & 1) != 0;
-  const XT ninf = -(XT)INFINITY;
+  const XT ninf = (XT)__int_as_float(0xff800000);  // -inf (NVRTC has no INFINITY macro)
   if (!((lo == ninf || lo < x) && x <= hi)) return false;
   if (cptr >= 0) {
     if (x >= (XT)0 && x < (XT)(32.0 * (double)cnw)) {
@@ -194,6 +194,45 @@ __device__ __forceinline__ void shap_body(const XT* X, long long n_rows, int M, 
       double* base = phi + (row * (M + 1) + L.f) * K;
       for (int q = va; q < vb; ++q) atomicAdd(base + V.vgroup[q], s * V.vval[q]);
     }
+  }
+}
+
+// Variant for narrow outputs (M * K small): each warp sums its row's contributions in shared memory with shared
+// atomics, then writes each touched output once (fewer global atomics when paths of a bin share features).
+template <typename XT>
+__device__ __forceinline__ void shap_smem_body(const XT* X, long long n_rows, int M, int K, const long long* bin_ptr,
+                                               long long n_bins, int rpw, const Elems& E, const Vals& V,
+                                               double* phi, const double* s_inv, double* s_acc) {
+  int lane = threadIdx.x & 31;
+  int MK = M * K;
+  double* acc = s_acc + (threadIdx.x >> 5) * MK;
+  for (int j = lane; j < MK; j += 32) acc[j] = 0.0;
+  __syncwarp();
+  long long row0, row1;
+  Lane<XT> L;
+  if (!warp_task<XT>(n_rows, bin_ptr, n_bins, rpw, E, lane, row0, row1, L)) return;
+  int maxn = warp_max(L.n);
+  int va = 0, vb = 0;
+  if (L.active && L.r > 0) { va = V.vptr[L.it]; vb = V.vptr[L.it + 1]; }
+  for (long long row = row0; row < row1; ++row) {
+    const XT* xrow = X + row * M;
+    double o = one_fraction<XT>(L, xrow, E.cwords);
+    double w = group_extend(L.z, o, L.start, L.n, L.r, L.n - 1, maxn - 1, -1, lane, s_inv);
+    double tot = group_unwound(w, o, L.z, L.invz, L.start, L.n, L.n - 1, maxn - 1, -1, lane, s_inv);
+    if (va < vb) {
+      double s = tot * (o - L.z);
+      for (int q = va; q < vb; ++q) atomicAdd(acc + L.f * K + V.vgroup[q], s * V.vval[q]);
+    }
+    __syncwarp();
+    double* out = phi + row * (long long)(M + 1) * K;
+    for (int j = lane; j < MK; j += 32) {
+      double a = acc[j];
+      if (a != 0.0) {
+        atomicAdd(out + j, a);
+        acc[j] = 0.0;
+      }
+    }
+    __syncwarp();
   }
 }
 
@@ -467,6 +506,15 @@ __device__ __forceinline__ void long_interventional_body(const XT* X, long long 
     fill_inv(s_inv);                                                                                              \
     MAKE_EV                                                                                                       \
     shap_body<XT>(X, n_rows, M, K, bin_ptr, n_bins, rpw, E, V, phi, s_inv);                                       \
+  }                                                                                                               \
+  extern "C" __global__ void shap_smem_##SUF(const XT* X, long long n_rows, int M, int K,                      \
+                                             const long long* bin_ptr, long long n_bins, int rpw,                 \
+                                             ELEM_PARAMS(XT), double* phi) {                                      \
+    __shared__ double s_inv[64];                                                                                  \
+    extern __shared__ double s_acc[];                                                                             \
+    fill_inv(s_inv);                                                                                              \
+    MAKE_EV                                                                                                       \
+    shap_smem_body<XT>(X, n_rows, M, K, bin_ptr, n_bins, rpw, E, V, phi, s_inv, s_acc);                           \
   }                                                                                                               \
   extern "C" __global__ void interactions_##SUF(const XT* X, long long n_rows, int M, int K,                     \
                                                 const long long* bin_ptr, long long n_bins, int rpw,              \
