@@ -5,6 +5,7 @@ import numba
 import numpy as np
 
 from .._progress import progress_bar
+from . import _cpu_interventional as _kw
 from . import _cpu_kernels as _k
 from ._inputs import as_model_input, check_transform, check_tree_limit
 from .paths import PathSet
@@ -80,13 +81,30 @@ def interventional_shap_values(paths: PathSet, X, background, *, transform="iden
     X = as_model_input(X, ps)
     R = as_model_input(background, ps, name="background")
     n, M = X.shape
+    nR = R.shape[0]
     yv = check_transform(transform, y, n)
     code = _k.TRANSFORMS[transform]
     out = np.zeros((n, M + 1, ps.n_outputs))
     L = ps.max_length
     W = _k.interventional_weights(L)
-    work = (len(ps.feature) + ps.n_paths) * R.shape[0] * 2
-    args = _path_args(ps) + (ps.leaf_value, ps.base_offset, W, L)
-    _run(lambda a, b: _k.interventional_kernel(X[a:b], R, yv[a:b], code, *args, out[a:b]), n, work,
-         "Interventional TreeSHAP", progress)
+    desc = "Interventional TreeSHAP"
+    if ps.trees is None:  # a hand-built PathSet: scan every path for each (x, r) pair
+        work = (len(ps.feature) + ps.n_paths) * nR * 2
+        args = _path_args(ps) + (ps.leaf_value, ps.base_offset, W, L)
+        _run(lambda a, b: _k.interventional_kernel(X[a:b], R, yv[a:b], code, *args, out[a:b]), n, work, desc,
+             progress)
+        return out
+    tr = ps.trees
+    targs = (tr.nodes, tr.thresholds, tr.values, tr.node_cat_ptr, tr.node_cat_nwords, tr.cat_words, ps.base_offset, W)
+    threads = numba.get_num_threads()
+
+    def call(a, b):
+        # few rows: split the background into blocks too, so that every thread has work
+        blocks = int(min(nR, max(1, -(-2 * threads // (b - a)))))
+        part = np.zeros(((b - a) * blocks, M + 1, ps.n_outputs))
+        _kw.tree_walk_kernel(X[a:b], R, yv[a:b], code, blocks, *targs, part)
+        out[a:b] = part.reshape(b - a, blocks, M + 1, ps.n_outputs).sum(axis=1) / nR
+
+    work = nR * max(tr.n_trees, 1) * (4 * L + 4)
+    _run(call, n, work, desc, progress)
     return out

@@ -6,9 +6,37 @@ from dataclasses import dataclass, replace
 import numba
 import numpy as np
 
-__all__ = ["PathSet", "extract_paths"]
+__all__ = ["DenseTrees", "PathSet", "extract_paths"]
 
 _ALL_ONES = np.uint32(0xFFFFFFFF)
+
+
+@dataclass(frozen=True)
+class DenseTrees:
+    """The ensemble's dense node arrays, packed for tree-walking kernels; trees ``(T, N)`` as ``extract_paths`` got them.
+
+    ``nodes[t, i] = (left, right, default, code)``: a leaf has ``left < 0``; ``default`` is the child NaN goes to
+    (-1: neither child, NaN reaches no leaf); ``code = f`` is a numeric split on feature ``f`` (``x <= thresholds``
+    goes left), ``code = -1 - f`` a categorical split on ``f``: ``x`` goes left iff ``0 <= x``,
+    ``c = int(x) < 32 * node_cat_nwords`` and bit ``c % 32`` of ``cat_words[node_cat_ptr + c // 32]`` is set.
+    """
+
+    nodes: np.ndarray              # int32 (T, N, 4)
+    thresholds: np.ndarray         # float64 (T, N)
+    values: np.ndarray             # float64 (T, N, K)
+    node_cat_ptr: np.ndarray       # int64 (T, N)
+    node_cat_nwords: np.ndarray    # int32 (T, N)
+    cat_words: np.ndarray          # uint32 (W,)
+
+    @property
+    def n_trees(self) -> int:
+        return self.nodes.shape[0]
+
+    def restrict(self, tree_limit: int) -> "DenseTrees":
+        """The first ``tree_limit`` trees."""
+        t = min(int(tree_limit), self.n_trees)
+        return replace(self, nodes=self.nodes[:t], thresholds=self.thresholds[:t], values=self.values[:t],
+                       node_cat_ptr=self.node_cat_ptr[:t], node_cat_nwords=self.node_cat_nwords[:t])
 
 
 @dataclass(frozen=True)
@@ -30,6 +58,7 @@ class PathSet:
     split's set go left only when they are in the LEFT set given by the adapter).
 
     Paths are ordered by tree, then leaves in depth-first (left first) order, so ``tree_index`` is non-decreasing.
+    ``trees`` (optional, set by ``extract_paths``) keeps the dense node arrays for kernels that walk the trees.
     """
 
     n_features: int
@@ -48,6 +77,7 @@ class PathSet:
     base_offset: np.ndarray     # float64 (K,)
     input_dtype: np.dtype = np.dtype(np.float64)
     cat_outside_ok: np.ndarray | None = None  # bool (E,): category test result for categories outside the bitset
+    trees: DenseTrees | None = None            # dense node arrays of the same trees, when known
 
     def __post_init__(self) -> None:
         if self.cat_outside_ok is None:
@@ -90,6 +120,7 @@ class PathSet:
             cat_outside_ok=self.cat_outside_ok[:e],
             leaf_value=self.leaf_value[:p],
             tree_index=self.tree_index[:p],
+            trees=None if self.trees is None else self.trees.restrict(tree_limit),
         )
 
     def bias(self, tree_limit: int | None = None) -> np.ndarray:
@@ -326,7 +357,15 @@ def extract_paths(children_left, children_right, children_default, features, thr
     _walk(cl, cr, cd, ft, th, cov, is_cat, ncp, ncn, nwords, True, counts[0], counts[1], counts[2],
           path_ptr, feature, lower, upper, missing_ok, cat_ptr, cat_nw, cat_words, outside, zero, leaf_node, tree)
     leaf_value = np.ascontiguousarray(vals[tree.astype(np.int64), leaf_node, :])
+    # a default child that is neither child: NaN satisfies no path element there, so NaN reaches no leaf (-1)
+    nodes = np.empty((T, N, 4), np.int32)
+    nodes[..., 0] = np.where(internal, cl, -1)
+    nodes[..., 1] = cr
+    nodes[..., 2] = np.where(internal & (cd != cl) & (cd != cr), -1, cd)
+    nodes[..., 3] = np.where(is_cat & internal, -1 - ft, ft)
+    trees = DenseTrees(nodes=nodes, thresholds=th, values=np.ascontiguousarray(vals), node_cat_ptr=ncp,
+                       node_cat_nwords=np.ascontiguousarray(ncn, dtype=np.int32), cat_words=nwords)
     return PathSet(n_features=int(n_features), n_outputs=int(K), path_ptr=path_ptr, feature=feature, lower=lower,
                    upper=upper, missing_ok=missing_ok, cat_ptr=cat_ptr, cat_nwords=cat_nw, cat_words=cat_words,
                    zero_fraction=zero, leaf_value=leaf_value, tree_index=tree, base_offset=base,
-                   input_dtype=np.dtype(input_dtype), cat_outside_ok=outside)
+                   input_dtype=np.dtype(input_dtype), cat_outside_ok=outside, trees=trees)

@@ -1,0 +1,173 @@
+"""Numba tree-walking kernel for interventional TreeSHAP: per (x, r) pair, only the nodes x or r reaches."""
+from __future__ import annotations
+
+import numba
+import numpy as np
+from numba import prange
+
+from ._cpu_kernels import _transform
+
+
+@numba.njit(inline="always")
+def _child(v, t, node, nodes, thr, ncp, ncn, words):
+    """The child value ``v`` goes to at internal ``node`` of tree ``t`` (-1: NaN with no usable default)."""
+    if v != v:
+        return nodes[t, node, 2]
+    if nodes[t, node, 3] < 0:  # categorical
+        nw = ncn[t, node]
+        if v >= 0.0 and v < 32.0 * nw:
+            c = np.int64(v)
+            if (words[ncp[t, node] + c // 32] >> np.uint32(c % 32)) & np.uint32(1):
+                return nodes[t, node, 0]
+        return nodes[t, node, 1]
+    if v <= thr[t, node]:
+        return nodes[t, node, 0]
+    return nodes[t, node, 1]
+
+
+@numba.njit(inline="always")
+def _walk_tree(t, xrow, rrow, nodes, thr, vals, ncp, ncn, words, W, side, afeat, st_node, st_len, st_feat, mx, mr,
+               dst, track, is_touched, touched, n_touched):
+    """Walk tree ``t`` for the pair (x, r): leaves add to ``mx``/``mr`` (margins) and SHAP terms to ``dst[f]``.
+
+    With ``track``, features first written are listed in ``touched``; returns the new ``n_touched``.
+    """
+    K = vals.shape[2]
+    top = 1
+    st_node[0] = 0
+    st_len[0] = 0
+    st_feat[0] = -1
+    alen = 0
+    nx = 0
+    nr = 0
+    while top > 0:
+        top -= 1
+        node = st_node[top]
+        while alen > st_len[top]:  # undo what the branch just finished had fixed
+            alen -= 1
+            f = afeat[alen]
+            if side[f] == 1:
+                nx -= 1
+            else:
+                nr -= 1
+            side[f] = 0
+        f = st_feat[top]
+        if f >= 0:  # the r side of a branch on f
+            side[f] = 2
+            afeat[alen] = f
+            alen += 1
+            nr += 1
+        while node >= 0 and nodes[t, node, 0] >= 0:
+            f = nodes[t, node, 3]
+            if f < 0:
+                f = -1 - f
+            sf = side[f]
+            if sf == 1:
+                node = _child(xrow[f], t, node, nodes, thr, ncp, ncn, words)
+                continue
+            if sf == 2:
+                node = _child(rrow[f], t, node, nodes, thr, ncp, ncn, words)
+                continue
+            cx = _child(xrow[f], t, node, nodes, thr, ncp, ncn, words)
+            cr_ = _child(rrow[f], t, node, nodes, thr, ncp, ncn, words)
+            if cx == cr_:
+                node = cx
+                continue
+            if cr_ >= 0:  # r's side waits on the stack
+                st_node[top] = cr_
+                st_len[top] = alen
+                st_feat[top] = f
+                top += 1
+            side[f] = 1
+            afeat[alen] = f
+            alen += 1
+            nx += 1
+            node = cx
+        if node < 0:
+            continue
+        if nr == 0:
+            for k in range(K):
+                mx[k] += vals[t, node, k]
+        if nx == 0:
+            for k in range(K):
+                mr[k] += vals[t, node, k]
+            if nr == 0:
+                continue
+        nd = nx + nr
+        wpos = W[nx - 1, nd] if nx > 0 else 0.0
+        wneg = -W[nx, nd] if nr > 0 else 0.0
+        for a in range(alen):
+            f = afeat[a]
+            wt = wpos if side[f] == 1 else wneg
+            if track and not is_touched[f]:
+                is_touched[f] = True
+                touched[n_touched] = f
+                n_touched += 1
+            for k in range(K):
+                dst[f, k] += wt * vals[t, node, k]
+    while alen > 0:  # leave side clean for the next walk
+        alen -= 1
+        side[afeat[alen]] = 0
+    return n_touched
+
+
+@numba.njit(parallel=True, cache=True)
+def tree_walk_kernel(X, R, y, code, n_blocks, nodes, thr, vals, ncp, ncn, words, base_offset, W, part):
+    """part[i * n_blocks + b] = sum over background rows r of block b of the (rescaled) SHAP of (x_i, r).
+
+    For each tree, a depth-first walk follows x and r together; where they split on a feature not yet fixed on the
+    walk, it branches (the feature taken from x on one side, from r on the other); a feature fixed earlier on the
+    walk sends both to the side it was fixed to. A leaf reached with nx features from x and nr from r credits
+    ``W[nx-1, nx+nr] * v`` to each x feature and ``-W[nx, nx+nr] * v`` to each r feature (shap's dense_independent).
+    Column M collects the (transformed) prediction on r. The identity transform loops trees outside background
+    rows (a tree stays in cache); the others need each pair's margins first, so they loop trees inside.
+    """
+    n, M = X.shape
+    nR = R.shape[0]
+    T, N = thr.shape
+    K = vals.shape[2]
+    bsize = (nR + n_blocks - 1) // n_blocks
+    for task in prange(n * n_blocks):
+        i = task // n_blocks
+        j0 = min(nR, (task % n_blocks) * bsize)
+        j1 = min(nR, j0 + bsize)
+        acc = part[task]
+        xrow = X[i]
+        yi = y[i]
+        tmp = np.zeros((M, K))
+        touched = np.empty(M, np.int64)
+        is_touched = np.zeros(M, np.bool_)
+        side = np.zeros(M, np.int8)
+        afeat = np.empty(min(M, N) + 1, np.int64)
+        st_node = np.empty(N + 1, np.int64)
+        st_len = np.empty(N + 1, np.int64)
+        st_feat = np.empty(N + 1, np.int64)
+        mx = np.zeros(K)
+        mr = np.zeros(K)
+        if code == 0:
+            for t in range(T):
+                for j in range(j0, j1):
+                    _walk_tree(t, xrow, R[j], nodes, thr, vals, ncp, ncn, words, W, side, afeat, st_node, st_len,
+                               st_feat, mx, mr, acc, False, is_touched, touched, 0)
+            for k in range(K):
+                acc[M, k] += mr[k] + (j1 - j0) * base_offset[k]
+            continue
+        for j in range(j0, j1):
+            for k in range(K):
+                mx[k] = base_offset[k]
+                mr[k] = base_offset[k]
+            n_touched = 0
+            for t in range(T):
+                n_touched = _walk_tree(t, xrow, R[j], nodes, thr, vals, ncp, ncn, words, W, side, afeat, st_node,
+                                       st_len, st_feat, mx, mr, tmp, True, is_touched, touched, n_touched)
+            for k in range(K):
+                rescale = 1.0
+                if mx[k] != mr[k]:
+                    rescale = (_transform(code, mx[k], yi) - _transform(code, mr[k], yi)) / (mx[k] - mr[k])
+                for a in range(n_touched):
+                    f = touched[a]
+                    acc[f, k] += tmp[f, k] * rescale
+                    tmp[f, k] = 0.0
+                acc[M, k] += _transform(code, mr[k], 0.0)
+            for a in range(n_touched):
+                is_touched[touched[a]] = False
