@@ -6,7 +6,7 @@ from .state import MAX_MOMENTS, MomentSketch, merge_moments, update
 __all__ = ["MAX_MOMENTS", "MomentSketch", "merge_moments", "update", "sketch", "quantiles", "cut_points", "Cuts"]
 
 
-def sketch(X, sample_weight=None, *, n_moments: int = 12, max_distinct: int = 256, backend: str = "cpu"):
+def sketch(X, sample_weight=None, *, n_moments: int = 15, max_distinct: int = 256, backend: str = "cpu"):
     """Sketch the columns of X (n, d) on "cpu", "gpu" or "auto"; NaN is missing, inf raises ValueError."""
     from kernels.device import is_cupy_array, resolve_backend
 

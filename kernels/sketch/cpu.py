@@ -188,7 +188,7 @@ def _prepare(X, sample_weight):
     return X, w, has_w
 
 
-def sketch(X, sample_weight=None, *, n_moments: int = 12, max_distinct: int = 256,
+def sketch(X, sample_weight=None, *, n_moments: int = 15, max_distinct: int = 256,
            block_rows: int = BLOCK_ROWS) -> MomentSketch:
     """Sketch every column of X (n, d); NaN is missing, +/-inf is rejected with ValueError."""
     l = _check_n_moments(n_moments)

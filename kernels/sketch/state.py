@@ -46,7 +46,7 @@ class MomentSketch:
         return int(self.distinct.shape[1])
 
     @classmethod
-    def empty(cls, n_features: int, n_moments: int = 12, max_distinct: int = 256) -> "MomentSketch":
+    def empty(cls, n_features: int, n_moments: int = 15, max_distinct: int = 256) -> "MomentSketch":
         """A sketch of no data (the identity of merge)."""
         l = _check_n_moments(n_moments)
         d = int(n_features)
