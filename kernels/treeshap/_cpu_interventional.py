@@ -7,6 +7,8 @@ from numba import prange
 
 from ._cpu_kernels import _transform
 
+_PAIR_BUFFER = 1 << 15  # float64 terms buffered per task for non-identity transforms
+
 
 @numba.njit(inline="always")
 def _child(v, t, node, nodes, thr, ncp, ncn, words):
@@ -27,11 +29,8 @@ def _child(v, t, node, nodes, thr, ncp, ncn, words):
 
 @numba.njit(inline="always")
 def _walk_tree(t, xrow, rrow, nodes, thr, vals, ncp, ncn, words, W, side, afeat, st_node, st_len, st_feat, mx, mr,
-               dst, track, is_touched, touched, n_touched):
-    """Walk tree ``t`` for the pair (x, r): leaves add to ``mx``/``mr`` (margins) and SHAP terms to ``dst[f]``.
-
-    With ``track``, features first written are listed in ``touched``; returns the new ``n_touched``.
-    """
+               dst):
+    """Walk tree ``t`` for the pair (x, r): leaves add to ``mx``/``mr`` (margins) and SHAP terms to ``dst[f]``."""
     K = vals.shape[2]
     top = 1
     st_node[0] = 0
@@ -99,16 +98,11 @@ def _walk_tree(t, xrow, rrow, nodes, thr, vals, ncp, ncn, words, W, side, afeat,
         for a in range(alen):
             f = afeat[a]
             wt = wpos if side[f] == 1 else wneg
-            if track and not is_touched[f]:
-                is_touched[f] = True
-                touched[n_touched] = f
-                n_touched += 1
             for k in range(K):
                 dst[f, k] += wt * vals[t, node, k]
     while alen > 0:  # leave side clean for the next walk
         alen -= 1
         side[afeat[alen]] = 0
-    return n_touched
 
 
 @numba.njit(parallel=True, cache=True)
@@ -119,8 +113,8 @@ def tree_walk_kernel(X, R, y, code, n_blocks, nodes, thr, vals, ncp, ncn, words,
     walk, it branches (the feature taken from x on one side, from r on the other); a feature fixed earlier on the
     walk sends both to the side it was fixed to. A leaf reached with nx features from x and nr from r credits
     ``W[nx-1, nx+nr] * v`` to each x feature and ``-W[nx, nx+nr] * v`` to each r feature (shap's dense_independent).
-    Column M collects the (transformed) prediction on r. The identity transform loops trees outside background
-    rows (a tree stays in cache); the others need each pair's margins first, so they loop trees inside.
+    Column M collects the (transformed) prediction on r. Trees are looped outside background rows (a tree stays in
+    cache); other transforms than identity buffer each pair's terms until its margins are complete.
     """
     n, M = X.shape
     nR = R.shape[0]
@@ -134,40 +128,43 @@ def tree_walk_kernel(X, R, y, code, n_blocks, nodes, thr, vals, ncp, ncn, words,
         acc = part[task]
         xrow = X[i]
         yi = y[i]
-        tmp = np.zeros((M, K))
-        touched = np.empty(M, np.int64)
-        is_touched = np.zeros(M, np.bool_)
         side = np.zeros(M, np.int8)
         afeat = np.empty(min(M, N) + 1, np.int64)
         st_node = np.empty(N + 1, np.int64)
         st_len = np.empty(N + 1, np.int64)
         st_feat = np.empty(N + 1, np.int64)
-        mx = np.zeros(K)
-        mr = np.zeros(K)
         if code == 0:
+            mx = np.zeros(K)
+            mr = np.zeros(K)
             for t in range(T):
                 for j in range(j0, j1):
                     _walk_tree(t, xrow, R[j], nodes, thr, vals, ncp, ncn, words, W, side, afeat, st_node, st_len,
-                               st_feat, mx, mr, acc, False, is_touched, touched, 0)
+                               st_feat, mx, mr, acc)
             for k in range(K):
                 acc[M, k] += mr[k] + (j1 - j0) * base_offset[k]
             continue
-        for j in range(j0, j1):
-            for k in range(K):
-                mx[k] = base_offset[k]
-                mr[k] = base_offset[k]
-            n_touched = 0
+        # other transforms: each pair's terms wait (in sub-blocks of background rows) until its margins are complete
+        B = max(1, min(j1 - j0, _PAIR_BUFFER // max(M * K, 1)))
+        tmp = np.zeros((B, M, K))
+        mx = np.empty((B, K))
+        mr = np.empty((B, K))
+        for s0 in range(j0, j1, B):
+            s1 = min(j1, s0 + B)
+            for jj in range(s1 - s0):
+                for k in range(K):
+                    mx[jj, k] = base_offset[k]
+                    mr[jj, k] = base_offset[k]
             for t in range(T):
-                n_touched = _walk_tree(t, xrow, R[j], nodes, thr, vals, ncp, ncn, words, W, side, afeat, st_node,
-                                       st_len, st_feat, mx, mr, tmp, True, is_touched, touched, n_touched)
-            for k in range(K):
-                rescale = 1.0
-                if mx[k] != mr[k]:
-                    rescale = (_transform(code, mx[k], yi) - _transform(code, mr[k], yi)) / (mx[k] - mr[k])
-                for a in range(n_touched):
-                    f = touched[a]
-                    acc[f, k] += tmp[f, k] * rescale
-                    tmp[f, k] = 0.0
-                acc[M, k] += _transform(code, mr[k], 0.0)
-            for a in range(n_touched):
-                is_touched[touched[a]] = False
+                for j in range(s0, s1):
+                    _walk_tree(t, xrow, R[j], nodes, thr, vals, ncp, ncn, words, W, side, afeat, st_node, st_len,
+                               st_feat, mx[j - s0], mr[j - s0], tmp[j - s0])
+            for jj in range(s1 - s0):
+                for k in range(K):
+                    a_, b_ = mx[jj, k], mr[jj, k]
+                    rescale = 1.0
+                    if a_ != b_:
+                        rescale = (_transform(code, a_, yi) - _transform(code, b_, yi)) / (a_ - b_)
+                    for f in range(M):
+                        acc[f, k] += tmp[jj, f, k] * rescale
+                        tmp[jj, f, k] = 0.0
+                    acc[M, k] += _transform(code, b_, 0.0)

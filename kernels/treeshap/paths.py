@@ -13,7 +13,7 @@ _ALL_ONES = np.uint32(0xFFFFFFFF)
 
 @dataclass(frozen=True)
 class DenseTrees:
-    """The ensemble's dense node arrays, packed for tree-walking kernels; trees ``(T, N)`` as ``extract_paths`` got them.
+    """The dense node arrays of the trees ``(T, N)`` that ``extract_paths`` got, packed for tree-walking kernels.
 
     ``nodes[t, i] = (left, right, default, code)``: a leaf has ``left < 0``; ``default`` is the child NaN goes to
     (-1: neither child, NaN reaches no leaf); ``code = f`` is a numeric split on feature ``f`` (``x <= thresholds``
