@@ -200,7 +200,7 @@ def herding(n, d, seed=None, *, kernel="mallows", lam=4.0, n_candidates=25, bloc
             s = sums[t - b0]
             if t > b0:
                 s = s + kernel_from_inner(fc[lo:lo + n_candidates] @ chosen[b0:t].T, d, kernel, lam, xp).sum(axis=1)
-            j = lo + int(xp.argmin(s))
+            j = lo + int(xp.argmin(xp.round(s, 9)))  # rounding keeps exact ties tied on CPU and GPU
             chosen[t] = fc[j]
             out[t] = cb[j]
     return out
@@ -228,7 +228,7 @@ def sbq(n, d, seed=None, *, kernel="mallows", lam=4.0, n_candidates=25, jitter=1
         u = kc @ kinv
         q = xp.maximum(kcc - (u * kc).sum(axis=1), 1e-12)
         gain = (1.0 - kc @ kinv.sum(axis=1)) ** 2 / q  # increase of 1^T K^-1 1 when the candidate joins
-        j = int(xp.argmax(gain))
+        j = int(xp.argmax(xp.round(gain / (xp.max(gain) + 1e-300), 9)))  # ties break alike on CPU and GPU
         uj, qj = u[j], float(q[j])
         new = xp.empty((t + 1, t + 1))
         new[:t, :t] = kinv + xp.outer(uj, uj) / qj
