@@ -1,0 +1,181 @@
+"""SHAP values and interactions of a Dask array or DataFrame: lazy, one task per partition, the model sent once."""
+from __future__ import annotations
+
+import copy
+import inspect
+import sys
+import types
+from typing import Any
+
+import numpy as np
+
+from kernels.device import is_cupy_array, resolve_backend
+
+__all__ = ["dask_shap_values", "is_dask_collection", "ship_explainer", "ShippedExplainer"]
+
+
+def is_dask_collection(x: Any) -> bool:
+    """True for a dask.array or dask.dataframe collection; never imports dask itself."""
+    dask = sys.modules.get("dask")
+    return dask is not None and dask.is_dask_collection(x)
+
+_LOADS = {"count": 0}  # per process: how many times a ShippedExplainer was unpickled here (tests read it)
+
+
+class ShippedExplainer:
+    """The explainer as workers receive it: its PathSet is built before pickling, so no worker re-extracts paths."""
+
+    def __init__(self, explainer: Any) -> None:
+        explainer.paths  # noqa: B018 - build and cache the PathSet on the client, once
+        self.explainer = explainer
+
+    def __getstate__(self) -> dict:
+        ex, bound = self.explainer, None
+        ev = getattr(ex, "expected_value", None)
+        if inspect.ismethod(ev) and ev.__self__ is ex:
+            # shap's log_loss explainers hold a bound name-mangled method, which pickle cannot look up: rebind it
+            ex, bound = copy.copy(ex), ev.__func__.__name__
+            ex.expected_value = None
+        return {"explainer": ex, "bound_expected_value": bound}
+
+    def __setstate__(self, state: dict) -> None:
+        _LOADS["count"] += 1
+        ex, bound = state["explainer"], state.get("bound_expected_value")
+        if bound is not None:
+            for cls in type(ex).__mro__:
+                func = vars(cls).get(f"_{cls.__name__.lstrip('_')}{bound}", vars(cls).get(bound))
+                if func is not None:
+                    ex.expected_value = types.MethodType(func, ex)
+                    break
+        self.explainer = ex
+
+
+def ship_explainer(explainer: Any) -> Any:
+    """A reference to the explainer that sends it to each worker at most once.
+
+    With a ``distributed`` client, the explainer is scattered to all workers (``broadcast=True``): one copy per worker,
+    replicated so that a lost worker does not lose it. Otherwise (threads, processes, synchronous schedulers) it is
+    one ``dask.delayed`` key of the graph, which every task references.
+    """
+    import dask  # noqa: PLC0415
+
+    shipped = ShippedExplainer(explainer)
+    try:
+        from distributed import get_client  # noqa: PLC0415
+
+        client = get_client()
+    except (ImportError, ValueError):
+        return dask.delayed(shipped, pure=False)
+    return client.scatter(shipped, broadcast=True, hash=False)
+
+
+def _worker_explainer(shipped: ShippedExplainer, backend: str) -> Any:
+    ex = copy.copy(shipped.explainer)  # shallow: shares the PathSet; only the backend differs per worker
+    ex.backend = resolve_backend(backend)  # "auto": this worker's GPU if it sees one, else the CPU engine
+    return ex
+
+
+def _explain_part(shipped: ShippedExplainer, block: Any, y: Any, backend: str, interactions: bool,
+                  tree_limit: int | None, check_additivity: bool, tail: tuple) -> Any:
+    """One partition's values on this worker; an empty partition gives an empty block (the engine rejects none)."""
+    if len(block) == 0:
+        xp = np
+        if is_cupy_array(block):
+            import cupy as xp  # noqa: PLC0415
+        return xp.empty((0,) + tail, dtype=np.float64)
+    ex = _worker_explainer(shipped, backend)
+    if interactions:
+        return ex.shap_interaction_values(block, y, tree_limit=tree_limit)
+    return ex.shap_values(block, y, tree_limit=tree_limit, check_additivity=check_additivity)
+
+
+def _output_tail(explainer: Any, n_cols: int, interactions: bool) -> tuple[int, ...]:
+    """The per-row shape shap gives: (M[, K]) for values, (M, M[, K]) for interactions, (M, 2) for
+    probability_doubled."""
+    ens = explainer.model
+    K = int(ens.num_outputs)
+    M = explainer.n_features if explainer._n_features_exact else n_cols
+    head = (M, M) if interactions else (M,)
+    tail = head if K == 1 else head + (K,)
+    if not interactions and ens.model_output == "probability_doubled":
+        tail = tail + (2,)
+    return tail
+
+
+def _as_parts(X: Any, lengths: bool) -> tuple[list, list, Any, int]:
+    """(delayed row partitions, their row counts (nan if unknown), meta of the partitions, number of columns)."""
+    import dask.array as da  # noqa: PLC0415
+
+    if isinstance(X, da.Array):
+        if X.ndim != 2:
+            raise ValueError(f"X must be a 2-D dask array (rows x features), got {X.ndim} dimensions")
+        if len(X.chunks[1]) != 1:
+            X = X.rechunk({1: -1})
+        rows = list(X.chunks[0])
+        if lengths and any(np.isnan(r) for r in rows):
+            X = X.compute_chunk_sizes()
+            rows = list(X.chunks[0])
+        return list(X.to_delayed().reshape(-1)), rows, X._meta, int(X.shape[1])
+    if hasattr(X, "to_delayed") and hasattr(X, "map_partitions") and hasattr(X, "columns"):
+        rows = list(X.map_partitions(len).compute()) if lengths else [np.nan] * X.npartitions
+        return list(X.to_delayed()), rows, np.empty((0, 0)), len(X.columns)
+    raise TypeError(f"X must be a dask.array or dask.dataframe.DataFrame, got {type(X).__module__}."
+                    f"{type(X).__qualname__}")
+
+
+def _y_parts(y: Any, n_parts: int, rows: list) -> list:
+    import dask.array as da  # noqa: PLC0415
+
+    if y is None:
+        return [None] * n_parts
+    if isinstance(y, da.Array):
+        if any(np.isnan(r) for r in rows):
+            raise ValueError("y as a dask array needs X with known partition lengths (lengths=True)")
+        return list(y.rechunk((tuple(int(r) for r in rows),)).to_delayed().reshape(-1))
+    if hasattr(y, "to_delayed"):
+        parts = list(y.to_delayed())
+        if len(parts) != n_parts:
+            raise ValueError(f"y has {len(parts)} partitions, X has {n_parts}; align them (same partitions)")
+        return parts
+    raise TypeError("y must be a dask array or dask Series aligned with X's partitions")
+
+
+def dask_shap_values(explainer: Any, X: Any, y: Any = None, *, interactions: bool = False,
+                     tree_limit: int | None = None, check_additivity: bool = True, backend: str | None = None,
+                     lengths: bool = True) -> Any:
+    """Lazy SHAP values (or interaction values) of a ``dask.array`` / ``dask.dataframe`` as a ``dask.array``.
+
+    Shapes are shap's: ``(n, M)`` or ``(n, M, K)``; interactions ``(n, M, M)`` or ``(n, M, M, K)``; values equal
+    ``explainer.shap_values(X.compute())``. The explainer (with its PathSet) reaches each worker once. Each task runs
+    on ``backend`` resolved on its worker: by default the explainer's own ("auto" uses the worker's GPU when it has
+    one, the CPU engine otherwise). NumPy partitions give NumPy blocks, CuPy partitions CuPy blocks. ``lengths=False``
+    skips counting DataFrame partition rows (the result then has unknown chunk sizes).
+    """
+    import dask  # noqa: PLC0415
+    import dask.array as da  # noqa: PLC0415
+
+    if not hasattr(explainer, "_paths") or not hasattr(explainer, "requested_backend"):
+        raise TypeError("dask_shap_values needs a shap_ext.TreeExplainer (shap.TreeExplainer(model, backend=...))")
+    if interactions:
+        if explainer.model.model_output != "raw":
+            raise ValueError('Only model_output = "raw" is supported for SHAP interaction values right now!')
+        if explainer.feature_perturbation != "tree_path_dependent":
+            raise NotImplementedError("SHAP interaction values are computed with feature_perturbation="
+                                      "'tree_path_dependent' only (create the explainer without background data)")
+    be = backend if backend is not None else explainer.requested_backend
+    if be not in ("cpu", "gpu", "auto"):
+        raise ValueError(f"backend must be 'cpu', 'gpu' or 'auto', got {be!r}")
+    parts, rows, meta, n_cols = _as_parts(X, lengths)
+    ys = _y_parts(y, len(parts), rows)
+    tail = _output_tail(explainer, n_cols, interactions)
+    ref = ship_explainer(explainer)
+    task = dask.delayed(_explain_part, pure=True)
+    out_meta = np.empty((0,) * (1 + len(tail)))
+    if is_cupy_array(meta):  # CuPy partitions give CuPy blocks
+        import cupy as cp  # noqa: PLC0415
+
+        out_meta = cp.empty((0,) * (1 + len(tail)))
+    blocks = [da.from_delayed(task(ref, p, yp, be, interactions, tree_limit, check_additivity, tail),
+                              shape=(r,) + tail, dtype=np.float64, meta=out_meta)
+              for p, yp, r in zip(parts, ys, rows)]
+    return da.concatenate(blocks, axis=0)

@@ -1,0 +1,116 @@
+"""SHAP, moment sketches and the shuffle on a 2-process LocalCluster: equal to the in-memory results."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+da = pytest.importorskip("dask.array")
+dd = pytest.importorskip("dask.dataframe")
+distributed = pytest.importorskip("distributed")
+import pandas as pd  # noqa: E402
+import shap  # noqa: E402
+import xgboost as xgb  # noqa: E402
+
+import shap_ext  # noqa: E402
+from kernels.shuffle import permutation  # noqa: E402
+from kernels.sketch import sketch  # noqa: E402
+from shap_ext._dask import dask_shap_values  # noqa: E402
+from shap_ext._explainer import _ShapTreeExplainer  # noqa: E402
+from sklearn_ext._dask import dask_shuffle, dask_train_test_split  # noqa: E402
+from sklearn_ext import train_test_split  # noqa: E402
+from xgboost_ext.dask import sketch_partitions  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def client():
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                                  silence_logs=40) as cluster, distributed.Client(cluster) as c:
+        yield c
+
+
+def _model(n_class=None, n=600, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 6))
+    X[rng.random(X.shape) < 0.05] = np.nan
+    if n_class:
+        y, params = rng.integers(0, n_class, n), {"objective": "multi:softprob", "num_class": n_class}
+    else:
+        y, params = np.nan_to_num(X[:, 0]) * 2 + np.sin(np.nan_to_num(X[:, 1])), {}
+    return xgb.train({**params, "max_depth": 4, "eta": 0.3}, xgb.DMatrix(X, y), 12), X
+
+
+@pytest.mark.parametrize("n_class", [None, 3])
+def test_shap_on_dask_equals_in_memory(client, n_class):
+    model, X = _model(n_class)
+    ex = shap_ext.TreeExplainer(model, backend="auto")  # CPU-only workers run the CPU engine
+    dX = da.from_array(X, chunks=(137, 3))  # uneven row chunks, split columns (rechunked for the engine)
+    vals, inter = dask_shap_values(ex, dX), dask_shap_values(ex, dX, interactions=True)
+    assert isinstance(vals, da.Array) and isinstance(inter, da.Array)
+    ref, ref_i = ex.shap_values(X), ex.shap_interaction_values(X)
+    assert vals.shape == ref.shape and inter.shape == ref_i.shape
+    assert vals.shape == ((len(X), 6) if n_class is None else (len(X), 6, 3))
+    got, got_i = client.compute([vals, inter], sync=True)
+    np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(got_i, ref_i, rtol=1e-12, atol=1e-12)
+    # and shap's own C++ explainer (independent reference)
+    shap_ref = _ShapTreeExplainer(model).shap_values(X)
+    np.testing.assert_allclose(got, shap_ref, rtol=1e-5, atol=1e-5)
+
+
+def test_shap_dataframe_unknown_lengths_and_sent_once(client):
+    model, X = _model()
+    ex = shap.TreeExplainer(model, backend="cpu")  # the hook installed by `import shap_ext`
+    ddf = dd.from_pandas(pd.DataFrame(X, columns=[f"f{i}" for i in range(6)]), npartitions=8)
+    client.run(lambda: __import__("shap_ext._dask").__dict__)  # import the module on every worker
+    client.run(lambda: __import__("shap_ext._dask", fromlist=["_LOADS"])._LOADS.update(count=0))
+    out = dask_shap_values(ex, ddf, lengths=False)
+    assert np.isnan(out.shape[0]) and out.shape[1:] == (6,)
+    np.testing.assert_allclose(out.compute(), ex.shap_values(X), rtol=1e-12, atol=1e-12)
+    loads = client.run(lambda: __import__("shap_ext._dask", fromlist=["_LOADS"])._LOADS["count"])
+    # 8 partitions, yet each worker unpickled the explainer (and its PathSet) at most once
+    assert all(v <= 1 for v in loads.values()) and sum(loads.values()) >= 1, loads
+
+
+def test_merged_partition_sketches_equal_single_machine(client):
+    rng = np.random.default_rng(3)
+    n = 9000
+    X = np.column_stack([rng.lognormal(size=n), rng.normal(1000, 1, n), rng.integers(0, 7, n).astype(float),
+                         rng.standard_t(4, n)])
+    X[rng.random(n) < 0.02, 0] = np.nan
+    w = rng.uniform(0.5, 2, n)
+    dX = da.from_array(X, chunks=(1100, 4))  # 9 partitions: a 4-level merge tree with an odd carry
+    for weights in (None, w):
+        dw = None if weights is None else da.from_array(weights, chunks=1000)
+        merged = sketch_partitions(dX, dw, n_moments=12, max_distinct=16)
+        local = sketch(X, weights, n_moments=12, max_distinct=16)
+        for f in ("weight", "mean"):
+            np.testing.assert_allclose(getattr(merged, f), getattr(local, f), rtol=1e-12, atol=0)
+        np.testing.assert_array_equal(merged.vmin, local.vmin)
+        np.testing.assert_array_equal(merged.vmax, local.vmax)
+        np.testing.assert_array_equal(merged.n_distinct, local.n_distinct)
+        np.testing.assert_array_equal(merged.distinct, local.distinct)
+        # independent reference: two-pass weighted central moments in NumPy
+        ww = np.ones(n) if weights is None else weights
+        for j in range(4):
+            ok = ~np.isnan(X[:, j])
+            x, wj = X[ok, j], ww[ok]
+            mu = np.sum(wj * x) / np.sum(wj)
+            np.testing.assert_allclose(merged.mean[j], mu, rtol=1e-12)
+            # M_k = sum w (x-mu)^k: merged vs single pass within 1e-12 of its scale sum w |x-mu|^k (odd sums of a
+            # N(1000, 1) column cancel to ~1e-2 of that scale, so a plain rtol would measure the cancellation)
+            scale = np.array([np.sum(wj * np.abs(x - mu) ** k) for k in range(2, 13)])
+            assert np.all(np.abs(merged.M[j] - local.M[j]) <= 1e-12 * scale), (j, merged.M[j] - local.M[j])
+            for k in (2, 3, 4):
+                np.testing.assert_allclose(merged.M[j, k - 2], np.sum(wj * (x - mu) ** k), rtol=1e-9)
+
+
+def test_shuffle_and_split_on_the_cluster(client):
+    n = 5003
+    X = np.column_stack([np.arange(n), np.arange(n) * 0.5])
+    dX = da.from_array(X, chunks=(700, 2))
+    out = dask_shuffle(dX, random_state=123)
+    np.testing.assert_array_equal(out.compute(), X[permutation(n, 123)])
+    tr, te = dask_train_test_split(dX, test_size=0.2, random_state=1)
+    ref_tr, ref_te = train_test_split(X, test_size=0.2, random_state=1)
+    np.testing.assert_array_equal(tr.compute(), ref_tr)
+    np.testing.assert_array_equal(te.compute(), ref_te)
