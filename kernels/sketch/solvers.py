@@ -167,14 +167,17 @@ def _invert_cdf(F: np.ndarray, grid: np.ndarray, phis: np.ndarray) -> np.ndarray
     return x0 + np.clip(frac, 0.0, 1.0) * (x1 - x0)
 
 
-def maxent_cdf(sk: MomentSketch, grid: np.ndarray, *, n_moments: int | None = None):
-    """CDF of the max-entropy density on the scaled grid (d, G), falling back to fewer moments where Newton fails."""
+def maxent_cdf(sk: MomentSketch, grid: np.ndarray, *, n_moments: int | None = None, ladder: bool = True):
+    """CDF of the max-entropy density on the scaled grid (d, G), falling back to fewer moments where Newton fails.
+
+    ladder=False solves with all l moments only and leaves NaN where Newton fails (the seed's failure count).
+    """
     mu, ok = scaled_moments(sk)
     l = sk.n_moments if n_moments is None else n_moments
     F = np.tile((grid + 1.0) / 2.0, (sk.n_features, 1))  # uniform fallback
     todo = np.flatnonzero(ok)
-    ladder = sorted({l, max(2, l - 3), min(l, 8), min(l, 5), 2}, reverse=True)  # fewer moments where Newton fails
-    for l in ladder:
+    steps = sorted({l, max(2, l - 3), min(l, 8), min(l, 5), 2}, reverse=True) if ladder else [l]
+    for l in steps:  # fewer moments where Newton fails
         if not todo.size:
             break
         cm = mu[todo, : l + 1] @ _cheb_from_power(l).T
@@ -187,6 +190,8 @@ def maxent_cdf(sk: MomentSketch, grid: np.ndarray, *, n_moments: int | None = No
         conv[np.flatnonzero(conv)[~good]] = False
         F[todo[conv]] = cum[good] / cum[good, -1:]
         todo = todo[~conv]
+    if not ladder:
+        F[todo] = np.nan
     return F, ok
 
 
@@ -204,17 +209,21 @@ def legendre_cdf(sk: MomentSketch, grid: np.ndarray):
     return a @ A.T, ok
 
 
-def quantiles(sk: MomentSketch, phis, method: str = "maxent", *, grid_size: int = 4097) -> np.ndarray:
-    """Quantiles (d, len(phis)) in data units for probabilities phis in [0, 1]."""
+def quantiles(sk: MomentSketch, phis, method: str = "maxent", *, grid_size: int = 4097,
+              ladder: bool = True) -> np.ndarray:
+    """Quantiles (d, len(phis)) in data units for probabilities phis in [0, 1] (NaN where a solve failed)."""
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     phis = np.asarray(phis, np.float64).reshape(-1)
     if ((phis < 0) | (phis > 1)).any() or not np.isfinite(phis).all():
         raise ValueError("phis must lie in [0, 1]")
     grid = _grid(grid_size)
-    F, ok = (maxent_cdf if method == "maxent" else legendre_cdf)(sk, grid)
+    F, ok = maxent_cdf(sk, grid, ladder=ladder) if method == "maxent" else legendre_cdf(sk, grid)
+    failed = ~np.isfinite(F).all(axis=1)
+    F[failed] = (grid + 1.0) / 2.0
     xs = _invert_cdf(F, grid, phis)
+    xs[failed] = np.nan
     lo, hi = sk.vmin, sk.vmax
     q = lo[:, None] + (xs + 1.0) * 0.5 * (hi - lo)[:, None]
     q = np.where(ok[:, None], q, lo[:, None])
-    return np.clip(q, lo[:, None], hi[:, None])
+    return np.where(np.isnan(q), np.nan, np.clip(q, lo[:, None], hi[:, None]))
