@@ -222,51 +222,68 @@ def generation_timing(report, backend="cpu"):
 def speed(args, report):
     """End-to-end on the GPU: explain `speed_rows` rows at a fixed budget, ours (masked rows + XGBoost on device) vs
     shap's PermutationExplainer with the same GPU model (timed on `shap_rows` rows, scaled linearly)."""
-    import cupy
+    data = load_datasets(["cal_housing", "adult"])
+    out = []
+    report["speed"] = out
+    for name, (X, y, task) in data.items():
+        try:
+            _speed_one(args, name, X, y, task, out)
+        except Exception as exc:  # keep the other dataset's numbers
+            import traceback
+
+            traceback.print_exc()
+            out.append(dict(dataset=name, error=f"{type(exc).__name__}: {exc}"))
+
+
+def _speed_one(args, name, X, y, task, out):
     import shap
 
     from sklearn_ext import ShapleyExplainer, ShapleySampler
 
-    data = load_datasets(["cal_housing", "adult"])
-    out = []
-    for name, (X, y, task) in data.items():
-        d = X.shape[1]
-        est, f = train("xgboost", X, y, task, device="cuda")
-        booster = est.get_booster()
-        rng = np.random.default_rng(1)
-        bg = X[rng.choice(len(X), 100, replace=False)]
-        fg = X[rng.choice(len(X), args.speed_rows, replace=False)]
-        budget = args.speed_budget if args.speed_budget >= 2 * d + 1 else 2 * d + 1
-        for method in ("orthogonal", "sobol", "antithetic"):
-            e = ShapleyExplainer(lambda Z: booster.inplace_predict(Z, predict_type="margin"),
-                                 ShapleySampler(method, random_state=0, backend="gpu"), max_evals=budget,
-                                 model_input="device").fit(bg)
-            e.transform(fg[:5])  # warm-up
-            times = []
-            for _ in range(3):
-                cupy.cuda.Device().synchronize()
-                t0 = time.perf_counter()
-                phi = e.transform(fg)
-                cupy.cuda.Device().synchronize()
-                times.append(time.perf_counter() - t0)
-            ours = float(np.median(times))
-            gap = np.abs(phi.sum(axis=1) + e.expected_value_ - f(fg)).max()
-            out.append(dict(dataset=name, d=d, method=method, rows=len(fg), budget=budget, seconds=ours,
-                            efficiency_gap=float(gap)))
-            print(f"speed {name} ours[{method}] {len(fg)} rows: {ours:.2f}s (efficiency gap {gap:.2e})", flush=True)
-        cf = Counter(f)
-        ex = shap.PermutationExplainer(cf, shap.maskers.Independent(bg, max_samples=100), seed=0)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            ex(fg[:5], max_evals=budget, silent=True)
+    gpu = args.speed_backend == "gpu"
+    if gpu:
+        import cupy
+
+        sync = cupy.cuda.Device().synchronize
+    else:
+        def sync():
+            return None
+    d = X.shape[1]
+    est, f = train("xgboost", X, y, task, device="cuda" if gpu else "cpu")
+    booster = est.get_booster()
+    rng = np.random.default_rng(1)
+    bg = X[rng.choice(len(X), 100, replace=False)]
+    fg = X[rng.choice(len(X), args.speed_rows, replace=False)]
+    budget = args.speed_budget if args.speed_budget >= 2 * d + 1 else 2 * d + 1
+    for method in ("orthogonal", "sobol", "antithetic"):
+        e = ShapleyExplainer(lambda Z: booster.inplace_predict(Z, predict_type="margin"),
+                             ShapleySampler(method, random_state=0, backend=args.speed_backend), max_evals=budget,
+                             model_input="device" if gpu else "numpy").fit(bg)
+        e.transform(fg[:5])  # warm-up
+        times = []
+        for _ in range(3):
+            sync()
             t0 = time.perf_counter()
-            ex(fg[:args.shap_rows], max_evals=budget, silent=True)
-            t_shap = (time.perf_counter() - t0) * len(fg) / args.shap_rows
-        out.append(dict(dataset=name, d=d, method="shap_permutation", rows=len(fg), budget=budget, seconds=t_shap,
-                        timed_rows=args.shap_rows))
-        print(f"speed {name} shap PermutationExplainer: {t_shap:.2f}s for {len(fg)} rows (timed on {args.shap_rows})",
-              flush=True)
-    report["speed"] = out
+            phi = e.transform(fg)
+            sync()
+            times.append(time.perf_counter() - t0)
+        ours = float(np.median(times))
+        gap = np.abs(phi.sum(axis=1) + e.expected_value_ - f(fg)).max()
+        out.append(dict(dataset=name, d=d, method=method, rows=len(fg), budget=budget, seconds=ours,
+                        efficiency_gap=float(gap)))
+        print(f"speed {name} ours[{method}] {len(fg)} rows: {ours:.2f}s (efficiency gap {gap:.2e})", flush=True)
+    cf = Counter(f)
+    ex = shap.PermutationExplainer(cf, shap.maskers.Independent(bg, max_samples=100), seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ex(fg[:5], max_evals=budget, silent=True)
+        t0 = time.perf_counter()
+        ex(fg[:args.shap_rows], max_evals=budget, silent=True)
+        t_shap = (time.perf_counter() - t0) * len(fg) / args.shap_rows
+    out.append(dict(dataset=name, d=d, method="shap_permutation", rows=len(fg), budget=budget, seconds=t_shap,
+                    timed_rows=args.shap_rows))
+    print(f"speed {name} shap PermutationExplainer: {t_shap:.2f}s for {len(fg)} rows (timed on {args.shap_rows})",
+          flush=True)
 
 
 # ----------------------------------------------------------------------------------------------- output
@@ -337,7 +354,11 @@ def write_markdown(report, path: Path):
         lines += ["", "## End-to-end speed on the GPU", "", "| dataset | d | method | rows | budget | seconds | speed-up vs shap |",
                   "|---|---|---|---|---|---|---|"]
         for r in sp:
-            shap_t = next(x["seconds"] for x in sp if x["dataset"] == r["dataset"] and x["method"] == "shap_permutation")
+            if "error" in r:
+                lines.append(f"| {r['dataset']} | error: {r['error']} |")
+                continue
+            shap_t = next((x["seconds"] for x in sp if x["dataset"] == r["dataset"]
+                           and x.get("method") == "shap_permutation"), float("nan"))
             lines.append(f"| {r['dataset']} | {r['d']} | {r['method']} | {r['rows']} | {r['budget']} | "
                          f"{r['seconds']:.2f} | {shap_t / r['seconds']:.1f}x |")
     path.write_text("\n".join(lines) + "\n")
@@ -377,6 +398,7 @@ def main():
     ap.add_argument("--speed-rows", type=int, default=1000)
     ap.add_argument("--speed-budget", type=int, default=500)
     ap.add_argument("--shap-rows", type=int, default=50)
+    ap.add_argument("--speed-backend", default="gpu", help="gpu (the benchmark) or cpu (a dry run of the same code)")
     ap.add_argument("--skip-accuracy", action="store_true")
     ap.add_argument("--skip-generation", action="store_true")
     ap.add_argument("--stem", default=None, help="output file stem (default shapley / shapley_speed)")
@@ -398,7 +420,7 @@ def main():
         report["settings"] = dict(parts[0]["settings"], datasets=[d for p in parts for d in p["settings"]["datasets"]])
         stem = args.stem or "shapley"
     elif args.speed:
-        generation_timing(report, "gpu")
+        generation_timing(report, args.speed_backend)
         speed(args, report)
         stem = args.stem or "shapley_speed"
     else:
