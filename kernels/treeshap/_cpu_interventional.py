@@ -31,7 +31,7 @@ def _child(v, t, node, nodes, thr, ncp, ncn, words):
 def _walk_tree(t, xrow, rrow, nodes, thr, vals, ncp, ncn, words, W, side, afeat, st_node, st_len, st_feat, mx, mr,
                dst):
     """Walk tree ``t`` for the pair (x, r): leaves add to ``mx``/``mr`` (margins) and SHAP terms to ``dst[f]``."""
-    K = vals.shape[2]
+    K = vals.shape[1]
     top = 1
     st_node[0] = 0
     st_len[0] = 0
@@ -84,12 +84,13 @@ def _walk_tree(t, xrow, rrow, nodes, thr, vals, ncp, ncn, words, W, side, afeat,
             node = cx
         if node < 0:
             continue
+        leaf = nodes[t, node, 1]
         if nr == 0:
             for k in range(K):
-                mx[k] += vals[t, node, k]
+                mx[k] += vals[leaf, k]
         if nx == 0:
             for k in range(K):
-                mr[k] += vals[t, node, k]
+                mr[k] += vals[leaf, k]
             if nr == 0:
                 continue
         nd = nx + nr
@@ -99,7 +100,7 @@ def _walk_tree(t, xrow, rrow, nodes, thr, vals, ncp, ncn, words, W, side, afeat,
             f = afeat[a]
             wt = wpos if side[f] == 1 else wneg
             for k in range(K):
-                dst[f, k] += wt * vals[t, node, k]
+                dst[f, k] += wt * vals[leaf, k]
     while alen > 0:  # leave side clean for the next walk
         alen -= 1
         side[afeat[alen]] = 0
@@ -119,7 +120,7 @@ def tree_walk_kernel(X, R, y, code, n_blocks, nodes, thr, vals, ncp, ncn, words,
     n, M = X.shape
     nR = R.shape[0]
     T, N = thr.shape
-    K = vals.shape[2]
+    K = vals.shape[1]
     bsize = (nR + n_blocks - 1) // n_blocks
     for task in prange(n * n_blocks):
         i = task // n_blocks

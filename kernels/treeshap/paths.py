@@ -15,7 +15,8 @@ _ALL_ONES = np.uint32(0xFFFFFFFF)
 class DenseTrees:
     """The dense node arrays of the trees ``(T, N)`` that ``extract_paths`` got, packed for tree-walking kernels.
 
-    ``nodes[t, i] = (left, right, default, code)``: a leaf has ``left < 0``; ``default`` is the child NaN goes to
+    ``nodes[t, i] = (left, right, default, code)``: a leaf has ``left < 0`` and ``right`` = its path's index (its
+    value is ``PathSet.leaf_value[right]``); at an internal node ``default`` is the child NaN goes to
     (-1: neither child, NaN reaches no leaf); ``code = f`` is a numeric split on feature ``f`` (``x <= thresholds``
     goes left), ``code = -1 - f`` a categorical split on ``f``: ``x`` goes left iff ``0 <= x``,
     ``c = int(x) < 32 * node_cat_nwords`` and bit ``c % 32`` of ``cat_words[node_cat_ptr + c // 32]`` is set.
@@ -23,7 +24,6 @@ class DenseTrees:
 
     nodes: np.ndarray              # int32 (T, N, 4)
     thresholds: np.ndarray         # float64 (T, N)
-    values: np.ndarray             # float64 (T, N, K)
     node_cat_ptr: np.ndarray       # int64 (T, N)
     node_cat_nwords: np.ndarray    # int32 (T, N)
     cat_words: np.ndarray          # uint32 (W,)
@@ -35,7 +35,7 @@ class DenseTrees:
     def restrict(self, tree_limit: int) -> "DenseTrees":
         """The first ``tree_limit`` trees."""
         t = min(int(tree_limit), self.n_trees)
-        return replace(self, nodes=self.nodes[:t], thresholds=self.thresholds[:t], values=self.values[:t],
+        return replace(self, nodes=self.nodes[:t], thresholds=self.thresholds[:t],
                        node_cat_ptr=self.node_cat_ptr[:t], node_cat_nwords=self.node_cat_nwords[:t])
 
 
@@ -361,9 +361,10 @@ def extract_paths(children_left, children_right, children_default, features, thr
     nodes = np.empty((T, N, 4), np.int32)
     nodes[..., 0] = np.where(internal, cl, -1)
     nodes[..., 1] = cr
+    nodes[tree, leaf_node, 1] = np.arange(P)
     nodes[..., 2] = np.where(internal & (cd != cl) & (cd != cr), -1, cd)
     nodes[..., 3] = np.where(is_cat & internal, -1 - ft, ft)
-    trees = DenseTrees(nodes=nodes, thresholds=th, values=np.ascontiguousarray(vals), node_cat_ptr=ncp,
+    trees = DenseTrees(nodes=nodes, thresholds=th, node_cat_ptr=ncp,
                        node_cat_nwords=np.ascontiguousarray(ncn, dtype=np.int32), cat_words=nwords)
     return PathSet(n_features=int(n_features), n_outputs=int(K), path_ptr=path_ptr, feature=feature, lower=lower,
                    upper=upper, missing_ok=missing_ok, cat_ptr=cat_ptr, cat_nwords=cat_nw, cat_words=cat_words,
