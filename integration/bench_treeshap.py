@@ -221,6 +221,7 @@ def bench_model(name, size, args, data_cache):
         sync()
         rec["pack_s"] = time.perf_counter() - t
         rec["bins"], rec["utilisation"], rec["long_paths"] = pk.n_bins, pk.utilisation, pk.n_long
+        rec["variant"] = gpu._shap_variant(pk, M, num_class)
         gpu._CACHE.clear()
         t = time.perf_counter()
         gpu.shap_values(ps, Xt, progress=False)
@@ -231,8 +232,9 @@ def bench_model(name, size, args, data_cache):
                                           sync))}
         # issue 4: the SHAP kernel variants, timed on the same rows
         rec["variants"] = {}
-        for v in ("global", "smem"):
-            if v == "smem" and M * num_class > gpu._SMEM_MAX_OUTPUTS:
+        for v in ("dp", "smem", "table"):
+            if (v == "smem" and M * num_class > gpu._SMEM_MAX_OUTPUTS) or (v == "table" and
+                                                                         gpu._table_bytes(pk) is None):
                 continue
             gpu.SHAP_VARIANT = v
             rec["variants"][v] = timed(lambda: gpu.shap_values(ps, Xt, progress=False), args.repeats, sync)
@@ -342,12 +344,13 @@ def write_outputs(report, out_dir: Path, tag: str):
                          f"{r['shap']['ours']['seconds']:.3g} |")
         lines.append("")
     if tag.startswith("gpu"):
-        lines += ["## SHAP kernel variants (issue 4), seconds for the SHAP rows", "",
-                  "| model | global atomics | warp shared-memory sums | CuPy in/out (auto) |", "|---|---|---|---|"]
+        lines += ["## SHAP kernel variants (issue 4), seconds for the SHAP rows (NumPy in/out)", "",
+                  "| model | auto picks | dp (global atomics) | dp + warp shared-memory sums | pattern tables | "
+                  "auto, CuPy in/out |", "|---|---|---|---|---|---|"]
         for r in report["models"]:
             v = r.get("variants", {})
-            lines.append(f"| {r['model']} | {v.get('global', float('nan')):.4g} | {v.get('smem', float('nan')):.4g} | "
-                         f"{r.get('ours_cupy_in_out_s', float('nan')):.4g} |")
+            cells = " | ".join(f"{v[k]:.4g}" if k in v else "-" for k in ("dp", "smem", "table"))
+            lines.append(f"| {r['model']} | {r.get('variant')} | {cells} | {r.get('ours_cupy_in_out_s', float('nan')):.4g} |")
         lines.append("")
     if report.get("crossover"):
         c = report["crossover"]

@@ -77,7 +77,7 @@ def reg():
     return _regression_paths()
 
 
-@pytest.mark.parametrize("variant", ["global", "smem"])
+@pytest.mark.parametrize("variant", ["dp", "smem", "table"])
 def test_path_dependent_and_interactions(reg, variant, monkeypatch):
     ps, X = reg
     Xt, _ = _data(300, ps.n_features, 7, nan=0.1)
@@ -117,7 +117,7 @@ def test_multiclass_dense_and_sparse():
     Xt, _ = _data(200, 7, 4, nan=0.1)
     g = _gpu()
     for ps in (dense, sparse):
-        for variant in ("global", "smem"):
+        for variant in ("dp", "smem", "table"):
             g.SHAP_VARIANT = variant
             _close(g.shap_values(ps, Xt), cpu.shap_values(ps, Xt))
         g.SHAP_VARIANT = "auto"
@@ -189,7 +189,10 @@ def test_paths_longer_than_a_warp():
     X = (rng.normal(size=(64, M)) * 0.2).astype(np.float32)
     X[rng.random(X.shape) < 0.05] = np.nan
     g = _gpu()
-    _close(g.shap_values(ps, X), cpu.shap_values(ps, X))
+    for variant in ("dp", "table"):        # table: short paths from tables, long ones from the fallback kernel
+        g.SHAP_VARIANT = variant
+        _close(g.shap_values(ps, X), cpu.shap_values(ps, X))
+    g.SHAP_VARIANT = "auto"
     _close(g.interaction_values(ps, X[:6]), cpu.interaction_values(ps, X[:6]))
     for tr in ("identity", "logistic"):
         _close(g.interventional_shap_values(ps, X[:10], X[20:30], transform=tr),

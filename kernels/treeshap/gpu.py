@@ -26,7 +26,14 @@ _SRC = "treeshap/treeshap.cu"
 _WARP = 32
 _THREADS = 256
 MEMORY_BUDGET: int | None = None   # bytes per chunk of rows; None = half of the free device memory
-SHAP_VARIANT = "auto"              # "global" (one global atomic per element and row), "smem" (per-warp shared sums), "auto"
+# SHAP kernel variants (issue 4; docs/design/treeshap.md has the measurements):
+#  "table": per-path tables of phi for every pattern of satisfied elements (paths of <= TABLE_DMAX elements);
+#  "dp": shuffle EXTEND/UNWOUNDSUM per row with one global atomic per element ("global");
+#  "smem": the DP with per-warp shared-memory row sums (measured slower; kept selectable and tested).
+#  "auto": "table" when every warp-packed path is short enough and the tables fit TABLE_BYTES, else "dp".
+SHAP_VARIANT = "auto"
+TABLE_DMAX = 12                    # must not exceed TABLE_DMAX in treeshap.cu
+TABLE_BYTES = 1 << 30
 _SMEM_MAX_OUTPUTS = 512            # smem variant only when M * K <= this (8 warps x 512 doubles = 32 KiB per block)
 _CACHE: dict[tuple[int, int | None], "_Packed"] = {}
 
@@ -51,6 +58,9 @@ class _Packed:
     max_len: int
     utilisation: float
     bias: np.ndarray
+    short_root: np.ndarray   # host: packed position of each warp-packed path's root, in packed order
+    short_size: np.ndarray   # host: its length in lanes (root included)
+    tables: tuple | None = None
 
 
 def _down32(t: np.ndarray) -> np.ndarray:
@@ -133,7 +143,8 @@ def _pack(ps: PathSet) -> _Packed:
         long_item=d(l_ids.astype(np.int32) if l_ids.size else np.zeros(1, np.int32)),
         n_long=int(l_ids.size), long_max=int(long_sizes.max()) if l_ids.size else 0,
         pred_start=d(pred_start), pred_len=d(pred_len), n_paths=P, max_len=int(m.max()) if P else 0,
-        utilisation=plan.utilisation if n_short_elems else 1.0, bias=ps.bias())
+        utilisation=plan.utilisation if n_short_elems else 1.0, bias=ps.bias(),
+        short_root=starts[: s_ids.size].copy(), short_size=sizes[: s_ids.size].copy())
 
 
 def packed_paths(paths: PathSet, tree_limit: int | None = None) -> _Packed:
@@ -198,12 +209,48 @@ def _launch_warp(kern, pk: _Packed, n_rows: int, rpw: int, args: tuple, shared_m
     kern((blocks,), (_THREADS,), args, shared_mem=shared_mem)
 
 
-def _shap_variant(M: int, K: int) -> str:
-    if SHAP_VARIANT not in ("auto", "global", "smem"):
-        raise ValueError(f"SHAP_VARIANT must be 'auto', 'global' or 'smem', got {SHAP_VARIANT!r}")
-    if SHAP_VARIANT == "global" or M * K > _SMEM_MAX_OUTPUTS:
-        return "global"
-    return "smem"
+def _table_bytes(pk: _Packed) -> int | None:
+    """Bytes of the pattern tables, or None when some warp-packed path is longer than TABLE_DMAX elements."""
+    d = pk.short_size - 1
+    if d.size == 0 or d.max() > TABLE_DMAX:
+        return None
+    return int(np.sum((1 << d) * d)) * 8
+
+
+def _shap_variant(pk: _Packed, M: int, K: int) -> str:
+    if SHAP_VARIANT not in ("auto", "dp", "smem", "table"):
+        raise ValueError(f"SHAP_VARIANT must be 'auto', 'dp', 'smem' or 'table', got {SHAP_VARIANT!r}")
+    nbytes = _table_bytes(pk)
+    fits = nbytes is not None and nbytes <= min(TABLE_BYTES, _budget() // 2)
+    if SHAP_VARIANT == "auto":
+        return "table" if fits else "dp"
+    if SHAP_VARIANT == "table" and nbytes is None:
+        return "dp"
+    if SHAP_VARIANT == "smem" and M * K > _SMEM_MAX_OUTPUTS:
+        return "dp"
+    return SHAP_VARIANT
+
+
+def _tables(pk: _Packed):
+    """(etoff per packed element, table) for the table variant, built on the device once per packing."""
+    if pk.tables is not None:
+        return pk.tables
+    cp = cupy_module()
+    d = (pk.short_size - 1).astype(np.int64)
+    sizes = (1 << d) * d
+    t_off = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+    t_pat = np.concatenate([[0], np.cumsum(1 << d)]).astype(np.int64)
+    n_elems = int(pk.short_root[-1] + pk.short_size[-1])
+    item = np.repeat(np.arange(d.size), pk.short_size)
+    local = np.arange(n_elems, dtype=np.int64) - pk.short_root[item]
+    etoff = np.where(local > 0, t_off[item] + local - 1, 0).astype(np.int64)
+    table = cp.empty(max(1, int(sizes.sum())), dtype=cp.float64)
+    total = int(t_pat[-1])
+    get_kernel(_SRC, "build_tables")((_grid_for(total),), (_THREADS,),
+                                     (cp.asarray(pk.short_root.astype(np.int64)), cp.asarray(d.astype(np.int32)),
+                                      cp.asarray(t_off), cp.asarray(t_pat), np.int64(d.size), pk.elems[7], table))
+    pk.tables = (cp.asarray(etoff), table)
+    return pk.tables
 
 
 def _grid_for(n_work: int) -> int:
@@ -279,15 +326,17 @@ def _path_dependent(paths: PathSet, X, tree_limit, progress, interactions: bool)
     M, K = paths.n_features, paths.n_outputs
     name = "interactions" if interactions else "shap"
 
-    variant = "global" if interactions else _shap_variant(M, K)
-    kname, smem = (name, 0) if variant == "global" else ("shap_smem", 8 * M * K * (_THREADS // _WARP))
-
     def compute(pk, Xd, phi, a, b):
         n = Xd.shape[0]
         rpw = _rows_per_warp(n, pk.n_bins, 64 if interactions else 1024)
-        _launch_warp(_kernel(kname, pk.xdtype), pk, n, rpw,
-                     (Xd, np.int64(n), np.int32(M), np.int32(K), pk.bin_ptr, np.int64(pk.n_bins), np.int32(rpw),
-                      *pk.elems, phi), smem)
+        variant = "dp" if interactions else _shap_variant(pk, M, K)
+        head = (Xd, np.int64(n), np.int32(M), np.int32(K), pk.bin_ptr, np.int64(pk.n_bins), np.int32(rpw), *pk.elems)
+        if variant == "table":
+            _launch_warp(_kernel("shap_table", pk.xdtype), pk, n, rpw, head + (*_tables(pk), phi))
+        elif variant == "smem":
+            _launch_warp(_kernel("shap_smem", pk.xdtype), pk, n, rpw, head + (phi,), 8 * M * K * (_THREADS // _WARP))
+        else:
+            _launch_warp(_kernel(name, pk.xdtype), pk, n, rpw, head + (phi,))
         _run_long(pk, Xd, M, K, phi, interactions)
         bias = cupy_module().asarray(pk.bias)[None, :]
         if interactions:

@@ -55,6 +55,7 @@ __device__ __forceinline__ void fill_inv(double* s_inv) {
 // Per-lane state of a packed path element, loaded once per warp.
 template <typename XT>
 struct Lane {
+  long long e;
   bool active;
   int f, start, n, r, it;
   XT lo, hi;
@@ -67,6 +68,7 @@ template <typename XT>
 __device__ __forceinline__ Lane<XT> load_lane(const Elems& E, long long e0, long long e1, int lane) {
   Lane<XT> L;
   long long e = e0 + lane;
+  L.e = e;
   L.active = e < e1;
   if (L.active) {
     L.f = E.feat[e];
@@ -233,6 +235,38 @@ __device__ __forceinline__ void shap_smem_body(const XT* X, long long n_rows, in
       }
     }
     __syncwarp();
+  }
+}
+
+// Table variant (issue 4): for a path of d <= TABLE_DMAX elements, phi of element k depends only on which of the
+// d elements the row satisfies; table[etoff[e] + pattern * d] holds (o_k - z_k) * UNWOUNDSUM_k for each pattern, so a
+// row costs one comparison, one ballot and one load per lane instead of the O(d^2) DP.
+#define TABLE_DMAX 12
+
+template <typename XT>
+__device__ __forceinline__ void shap_table_body(const XT* X, long long n_rows, int M, int K,
+                                                const long long* bin_ptr, long long n_bins, int rpw,
+                                                const Elems& E, const Vals& V, const long long* etoff,
+                                                const double* table, double* phi) {
+  int lane = threadIdx.x & 31;
+  long long row0, row1;
+  Lane<XT> L;
+  if (!warp_task<XT>(n_rows, bin_ptr, n_bins, rpw, E, lane, row0, row1, L)) return;
+  bool el = L.active && L.r > 0;
+  int d = L.n - 1;
+  unsigned int dmask = el ? ((1u << d) - 1u) : 0u;
+  long long toff = el ? etoff[L.e] : 0;
+  int va = 0, vb = 0;
+  if (el) { va = V.vptr[L.it]; vb = V.vptr[L.it + 1]; }
+  for (long long row = row0; row < row1; ++row) {
+    bool sat = el && satisfies<XT>(X[row * M + (el ? L.f : 0)], L.lo, L.hi, L.flags, L.cptr, L.cnw, E.cwords);
+    unsigned int m = __ballot_sync(FULL_MASK, sat);
+    if (va < vb) {
+      unsigned int pat = (m >> (L.start + 1)) & dmask;
+      double s = table[toff + (long long)pat * d];
+      double* base = phi + (row * (M + 1) + L.f) * K;
+      for (int q = va; q < vb; ++q) atomicAdd(base + V.vgroup[q], s * V.vval[q]);
+    }
   }
 }
 
@@ -487,6 +521,31 @@ __device__ __forceinline__ void long_interventional_body(const XT* X, long long 
   }
 }
 
+
+// Builds the tables of the table variant: one thread per (path, pattern of satisfied elements).
+extern "C" __global__ void build_tables(const long long* t_root, const int* t_d, const long long* t_off,
+                                        const long long* t_pat_ptr, long long n_items, const double* zf,
+                                        double* table) {
+  long long total = t_pat_ptr[n_items];
+  long long nthreads = (long long)gridDim.x * blockDim.x;
+  double w[TABLE_DMAX + 1], o[TABLE_DMAX + 1];
+  for (long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x; idx < total; idx += nthreads) {
+    long long lo = 0, hi = n_items - 1;
+    while (lo < hi) {
+      long long mid = (lo + hi + 1) >> 1;
+      if (t_pat_ptr[mid] <= idx) lo = mid; else hi = mid - 1;
+    }
+    int d = t_d[lo];
+    long long pat = idx - t_pat_ptr[lo];
+    const double* z = zf + t_root[lo];
+    o[0] = 1.0;
+    for (int k = 1; k <= d; ++k) o[k] = (double)((pat >> (k - 1)) & 1);
+    serial_extend(w, z, o, d + 1, -1);
+    for (int k = 1; k <= d; ++k)
+      table[t_off[lo] + pat * d + (k - 1)] = serial_unwound(w, z[k], o[k], d + 1) * (o[k] - z[k]);
+  }
+}
+
 // ------------------------------------------------------------------------------------------------------------------
 // extern "C" entry points, one per input precision
 // ------------------------------------------------------------------------------------------------------------------
@@ -515,6 +574,13 @@ __device__ __forceinline__ void long_interventional_body(const XT* X, long long 
     fill_inv(s_inv);                                                                                              \
     MAKE_EV                                                                                                       \
     shap_smem_body<XT>(X, n_rows, M, K, bin_ptr, n_bins, rpw, E, V, phi, s_inv, s_acc);                           \
+  }                                                                                                               \
+  extern "C" __global__ void shap_table_##SUF(const XT* X, long long n_rows, int M, int K,                     \
+                                              const long long* bin_ptr, long long n_bins, int rpw,                \
+                                              ELEM_PARAMS(XT), const long long* etoff, const double* table,       \
+                                              double* phi) {                                                      \
+    MAKE_EV                                                                                                       \
+    shap_table_body<XT>(X, n_rows, M, K, bin_ptr, n_bins, rpw, E, V, etoff, table, phi);                          \
   }                                                                                                               \
   extern "C" __global__ void interactions_##SUF(const XT* X, long long n_rows, int M, int K,                     \
                                                 const long long* bin_ptr, long long n_bins, int rpw,              \
