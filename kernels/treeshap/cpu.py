@@ -95,7 +95,8 @@ def interventional_shap_values(paths: PathSet, X, background, *, transform="iden
              progress)
         return out
     tr = ps.trees
-    targs = (tr.nodes, tr.thresholds, ps.leaf_value, tr.node_cat_ptr, tr.node_cat_nwords, tr.cat_words, ps.base_offset, W)
+    targs = (tr.nodes, tr.thresholds, ps.leaf_value, tr.node_cat_ptr, tr.node_cat_nwords, tr.cat_words,
+             ps.base_offset, W)
     threads = numba.get_num_threads()
 
     def call(a, b):
