@@ -12,6 +12,7 @@ from shap.utils._exceptions import DimensionError, ExplainerError, InvalidModelE
 from kernels.device import is_cupy_array, resolve_backend, to_numpy
 
 from ._categories import categorical_splits
+from ._dask import dask_shap_values, is_dask_collection
 from ._inputs import encode_frame, model_n_features, to_matrix
 
 __all__ = ["GPUTreeExplainer", "TreeExplainer"]
@@ -236,6 +237,8 @@ class TreeExplainer(_ShapTreeExplainer):
         """
         if approximate:
             return _ShapTreeExplainer.shap_values(self, X, y, tree_limit, True, check_additivity, from_call)
+        if is_dask_collection(X):
+            return dask_shap_values(self, X, y, tree_limit=tree_limit, check_additivity=check_additivity)
         Xm, flat, backend = self._prepare(X)
         tl = self._tree_limit(tree_limit)
         paths = self._paths(Xm.shape[1])
@@ -292,6 +295,8 @@ class TreeExplainer(_ShapTreeExplainer):
 
     def shap_interaction_values(self, X: Any, y: Any = None, tree_limit: int | None = None) -> Any:
         """SHAP interaction values as shap returns them: ``(n, M, M)`` or ``(n, M, M, K)``."""
+        if is_dask_collection(X):
+            return dask_shap_values(self, X, y, interactions=True, tree_limit=tree_limit)
         if self.model.model_output != "raw":
             raise ValueError('Only model_output = "raw" is supported for SHAP interaction values right now!')
         if self.feature_perturbation != "tree_path_dependent":
@@ -318,6 +323,9 @@ class TreeExplainer(_ShapTreeExplainer):
     def __call__(self, X: Any, y: Any = None, interactions: bool = False, check_additivity: bool = True,
                  approximate: bool = False) -> shap.Explanation:
         """``shap.Explanation`` (host arrays; CuPy rows are computed on the GPU and copied back)."""
+        if is_dask_collection(X):
+            raise TypeError("explainer(X) on a Dask collection is not supported; use explainer.shap_values(X), "
+                            "which returns a lazy dask array")
         if is_cupy_array(X):
             X = to_numpy(X)
         return super().__call__(X, y=y, interactions=interactions, check_additivity=check_additivity,

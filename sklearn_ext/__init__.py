@@ -14,6 +14,8 @@ _EXPORTS = {
     "ShapleySampler": "._shapley",
     "ShapleyExplainer": "._shapley",
     "SelectFromShapley": "._select",
+    "dask_shuffle": "._dask",
+    "dask_train_test_split": "._dask",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -12,6 +12,8 @@ from kernels.device import is_cupy_array, resolve_backend
 from kernels.shuffle import as_generator
 from kernels.shuffle import cpu as _cpu
 
+from ._dask import dask_shuffle, is_dask_collection
+
 
 def _backend(arrays, backend: str | None) -> str:
     """"auto" follows the data: the GPU when any input is a CuPy array, else the CPU; "gpu" needs a usable GPU."""
@@ -57,6 +59,8 @@ def shuffle(*arrays, random_state=None, n_samples=None, backend: str = "auto"):
                                     f"None. Got {n_samples!r} instead.")
     if len(arrays) == 0:
         return None
+    if any(is_dask_collection(a) for a in arrays):
+        return dask_shuffle(*arrays, random_state=random_state, n_samples=n_samples)
     arrays = [a.tocsr() if hasattr(a, "tocsr") else a for a in arrays]
     first = arrays[0]
     n = first.shape[0] if hasattr(first, "shape") else len(first)

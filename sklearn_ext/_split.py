@@ -17,6 +17,7 @@ from sklearn.utils.validation import _num_samples
 from kernels.device import to_numpy
 from kernels.shuffle import as_generator
 
+from ._dask import dask_train_test_split, is_dask_collection
 from ._shuffle import _backend, _host, _permutation, _take
 
 
@@ -125,6 +126,9 @@ def train_test_split(*arrays, test_size=None, train_size=None, random_state=None
     """sklearn.model_selection.train_test_split drop-in; CuPy inputs are split on the GPU and stay there."""
     if len(arrays) == 0:
         raise ValueError("At least one array required as input")
+    if any(is_dask_collection(a) for a in arrays):
+        return dask_train_test_split(*arrays, test_size=test_size, train_size=train_size,
+                                     random_state=random_state, shuffle=shuffle, stratify=stratify)
     arrays = indexable(*arrays)
     n = _num_samples(arrays[0])
     n_train, n_test = _validate_shuffle_split(n, test_size, train_size, default_test_size=0.25)
