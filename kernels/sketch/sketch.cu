@@ -53,25 +53,26 @@ __device__ __forceinline__ unsigned long long mix64(unsigned long long z) {
 }
 
 // Insert x into feature f's table; returns nothing. table: (d, tsize) keys, count: (d,), over: (d,)
-__device__ void distinct_insert(double x, int f, unsigned long long *table, int tsize, int *count, int *over, int cap) {
+__device__ bool distinct_insert(double x, int f, unsigned long long *table, int tsize, int *count, int *over, int cap) {
     const unsigned long long key = (unsigned long long)__double_as_longlong(x);
     unsigned long long *t = table + (size_t)f * tsize;
     unsigned int h = (unsigned int)(mix64(key) & (unsigned long long)(tsize - 1));
-    for (int probe = 0; probe < 64; ++probe) {
+    for (int probe = 0; probe < 32; ++probe) {
         unsigned long long cur = t[h];
-        if (cur == key) return;
+        if (cur == key) return false;
         if (cur == EMPTY_KEY) {
             unsigned long long old = atomicCAS(t + h, EMPTY_KEY, key);
             if (old == EMPTY_KEY) {
                 int c = atomicAdd(count + f, 1);
-                if (c + 1 > cap) atomicExch(over + f, 1);
-                return;
+                if (c + 1 > cap) { atomicExch(over + f, 1); return true; }
+                return false;
             }
-            if (old == key) return;
+            if (old == key) return false;
         }
         h = (h + 1) & (tsize - 1);
     }
-    atomicExch(over + f, 1);  // table too crowded: more than cap distinct values anyway
+    atomicExch(over + f, 1);  // a probe chain this long at load factor <= 1/4: more than cap values anyway
+    return true;
 }
 
 // grid (nblk_rows, ceil(d/32)), block (32, BY). part: (nblk_rows, d, L+3) = [W, mean, M2..ML, min, max]
@@ -93,7 +94,8 @@ __global__ void __launch_bounds__(32 * BY, MINB) sketch_partial(const T *__restr
     int overflowed = active ? *((volatile int *)(over + f)) : 1;
     for (long long r0 = r_begin + ty; r0 < r_end; r0 += (long long)BY * R) {
         T xv[R];
-        double wv[R];  // 0/1 constants without weights; the compiler keeps them as predicates
+        double wv[HAS_W ? R : 1];  // weights only when given; otherwise a validity bit mask
+        unsigned int valid = 0u;
 #pragma unroll
         for (int i = 0; i < R; ++i) {
             const long long r = r0 + (long long)i * BY;
@@ -102,16 +104,20 @@ __global__ void __launch_bounds__(32 * BY, MINB) sketch_partial(const T *__restr
             if (active && r < r_end) {
                 x = X[r * d + f];
                 wr = HAS_W ? w[r] : 1.0;
-                if (isnan(x)) wr = 0.0;
-                else if (isinf(x)) { any_bad = 1; wr = 0.0; }
+                if (isnan(x)) { wr = 0.0; x = (T)0; }
+                else if (isinf(x)) { any_bad = 1; wr = 0.0; x = (T)0; }
+                if (HAS_W && wr == 0.0) x = (T)0;
             }
-            xv[i] = x; wv[i] = wr;
+            xv[i] = x;
+            if (HAS_W) wv[HAS_W ? i : 0] = wr;
+            if (wr > 0.0) valid |= (1u << i);
         }
+#define WGT(i) (HAS_W ? wv[HAS_W ? (i) : 0] : (((valid >> (i)) & 1u) ? 1.0 : 0.0))
         // chunk mean shifted by the running mean, so offset data (N(1000, 1)) keeps its digits
         const double x0 = W > 0.0 ? mu : 0.0;
         double cw = 0.0, cs = 0.0;
 #pragma unroll
-        for (int i = 0; i < R; ++i) { cw += wv[i]; cs += wv[i] * ((double)xv[i] - x0); }
+        for (int i = 0; i < R; ++i) { cw += WGT(i); cs += WGT(i) * ((double)xv[i] - x0); }
         if (cw <= 0.0) continue;
         const double cm = x0 + cs / cw;
         double Mc[L - 1];
@@ -120,24 +126,25 @@ __global__ void __launch_bounds__(32 * BY, MINB) sketch_partial(const T *__restr
 #pragma unroll
         for (int i = 0; i < R; ++i) {
             const double dl = (double)xv[i] - cm;
-            double t = wv[i] * dl * dl;
+            double t = WGT(i) * dl * dl;
 #pragma unroll
             for (int k = 0; k < L - 1; ++k) { Mc[k] += t; t *= dl; }
-            if (wv[i] > 0.0) { lo = fmin(lo, (double)xv[i]); hi = fmax(hi, (double)xv[i]); }
+            if ((valid >> i) & 1u) { lo = fmin(lo, (double)xv[i]); hi = fmax(hi, (double)xv[i]); }
         }
         merge_into<L>(W, mu, M, cw, cm, Mc);
         if (!overflowed) {
 #pragma unroll
             for (int i = 0; i < R; ++i) {
                 const double x = (double)xv[i] + 0.0;  // -0.0 -> +0.0
-                if (wv[i] > 0.0 && x != last) {
+                if (!overflowed && ((valid >> i) & 1u) && x != last) {
                     last = x;
-                    distinct_insert(x, f, table, tsize, count, over, cap);
+                    overflowed = distinct_insert(x, f, table, tsize, count, over, cap);
                 }
             }
-            overflowed = *((volatile int *)(over + f));
+            overflowed = overflowed || *((volatile int *)(over + f));
         }
     }
+#undef WGT
     if (any_bad) atomicExch(bad, 1);
     __shared__ double sW[BY][32], sMu[BY][32], sLo[BY][32], sHi[BY][32];
     __shared__ double sM[BY][L - 1][32];

@@ -85,6 +85,11 @@ def _grid(g: int):
     return -np.cos(np.pi * np.arange(g) / (g - 1))
 
 
+@lru_cache(maxsize=None)
+def _grid_vander(g: int, l: int) -> np.ndarray:
+    return np.ascontiguousarray(C.chebvander(_grid(g), l))
+
+
 def _potential(theta, c, wq, V):
     e = np.clip(theta @ V.T, -700.0, 700.0)
     return np.exp(e) @ wq - np.sum(theta * c, axis=1)
@@ -92,7 +97,22 @@ def _potential(theta, c, wq, V):
 
 def maxent_theta(cm: np.ndarray, *, n_quad: int = 256, max_iter: int = 40, tol: float = 1e-7,
                  loose_tol: float = 1e-5):
-    """Damped Newton on the max-entropy dual for Chebyshev moments cm (d, l+1); returns (theta, converged)."""
+    """Damped Newton on the max-entropy dual for Chebyshev moments cm (d, l+1); returns (theta, converged).
+
+    Backtracking (alpha 0.3, beta 0.25, min step 1e-3, as msketch), Cholesky solves; one parallel Numba call
+    for all features (maxent_theta_numpy is the same iteration in batched NumPy).
+    """
+    from ._newton import newton_all
+
+    l = cm.shape[1] - 1
+    _, wq, Vq = _quadrature(n_quad, 2 * l)
+    return newton_all(np.ascontiguousarray(cm, np.float64), wq, np.ascontiguousarray(Vq), int(max_iter),
+                      float(tol), float(loose_tol))
+
+
+def maxent_theta_numpy(cm: np.ndarray, *, n_quad: int = 256, max_iter: int = 40, tol: float = 1e-7,
+                       loose_tol: float = 1e-5):
+    """Batched-NumPy damped Newton (reference for maxent_theta); returns (theta, converged)."""
     d, lp1 = cm.shape
     l = lp1 - 1
     xq, wq, Vq = _quadrature(n_quad, 2 * l)
@@ -167,6 +187,12 @@ def _invert_cdf(F: np.ndarray, grid: np.ndarray, phis: np.ndarray) -> np.ndarray
     return x0 + np.clip(frac, 0.0, 1.0) * (x1 - x0)
 
 
+def _grid_cdf(theta, Vg, grid):
+    from ._newton import grid_cdf
+
+    return grid_cdf(theta, Vg, grid)
+
+
 def maxent_cdf(sk: MomentSketch, grid: np.ndarray, *, n_moments: int | None = None, ladder: bool = True):
     """CDF of the max-entropy density on the scaled grid (d, G), falling back to fewer moments where Newton fails.
 
@@ -182,9 +208,7 @@ def maxent_cdf(sk: MomentSketch, grid: np.ndarray, *, n_moments: int | None = No
             break
         cm = mu[todo, : l + 1] @ _cheb_from_power(l).T
         theta, conv = maxent_theta(cm)
-        V = C.chebvander(grid, l)
-        f = np.exp(np.clip(theta[conv] @ V.T, -700.0, 700.0))
-        cum = np.concatenate([np.zeros((f.shape[0], 1)), np.cumsum(0.5 * (f[:, 1:] + f[:, :-1]) * np.diff(grid), 1)], 1)
+        cum = _grid_cdf(np.ascontiguousarray(theta[conv]), _grid_vander(grid.size, l), grid)
         # the grid must resolve the density: its mass there must match the quadrature's (= 1 at convergence)
         good = np.abs(cum[:, -1] - 1.0) < 1e-3
         conv[np.flatnonzero(conv)[~good]] = False
