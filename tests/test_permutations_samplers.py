@@ -137,3 +137,15 @@ def test_antithetic_discrepancy_closed_form():
     assert d2 == pytest.approx((1 + math.exp(-4.0) - 2 * m) / n, rel=0.05)
     d2_mc = np.mean([kp.discrepancy(kp.sample("mc", n, d, s)[0]) ** 2 for s in range(300)])
     assert d2_mc == pytest.approx((1 - m) / n, rel=0.05)
+
+
+def test_sbq_with_more_samples_than_permutations():
+    """n > d!: repeats add nothing to the span; the weight per distinct permutation is then the exact quadrature."""
+    p, w = kp.sample("sbq", 13, 2, 5)
+    ident = (p[:, 0] == 0)
+    assert w[ident].sum() == pytest.approx(0.5, abs=1e-6) and w[~ident].sum() == pytest.approx(0.5, abs=1e-6)
+    p, w = kp.sample("sbq", 30, 3, 1)
+    mass = {}
+    for row, wi in zip(map(tuple, p), w):
+        mass[row] = mass.get(row, 0.0) + wi
+    assert len(mass) == 6 and np.allclose(list(mass.values()), 1 / 6, atol=1e-6)

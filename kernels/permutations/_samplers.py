@@ -206,11 +206,12 @@ def herding(n, d, seed=None, *, kernel="mallows", lam=4.0, n_candidates=25, bloc
     return out
 
 
-def sbq(n, d, seed=None, *, kernel="mallows", lam=4.0, n_candidates=25, jitter=1e-10, xp=np, backend="cpu"):
+def sbq(n, d, seed=None, *, kernel="mallows", lam=4.0, n_candidates=25, jitter=1e-8, xp=np, backend="cpu"):
     """Sequential Bayesian quadrature: greedily maximise 1^T K^-1 1 over candidates; weights K^-1 1, normalised.
 
     Returns (perms (n, d), weights (n,) summing to 1). The inverse is grown by bordering (Schur complement), O(t^2) per
-    candidate per step.
+    candidate per step, over the distinct points only: a candidate already in the span (a repeat, e.g. n > d!) adds
+    nothing to 1^T K^-1 1 and is chosen only when every candidate is one; repeats share their weight.
     """
     _check_nd(n, d)
     _check_kernel(kernel, lam)
@@ -219,26 +220,32 @@ def sbq(n, d, seed=None, *, kernel="mallows", lam=4.0, n_candidates=25, jitter=1
     f0 = _features(cands[:1], kernel, xp)
     chosen = xp.empty((n, f0.shape[1]), f0.dtype)
     chosen[0] = f0[0]
-    sel = [0]
-    kinv = 1.0 / (kernel_from_inner((f0 * f0).sum(axis=1), d, kernel, lam, xp)[:, None] + jitter)
+    sel, basis = [0], [0]
+    scale = float(kernel_from_inner((f0 * f0).sum(axis=1), d, kernel, lam, xp)[0])
+    kinv = xp.full((1, 1), 1.0 / (scale + jitter))
     for t in range(1, n):
         fc = _features(cands[t * n_candidates:(t + 1) * n_candidates], kernel, xp)
-        kc = kernel_from_inner(fc @ chosen[:t].T, d, kernel, lam, xp)  # (nc, t)
+        kc = kernel_from_inner(fc @ chosen[xp.asarray(basis)].T, d, kernel, lam, xp)  # (nc, |basis|)
         kcc = kernel_from_inner((fc * fc).sum(axis=1), d, kernel, lam, xp) + jitter
         u = kc @ kinv
-        q = xp.maximum(kcc - (u * kc).sum(axis=1), 1e-12)
-        gain = (1.0 - kc @ kinv.sum(axis=1)) ** 2 / q  # increase of 1^T K^-1 1 when the candidate joins
-        j = int(xp.argmax(xp.round(gain / (xp.max(gain) + 1e-300), 9)))  # ties break alike on CPU and GPU
-        uj, qj = u[j], float(q[j])
-        new = xp.empty((t + 1, t + 1))
-        new[:t, :t] = kinv + xp.outer(uj, uj) / qj
-        new[:t, t] = -uj / qj
-        new[t, :t] = -uj / qj
-        new[t, t] = 1.0 / qj
-        kinv = new
+        q = kcc - (u * kc).sum(axis=1)
+        fresh = q > 1e-6 * scale
+        gain = xp.where(fresh, (1.0 - kc @ kinv.sum(axis=1)) ** 2 / xp.maximum(q, 1e-300), -1.0)
+        top = float(gain.max())
+        j = int(xp.argmax(xp.round(gain / top, 9))) if top > 0 else 0  # rounding: ties break alike on CPU and GPU
+        if bool(fresh[j]):
+            b = len(basis)
+            uj, qj = u[j], float(q[j])
+            new = xp.empty((b + 1, b + 1))
+            new[:b, :b] = kinv + xp.outer(uj, uj) / qj
+            new[:b, b] = -uj / qj
+            new[b, :b] = -uj / qj
+            new[b, b] = 1.0 / qj
+            kinv = new
+            basis.append(t)
         chosen[t] = fc[j]
         sel.append(t * n_candidates + j)
-    gram = kernel_from_inner(chosen @ chosen.T, d, kernel, lam, xp) + jitter * xp.eye(n)
+    gram = kernel_from_inner(chosen @ chosen.T, d, kernel, lam, xp) + jitter * scale * xp.eye(n)
     w = xp.linalg.solve(gram, xp.ones(n))
     if kernel_expectation(d, kernel, lam) == 0.0 and abs(float(w.sum())) < 1e-12:
         w = xp.ones(n)
