@@ -180,6 +180,8 @@ def accuracy(args, report):
                 for method in OURS + SHAP:
                     if method == "shap_permutation" and budget < 2 * d + 1 or method in OURS and budget < d + 1:
                         continue
+                    if method == "shap_sampling" and args.sampling_max_budget and budget > args.sampling_max_budget:
+                        continue
                     errs, evals, secs = [], [], []
                     for r in range(args.repeats):
                         t0 = time.time()
@@ -393,6 +395,26 @@ def plot(report, path: Path):
     fig.savefig(path, dpi=110)
 
 
+def parse_logs(paths):
+    """Accuracy rows from the progress lines of a stopped run (dataset/model context lines + one line per cell)."""
+    import re
+
+    rows = []
+    for path in paths:
+        ctx = None
+        for line in Path(path).read_text().splitlines():
+            m = re.match(r"(\w+) d=(\d+) (\w+): ground truth", line)
+            if m:
+                ctx = (m.group(1), int(m.group(2)), m.group(3))
+                continue
+            m = re.match(r"\s+B=\s*(\d+) (\w+)\s+evals/row=\s*([\d.]+) mse=([\d.e+-]+) \(([\d.]+)s\)", line)
+            if m and ctx:
+                rows.append(dict(dataset=ctx[0], d=ctx[1], model=ctx[2], budget=int(m.group(1)), method=m.group(2),
+                                 evals_per_row=float(m.group(3)), mse=float(m.group(4)), mse_ci95=None,
+                                 seconds=float(m.group(5)), repeats=None, source=f"log {Path(path).name}"))
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--datasets", nargs="+", default=["cal_housing", "make_regression", "breast_cancer", "adult"])
@@ -409,6 +431,10 @@ def main():
     ap.add_argument("--skip-generation", action="store_true")
     ap.add_argument("--stem", default=None, help="output file stem (default shapley / shapley_speed)")
     ap.add_argument("--merge", nargs="+", default=None, help="combine the JSON reports of split CPU runs")
+    ap.add_argument("--from-logs", nargs="+", default=[], help="with --merge: also read accuracy rows from the stdout "
+                    "logs of runs stopped before writing JSON (no confidence intervals)")
+    ap.add_argument("--sampling-max-budget", type=int, default=None, help="skip shap's SamplingExplainer (slow: "
+                    "budget*|background|/2 samples) above this budget")
     ap.add_argument("--out", default=str(ROOT / "docs/benchmarks"))
     args = ap.parse_args()
     from kernels.device import device_name
@@ -421,7 +447,7 @@ def main():
     if args.merge:
         parts = [json.loads(Path(p).read_text()) for p in args.merge]
         report = dict(parts[0])
-        report["accuracy"] = [r for p in parts for r in p.get("accuracy", [])]
+        report["accuracy"] = [r for p in parts for r in p.get("accuracy", [])] + parse_logs(args.from_logs)
         report["generation"] = [r for p in parts for r in p.get("generation", [])]
         report["settings"] = dict(parts[0]["settings"], datasets=[d for p in parts for d in p["settings"]["datasets"]])
         stem = args.stem or "shapley"
