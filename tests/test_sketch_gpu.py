@@ -10,7 +10,11 @@ pytestmark = pytest.mark.gpu
 
 
 def _scale(X, w, l):
-    """sum w |x - mean|^k per feature: the natural scale of the k-th central sum (odd sums can be ~0)."""
+    """sum w (|x - mean| + delta)^k per feature: the natural scale of the k-th central sum (odd sums can be ~0).
+
+    delta = 4 ulps of max|x| is the rounding floor of any computed mean: a constant column's central sums are
+    only determined up to it (0/0 otherwise).
+    """
     X = np.asarray(X, np.float64)
     w = np.ones(X.shape[0]) if w is None else w
     out = []
@@ -18,7 +22,8 @@ def _scale(X, w, l):
         ok = np.isfinite(X[:, j]) & (w > 0)
         x, ww = X[ok, j], w[ok]
         m = np.sum(ww * x) / ww.sum()
-        out.append([np.sum(ww * np.abs(x - m) ** k) for k in range(2, l + 1)])
+        delta = 4 * np.spacing(np.abs(x).max())
+        out.append([np.sum(ww * (np.abs(x - m) + delta) ** k) for k in range(2, l + 1)])
     return np.array(out)
 
 

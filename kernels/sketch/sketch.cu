@@ -114,7 +114,14 @@ __global__ void __launch_bounds__(32 * BY, MINB) sketch_partial(const T *__restr
         }
 #define WGT(i) (HAS_W ? wv[HAS_W ? (i) : 0] : (((valid >> (i)) & 1u) ? 1.0 : 0.0))
         // chunk mean shifted by the running mean, so offset data (N(1000, 1)) keeps its digits
-        const double x0 = W > 0.0 ? mu : 0.0;
+        double x0 = mu;  // before any data: the chunk's first valid value (exact for constant columns)
+        if (W <= 0.0) {
+            x0 = 0.0;
+            bool found = false;
+#pragma unroll
+            for (int i = 0; i < R; ++i)
+                if (!found && ((valid >> i) & 1u)) { x0 = (double)xv[i]; found = true; }
+        }
         double cw = 0.0, cs = 0.0;
 #pragma unroll
         for (int i = 0; i < R; ++i) { cw += WGT(i); cs += WGT(i) * ((double)xv[i] - x0); }
