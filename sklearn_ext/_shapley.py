@@ -114,6 +114,18 @@ def _response(est: Any, response_method: str) -> Callable:
                     f"prediction callable, got {type(est).__name__}")
 
 
+def _restricted(predict: Callable, to_model: Callable | None, x_full: np.ndarray, cols: np.ndarray, xp) -> Callable:
+    """The model seen through the varying columns: the other columns keep x's value (equal to every background row)."""
+    x_dev, cols_dev = xp.asarray(x_full), xp.asarray(cols)
+
+    def f(Z):
+        full = xp.repeat(x_dev[None, :], Z.shape[0], axis=0)
+        full[:, cols_dev] = Z
+        return predict(full if to_model is None else to_model(full))
+
+    return f
+
+
 class ShapleyExplainer(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
     """Shapley values by permutation sampling for any fitted model or prediction callable.
 
@@ -233,13 +245,19 @@ class ShapleyExplainer(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
 
     # ------------------------------------------------------------------ outputs
     def shapley_values(self, X):
-        """(phi, base): phi (n, d) or (n, d, k) as NumPy, base value (scalar or (k,))."""
+        """(phi, base): phi (n, d) or (n, d, k) as NumPy, base value (scalar or (k,)).
+
+        Like shap's PermutationExplainer, only the *varying* features of a row are permuted: a feature whose value
+        equals that of every background row is a dummy (its Shapley value is exactly 0), so the budget buys
+        ``max_evals // (d_varying + 1)`` permutations. Rows with the same varying set share one sample.
+        """
         check_is_fitted(self, "background_")
         X = validate_data(self, X, reset=False, ensure_all_finite=not self._allow_nan(), dtype=[np.float64, np.float32])
-        d = X.shape[1]
+        X = X.astype(np.float64)
+        bg = self.background_.astype(np.float64)
+        m, d = X.shape
         sampler = self._sampler()
         gpu = resolve_backend(sampler.backend) == "gpu"
-        samples, weights = sampler.sample(d, self._n_samples(d))
         xp = np
         to_model = None
         predict = self._call_model_host
@@ -252,9 +270,21 @@ class ShapleyExplainer(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
             predict = self._predict_fn if device_in else self._call_model_host
             to_model = None if device_in else to_numpy
         kind = "permutations" if sampler.is_permutation_method else "masks"
-        phi, _ = estimate_shapley(predict, X.astype(np.float64), self.background_.astype(np.float64), samples,
-                                  weights, kind=kind, batch_rows=self._batch_rows(d, gpu), xp=xp, to_model=to_model)
-        phi = to_numpy(phi)
+        varying = np.array([(bg != x).any(axis=0) | (np.isnan(bg) != np.isnan(x)).any(axis=0) for x in X]).reshape(m, d)
+        patterns, group = np.unique(varying, axis=0, return_inverse=True)
+        phi = np.zeros((m, d, self.n_outputs_))
+        self._n_samples(d)  # validates max_evals for the full width
+        for g, pattern in enumerate(patterns):
+            rows = np.flatnonzero(group.ravel() == g)
+            cols = np.flatnonzero(pattern)
+            if cols.size == 0:
+                continue
+            samples, weights = sampler.sample(cols.size, self._n_samples(cols.size))
+            f = _restricted(predict, to_model, X[rows[0]], cols, xp) if cols.size < d else predict
+            part, _ = estimate_shapley(f, X[np.ix_(rows, cols)], bg[:, cols], samples, weights, kind=kind,
+                                       batch_rows=self._batch_rows(d, gpu), xp=xp,
+                                       to_model=None if cols.size < d else to_model)
+            phi[np.ix_(rows, cols)] = to_numpy(part)
         return (phi if self._multi_output else phi[:, :, 0]), self.expected_value_
 
     def transform(self, X):
