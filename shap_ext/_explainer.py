@@ -14,6 +14,7 @@ from kernels.device import is_cupy_array, resolve_backend, to_numpy
 from ._categories import categorical_splits
 from ._dask import dask_shap_values, is_dask_collection
 from ._inputs import encode_frame, model_n_features, to_matrix
+from ._treelite import TreeliteModel, as_treelite_model, is_treelite_like
 
 __all__ = ["GPUTreeExplainer", "TreeExplainer"]
 
@@ -78,6 +79,13 @@ class TreeExplainer(_ShapTreeExplainer):
             data, _ = to_matrix(data, None, np.dtype(np.float64), "background data")
         if isinstance(model, TreeEnsemble) and not hasattr(model, "children_left"):
             raise TypeError("the TreeEnsemble passed as model holds no parsed trees")
+        treelite_model = None
+        if is_treelite_like(model):  # treelite.Model, or a cuML forest exporting one: shap's dict format
+            treelite_model = as_treelite_model(model)
+            if not treelite_model.covers_known and data is None:
+                raise ValueError("this treelite model stores no node covers (sum_hess or data_count), which "
+                                 "feature_perturbation='tree_path_dependent' needs; pass background data")
+            model = treelite_model.shap_dict
         try:
             super().__init__(model, data, model_output, feature_perturbation, feature_names, approximate, link,
                              linearize_link)
@@ -93,6 +101,8 @@ class TreeExplainer(_ShapTreeExplainer):
                 f"hitml TreeExplainer: shap could not parse the trees of {type(model).__qualname__} into a "
                 "TreeEnsemble (it would fall back to the library's native SHAP); the hitml backend needs the trees"
             )
+        if treelite_model is not None:
+            ens.original_model = treelite_model
         self._setup_engine(model)
 
     # -- set-up -------------------------------------------------------------------------------------------
@@ -112,12 +122,16 @@ class TreeExplainer(_ShapTreeExplainer):
             n_features, exact = self.data.shape[1], True
         self.n_features = n_features
         self._n_features_exact = exact
-        self._cats = categorical_splits(ens)
-        self._native_margin = bool(self._cats) and ens.model_type in ("xgboost", "lightgbm")
-        if self._cats and ens.model_type == "xgboost" and self.data is not None \
+        treelite_model = getattr(ens, "original_model", None)
+        treelite_model = treelite_model if isinstance(treelite_model, TreeliteModel) else None
+        self._cats = treelite_model.categories if treelite_model is not None else categorical_splits(ens)
+        self._native_margin = bool(self._cats) and (ens.model_type in ("xgboost", "lightgbm")
+                                                    or treelite_model is not None)
+        if self._cats and (ens.model_type == "xgboost" or treelite_model is not None) and self.data is not None \
                 and self.feature_perturbation == "tree_path_dependent":
             raise NotImplementedError(
-                "XGBoost categorical splits with background data and feature_perturbation='tree_path_dependent' "
+                "XGBoost/treelite categorical splits with background data and "
+                "feature_perturbation='tree_path_dependent' "
                 "are not supported (shap re-weights the trees with its own split routing, which does not know "
                 "XGBoost's category sets); leave data out, or use feature_perturbation='interventional'"
             )
@@ -214,6 +228,8 @@ class TreeExplainer(_ShapTreeExplainer):
         if self._native_margin and ens.model_type == "lightgbm":
             n_iter = tree_limit // ens.num_stacked_models
             return ens.original_model.predict(np.asarray(X, dtype=np.float64), raw_score=True, num_iteration=n_iter)
+        if self._native_margin and isinstance(getattr(ens, "original_model", None), TreeliteModel):
+            return ens.original_model.predict_margin(X, tree_limit)
         return ens.predict(X, tree_limit=tree_limit)
 
     def _check_additivity(self, out: Any, X: Any, flat: bool, tree_limit: int) -> None:
