@@ -85,6 +85,12 @@ class TreeExplainer(_ShapTreeExplainer):
             if not treelite_model.covers_known and data is None:
                 raise ValueError("this treelite model stores no node covers (sum_hess or data_count), which "
                                  "feature_perturbation='tree_path_dependent' needs; pass background data")
+            if model_output != "raw" and treelite_model.shap_dict["tree_output"] is None:
+                raise NotImplementedError(
+                    f"model_output={model_output!r} is not defined for this treelite model (postprocessor "
+                    f"{treelite_model.postprocessor!r}); only single-output 'sigmoid' models and averaged forest "
+                    "class fractions have a probability output here. Use model_output='raw' (the margin)."
+                )
             model = treelite_model.shap_dict
         try:
             super().__init__(model, data, model_output, feature_perturbation, feature_names, approximate, link,
