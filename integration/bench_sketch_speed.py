@@ -102,27 +102,50 @@ def main():
         res["gpu"]["copy_bandwidth_GBps"] = bw / 1e9
         res["gpu"]["shape"] = [n, d]
         rows = []
-        configs = [(15, 16, 256)] if args.quick else [(8, 16, 256), (8, 32, 256), (15, 16, 256), (15, 32, 256),
-                                                       (15, 16, 0), (20, 16, 256)]
-        for l, chunk, md in configs:
-            t = gpu_time(lambda: skgpu.sketch(X, n_moments=l, chunk=chunk, max_distinct=md), reps, cp)
-            rows.append({"n_moments": l, "chunk": chunk, "max_distinct": md, "seconds": t,
+        # (variant, n_moments, max_distinct, options): v1 options = chunk; fast options = minb
+        configs = [("v1", 15, 256, {"chunk": 16}), ("fast", 15, 256, {"minb": 2}), ("fast", 15, 256, {"minb": 3}),
+                   ("fast", 15, 0, {"minb": 2})]
+        if not args.quick:
+            configs += [("v1", 15, 0, {"chunk": 16}), ("v1", 8, 256, {"chunk": 16}), ("fast", 8, 256, {"minb": 2}),
+                        ("v1", 20, 256, {"chunk": 16}), ("fast", 20, 256, {"minb": 4})]
+        for variant, l, md, opt in configs:
+            try:
+                t = gpu_time(lambda: skgpu.sketch(X, n_moments=l, max_distinct=md, variant=variant, **opt), reps, cp)
+            except Exception as e:  # a failing variant must not hide the others' numbers
+                print(f"gpu sketch {variant} l={l} {opt}: FAILED {type(e).__name__}: {e}", flush=True)
+                rows.append({"variant": variant, "n_moments": l, "max_distinct": md, "options": opt,
+                             "error": f"{type(e).__name__}: {e}"})
+                continue
+            rows.append({"variant": variant, "n_moments": l, "max_distinct": md, "options": opt, "seconds": t,
                          "GBps": nbytes / t / 1e9, "fraction_of_copy_bw": nbytes / t / bw})
-            print(f"gpu sketch l={l} chunk={chunk} max_distinct={md}: {t*1e3:.2f} ms, {nbytes/t/1e9:.0f} GB/s, "
+            print(f"gpu sketch {variant} l={l} max_distinct={md} {opt}: {t*1e3:.2f} ms, {nbytes/t/1e9:.0f} GB/s, "
                   f"{nbytes/t/bw:.2f} of copy bw", flush=True)
         res["gpu"]["sketch"] = rows
-        best_chunk = min((r for r in rows if r["n_moments"] == 15 and r["max_distinct"] == 256),
-                         key=lambda r: r["seconds"])["chunk"]
-        res["gpu"]["end_to_end_chunk"] = best_chunk
+        ok15 = [r for r in rows if "seconds" in r and r["n_moments"] == 15 and r["max_distinct"] == 256]
+        best = min(ok15, key=lambda r: r["seconds"])
+        res["gpu"]["end_to_end_sketch"] = {"variant": best["variant"], "options": best["options"]}
+        sk_kw = {"variant": best["variant"], **best["options"]}
+        if best["variant"] == "fast":  # the two variants must agree before the fast one's end-to-end counts
+            a = skgpu.sketch(X, n_moments=15, variant="v1")
+            b = skgpu.sketch(X, n_moments=15, **sk_kw)
+            res["gpu"]["fast_vs_v1"] = {
+                "max_rel_mean": float(np.max(np.abs(a.mean - b.mean) / np.maximum(np.abs(a.mean), 1e-300))),
+                "max_rel_M": float(np.max(np.abs(a.M - b.M) / np.maximum(np.abs(a.M), 1e-300))),
+                "same_weight_minmax_distinct": bool(np.array_equal(a.weight, b.weight)
+                                                    and np.array_equal(a.vmin, b.vmin)
+                                                    and np.array_equal(a.vmax, b.vmax)
+                                                    and np.array_equal(a.n_distinct, b.n_distinct)
+                                                    and np.array_equal(a.distinct, b.distinct, equal_nan=True))}
+            print("fast vs v1 on the benchmark data:", res["gpu"]["fast_vs_v1"], flush=True)
         if xgb is not None:
             max_bin = 256
-            sk = skgpu.sketch(X, n_moments=15, chunk=best_chunk)
-            t_sk = gpu_time(lambda: skgpu.sketch(X, n_moments=15, chunk=best_chunk), reps, cp)
+            sk = skgpu.sketch(X, n_moments=15, **sk_kw)
+            t_sk = gpu_time(lambda: skgpu.sketch(X, n_moments=15, **sk_kw), reps, cp)
             t_cut = cpu_time(lambda: cut_points(sk, max_bin, "maxent"), reps)
             cuts = cut_points(sk, max_bin, "maxent")
 
             def ours():
-                s = skgpu.sketch(X, n_moments=15, chunk=best_chunk)
+                s = skgpu.sketch(X, n_moments=15, **sk_kw)
                 c = cut_points(s, max_bin, "maxent")
                 return xgb.QuantileDMatrix(X, y, ref=reference_dmatrix(c), max_bin=max_bin)
 
@@ -178,10 +201,13 @@ def main():
         lines += [f"Device copy bandwidth (read+write): {res['gpu']['copy_bandwidth_GBps']:.0f} GB/s; "
                   f"data {res['gpu']['shape'][0]:,} x {res['gpu']['shape'][1]} float32", "",
                   "max_distinct = 0 switches the distinct-value tracking off (diagnostic).", "",
-                  "| n_moments | chunk | max_distinct | ms | GB/s read | fraction of copy bandwidth |",
-                  "|---|---|---|---|---|---|"]
-        lines += [f"| {r['n_moments']} | {r['chunk']} | {r['max_distinct']} | {r['seconds']*1e3:.2f} | {r['GBps']:.0f} | "
-                  f"{r['fraction_of_copy_bw']:.2f} |" for r in res["gpu"]["sketch"]]
+                  "| variant | options | n_moments | max_distinct | ms | GB/s read | fraction of copy bandwidth |",
+                  "|---|---|---|---|---|---|---|"]
+        lines += [f"| {r['variant']} | {r['options']} | {r['n_moments']} | {r['max_distinct']} | "
+                  + (f"{r['seconds']*1e3:.2f} | {r['GBps']:.0f} | {r['fraction_of_copy_bw']:.2f} |" if "seconds" in r
+                     else f"failed: {r['error'][:80]} | | |") for r in res["gpu"]["sketch"]]
+        if "fast_vs_v1" in res["gpu"]:
+            lines += ["", f"fast vs v1 on this data: {res['gpu']['fast_vs_v1']}"]
     if res["gpu"].get("end_to_end"):
         e = res["gpu"]["end_to_end"]
         b = e["ours_breakdown_s"]
@@ -189,7 +215,7 @@ def main():
                   "| path | seconds | speedup vs XGBoost |", "|---|---|---|",
                   f"| XGBoost QuantileDMatrix (own sketch) | {e['xgboost_qdm_s']:.4f} | 1.00 |",
                   f"| ours: GPU sketch + cuts + QuantileDMatrix(ref) | {e['ours_s']:.4f} | {e['speedup']:.2f} |",
-                  "", f"Chunk {res['gpu']['end_to_end_chunk']}. Breakdown (ours): sketch {b['sketch']*1e3:.1f} ms, solve+cuts (CPU) {b['solve_cuts_cpu']*1e3:.1f}"
+                  "", f"Sketch {res['gpu']['end_to_end_sketch']}. Breakdown (ours): sketch {b['sketch']*1e3:.1f} ms, solve+cuts (CPU) {b['solve_cuts_cpu']*1e3:.1f}"
                   f" ms, QuantileDMatrix with ref {b['qdm_with_ref']*1e3:.1f} ms."]
     if res["cpu"]:
         c = res["cpu"]

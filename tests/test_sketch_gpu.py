@@ -7,6 +7,7 @@ import pytest
 from kernels.sketch import cpu
 
 pytestmark = pytest.mark.gpu
+VARIANTS = ["v1", "fast"]
 
 
 def _scale(X, w, l):
@@ -27,9 +28,10 @@ def _scale(X, w, l):
     return np.array(out)
 
 
+@pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("l,weighted", [(15, False), (20, True), (24, False), (8, True)])
-def test_gpu_equals_cpu_twin(dtype, l, weighted):
+def test_gpu_equals_cpu_twin(dtype, l, weighted, variant):
     import cupy as cp
 
     from kernels.sketch import gpu
@@ -41,8 +43,13 @@ def test_gpu_equals_cpu_twin(dtype, l, weighted):
     X = X.astype(dtype)
     X[rng.random(n) < 0.02, 1] = np.nan
     w = rng.uniform(0, 2, n) if weighted else None
-    g = gpu.sketch(cp.asarray(X), None if w is None else cp.asarray(w), n_moments=l, max_distinct=64)
+    g = gpu.sketch(cp.asarray(X), None if w is None else cp.asarray(w), n_moments=l, max_distinct=64, variant=variant)
     c = cpu.sketch(X, w, n_moments=l, max_distinct=64)
+    _assert_same(g, c, X, w, l)
+    assert c.n_distinct[2] > 0 and c.n_distinct[4] == 1 and c.n_distinct[0] == -1
+
+
+def _assert_same(g, c, X, w, l):
     np.testing.assert_allclose(g.weight, c.weight, rtol=1e-12)
     np.testing.assert_allclose(g.mean, c.mean, rtol=1e-12, atol=1e-12)
     err = np.abs(g.M - c.M) / _scale(X, w, l)
@@ -52,30 +59,57 @@ def test_gpu_equals_cpu_twin(dtype, l, weighted):
     np.testing.assert_array_equal(g.n_distinct, c.n_distinct)
     for j in np.flatnonzero(c.n_distinct >= 0):
         np.testing.assert_array_equal(g.distinct[j, : c.n_distinct[j]], c.distinct[j, : c.n_distinct[j]])
-    assert c.n_distinct[2] > 0 and c.n_distinct[4] == 1 and c.n_distinct[0] == -1
 
 
-def test_gpu_rejects_inf_and_handles_empty():
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_fast_distinct_paths(dtype):
+    """Many discrete columns (shared sets run out: global-table fallback), a column whose strided sample looks
+    discrete but has more than max_distinct values overall, -0.0 vs 0.0, weights of zero hiding values."""
+    import cupy as cp
+
+    from kernels.sketch import gpu
+
+    rng = np.random.default_rng(5)
+    n = 120_001
+    cols = [rng.integers(0, 3 + 9 * j, n).astype(np.float64) - 4 for j in range(26)]
+    tail = rng.integers(0, 150, n).astype(np.float64)
+    tail[-3000:] = 1000 + np.arange(3000) % 300  # 300 extra values, nearly absent from a 2048-row sample
+    zero = rng.choice([0.0, -0.0, 1.5], n)
+    X = np.column_stack(cols + [tail, zero, rng.normal(size=n), np.sort(rng.normal(50, 2, n))]).astype(dtype)
+    X[rng.random(n) < 0.05, 3] = np.nan
+    w = rng.uniform(0, 1, n)
+    w[rng.random(n) < 0.3] = 0.0
+    for ww in (None, w):
+        g = gpu.sketch(cp.asarray(X), None if ww is None else cp.asarray(ww), n_moments=15, max_distinct=256,
+                       variant="fast")
+        c = cpu.sketch(X, ww, n_moments=15, max_distinct=256)
+        _assert_same(g, c, X, ww, 15)
+        assert c.n_distinct[26] == -1 and c.n_distinct[27] == 2 and (c.n_distinct[:26] > 0).all()
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_gpu_rejects_inf_and_handles_empty(variant):
     import cupy as cp
 
     from kernels.sketch import gpu
 
     X = cp.asarray(np.array([[1.0, np.nan], [np.inf, np.nan], [2.0, np.nan]]))
     with pytest.raises(ValueError, match="inf"):
-        gpu.sketch(X)
-    s = gpu.sketch(X[[0, 2]])
+        gpu.sketch(X, variant=variant)
+    s = gpu.sketch(X[[0, 2]], variant=variant)
     assert s.weight[1] == 0 and np.isnan(s.vmin[1]) and s.n_distinct[1] == 0 and s.n_distinct[0] == 2
 
 
-def test_gpu_small_and_odd_shapes():
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_gpu_small_and_odd_shapes(variant):
     import cupy as cp
 
     from kernels.sketch import gpu
 
     rng = np.random.default_rng(0)
-    for n, d in [(1, 1), (7, 33), (1000, 64), (129, 3)]:
+    for n, d in [(1, 1), (7, 33), (1000, 64), (129, 3), (5000, 300), (3000, 1)]:
         X = rng.normal(size=(n, d))
-        g = gpu.sketch(cp.asarray(X), n_moments=6)
+        g = gpu.sketch(cp.asarray(X), n_moments=6, variant=variant)
         c = cpu.sketch(X, n_moments=6)
         np.testing.assert_allclose(g.mean, c.mean, rtol=1e-12, atol=1e-14)
         np.testing.assert_allclose(g.M, c.M, rtol=1e-10, atol=1e-12)

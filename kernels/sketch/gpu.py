@@ -11,6 +11,7 @@ from .state import MomentSketch, _check_n_moments
 EMPTY_KEY = 0x7FF8DEAD0000BEEF
 R_CHUNK = 16
 REDUCE_THREADS = 64
+DEFAULT_VARIANT = "v1"  # "fast" once verified on the device
 
 
 def _names(T: str, l: int, by: int, has_w: bool, chunk: int) -> tuple[str, str]:
@@ -19,28 +20,26 @@ def _names(T: str, l: int, by: int, has_w: bool, chunk: int) -> tuple[str, str]:
 
 
 def sketch(X, sample_weight=None, *, n_moments: int = 15, max_distinct: int = 256,
-           blocks_per_sm: int = 4, chunk: int = R_CHUNK) -> MomentSketch:
-    """Sketch the columns of X (NumPy or CuPy, (n, d)) on the GPU; NaN is missing, inf raises ValueError."""
+           blocks_per_sm: int = 4, chunk: int = R_CHUNK, variant: str = DEFAULT_VARIANT, **fast_opts) -> MomentSketch:
+    """Sketch the columns of X (NumPy or CuPy, (n, d)) on the GPU; NaN is missing, inf raises ValueError.
+
+    variant "v1": per-chunk Pebay merge kernel (sketch.cu); "fast": shifted power sums (sketch_fast.cu, options in
+    ``fast_opts``: minb, unroll, blocks_per_sm). Both return the same sketch (within rounding).
+    """
+    if variant == "fast":
+        from .gpu_fast import sketch_fast
+
+        return sketch_fast(X, sample_weight, n_moments=n_moments, max_distinct=max_distinct, **fast_opts)
+    if variant != "v1":
+        raise ValueError(f"variant must be 'v1' or 'fast', got {variant!r}")
+    if fast_opts:
+        raise TypeError(f"options {sorted(fast_opts)} apply to variant='fast' only")
     cp = cupy_module()
     l = _check_n_moments(n_moments)
-    X = cp.asarray(X)
-    if X.ndim != 2:
-        raise ValueError(f"X must be 2-D (n_samples, n_features), got shape {X.shape}")
-    if X.dtype not in (cp.float32, cp.float64):
-        X = X.astype(cp.float64)
-    X = cp.ascontiguousarray(X)
+    X, w, has_w = prepare(X, sample_weight)
     n, d = X.shape
     if n == 0:
         return MomentSketch.empty(d, l, max_distinct)
-    has_w = sample_weight is not None
-    if has_w:
-        w = cp.ascontiguousarray(cp.asarray(sample_weight, cp.float64).reshape(-1))
-        if w.shape[0] != n:
-            raise ValueError(f"sample_weight has {w.shape[0]} entries, X has {n} rows")
-        if bool(cp.any(~cp.isfinite(w) | (w < 0))):
-            raise ValueError("sample_weight must be finite and non-negative")
-    else:
-        w = cp.zeros(1, cp.float64)
     T = "float" if X.dtype == cp.float32 else "double"
     by = 8 if l <= 20 else 4
     kname, rname = _names(T, l, by, has_w, int(chunk))
@@ -68,10 +67,31 @@ def sketch(X, sample_weight=None, *, n_moments: int = 15, max_distinct: int = 25
     red((d,), (REDUCE_THREADS,), (part, np.int32(gx), np.int32(d), out))
     if int(bad.get()[0]):
         raise ValueError("X contains +/-inf; encode missing values as NaN (inf is not a valid feature value)")
-    return _finish(out.get(), l, table, count, over, cap)
+    return finish(out.get(), l, table, count, over, cap)
 
 
-def _finish(red: np.ndarray, l: int, table, count, over, cap: int) -> MomentSketch:
+def prepare(X, sample_weight):
+    """Checked contiguous CuPy X (float32/float64), weights (float64, or a dummy) and whether weights were given."""
+    cp = cupy_module()
+    X = cp.asarray(X)
+    if X.ndim != 2:
+        raise ValueError(f"X must be 2-D (n_samples, n_features), got shape {X.shape}")
+    if X.dtype not in (cp.float32, cp.float64):
+        X = X.astype(cp.float64)
+    X = cp.ascontiguousarray(X)
+    has_w = sample_weight is not None
+    if has_w:
+        w = cp.ascontiguousarray(cp.asarray(sample_weight, cp.float64).reshape(-1))
+        if w.shape[0] != X.shape[0]:
+            raise ValueError(f"sample_weight has {w.shape[0]} entries, X has {X.shape[0]} rows")
+        if bool(cp.any(~cp.isfinite(w) | (w < 0))):
+            raise ValueError("sample_weight must be finite and non-negative")
+    else:
+        w = cp.zeros(1, cp.float64)
+    return X, w, has_w
+
+
+def finish(red: np.ndarray, l: int, table, count, over, cap: int) -> MomentSketch:
     cnt = count.get().astype(np.int64)
     ov = over.get().astype(bool) | (cnt > cap)
     d = red.shape[0]
