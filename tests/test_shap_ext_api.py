@@ -195,7 +195,9 @@ def test_gpu_matches_cpu_and_keeps_cupy(frame):
     clf = xgb.XGBClassifier(n_estimators=10, max_depth=4, n_jobs=1).fit(X, np.digitize(y, [-0.5, 0.5]))
     for model in (rf, clf):
         cpu = shap_ext.TreeExplainer(model, backend="cpu")
-        gpu = shap.GPUTreeExplainer(model)
+        # shap_ext's class directly: where shap-cuda is installed, shap.GPUTreeExplainer resolves to shap-cuda's
+        # (shap prefers its "cuda" entry point); the entry point itself is tested in a subprocess above.
+        gpu = shap_ext.GPUTreeExplainer(model)
         assert gpu.backend == "gpu"
         Xd = cp.asarray(X.to_numpy())
         out = gpu.shap_values(Xd)
