@@ -1,8 +1,8 @@
 """GPU moment sketch vs its CPU twin (Numba): equal within 1e-12 relative to each moment's scale.
 
-The 1e-12 contract holds for the default kernel ("v1") up to l = 20 moments (the issue's range). Measured on an H100:
-beyond it (l = 24) summation order alone moves the highest central sums by up to ~3e-10 of their scale, and the
-opt-in "fast" kernel, which re-centres with Taylor shifts, agrees within ~1e-10. Those cases are checked at 1e-9.
+The 1e-12 contract holds for the default kernel ("v1"). The opt-in "fast" kernel re-centres with Taylor shifts and
+agrees within ~3e-10 of the scale (measured on an H100: 1.1e-11 at l = 15, 3.0e-10 at l = 20 weighted); it is checked
+at 1e-9.
 """
 from __future__ import annotations
 
@@ -30,7 +30,8 @@ def _scale(X, w, l):
         m = np.sum(ww * x) / ww.sum()
         delta = 4 * np.spacing(np.abs(x).max())
         out.append([np.sum(ww * (np.abs(x - m) + delta) ** k) for k in range(2, l + 1)])
-    return np.array(out)
+    # delta**k underflows to 0 for a constant column at high k (0/0 otherwise): floor at the smallest normal double
+    return np.maximum(np.array(out), np.finfo(np.float64).tiny)
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -55,7 +56,7 @@ def test_gpu_equals_cpu_twin(dtype, l, weighted, variant):
 
 
 def _tolerance(variant, l):
-    return 1e-12 if variant == "v1" and l <= 20 else 1e-9
+    return 1e-12 if variant == "v1" else 1e-9
 
 
 def _assert_same(g, c, X, w, l, tol=1e-12):
