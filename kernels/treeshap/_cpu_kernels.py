@@ -76,34 +76,42 @@ def _load_path(xrow, s, m, feature, lower, upper, missing_ok, cat_ptr, cat_nword
                                   cat_outside) else 0.0
 
 
+@numba.njit(inline="always")
+def _add_path_phi(xrow, s, m, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words, cat_outside,
+                  zero_fraction, leaf_value, p, w, zs, os, acc, step):
+    """acc[feature * step, k] += path p's SHAP value of each element times leaf_value[p, k]; zs, os, w stay loaded."""
+    _load_path(xrow, s, m, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words, cat_outside,
+               zero_fraction, zs, os)
+    d = _extend_all(w, zs, os, m, -1)
+    for t in range(m):
+        diff = os[t] - zs[t]
+        if diff == 0.0:
+            continue
+        scale = _unwound_sum(w, d, zs[t], os[t]) * diff
+        row = feature[s + t] * step
+        for k in range(leaf_value.shape[1]):
+            acc[row, k] += scale * leaf_value[p, k]
+
+
 @numba.njit(parallel=True, cache=True)
 def shap_kernel(X, path_ptr, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words, cat_outside,
                 zero_fraction, leaf_value, max_len, out):
     """out[i, f, k] += path-dependent SHAP of row i (bias column untouched)."""
     n = X.shape[0]
     P = len(path_ptr) - 1
-    K = leaf_value.shape[1]
     for i in prange(n):
         xrow = X[i]
         w = np.empty(max_len + 1)
         zs = np.empty(max_len + 1)
         os = np.empty(max_len + 1)
+        acc = out[i]
         for p in range(P):
             s = path_ptr[p]
             m = path_ptr[p + 1] - s
             if m == 0:
                 continue
-            _load_path(xrow, s, m, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words, cat_outside,
-                       zero_fraction, zs, os)
-            d = _extend_all(w, zs, os, m, -1)
-            for t in range(m):
-                diff = os[t] - zs[t]
-                if diff == 0.0:
-                    continue
-                scale = _unwound_sum(w, d, zs[t], os[t]) * diff
-                f = feature[s + t]
-                for k in range(K):
-                    out[i, f, k] += scale * leaf_value[p, k]
+            _add_path_phi(xrow, s, m, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words, cat_outside,
+                          zero_fraction, leaf_value, p, w, zs, os, acc, 1)
 
 
 @numba.njit(parallel=True, cache=True)
@@ -111,6 +119,7 @@ def interaction_kernel(X, path_ptr, feature, lower, upper, missing_ok, cat_ptr, 
                        zero_fraction, leaf_value, max_len, out):
     """out[i, j, f, k]: conditioning on j (row) gives the interaction credited to f; diagonal holds phi_f minus them."""
     n = X.shape[0]
+    M1 = out.shape[1]
     P = len(path_ptr) - 1
     K = leaf_value.shape[1]
     for i in prange(n):
@@ -119,22 +128,14 @@ def interaction_kernel(X, path_ptr, feature, lower, upper, missing_ok, cat_ptr, 
         w2 = np.empty(max_len + 1)
         zs = np.empty(max_len + 1)
         os = np.empty(max_len + 1)
+        diag = out[i].reshape((M1 * M1, K))  # row f * (M1 + 1) is out[i, f, f]
         for p in range(P):
             s = path_ptr[p]
             m = path_ptr[p + 1] - s
             if m == 0:
                 continue
-            _load_path(xrow, s, m, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words, cat_outside,
-                       zero_fraction, zs, os)
-            d = _extend_all(w, zs, os, m, -1)
-            for t in range(m):
-                diff = os[t] - zs[t]
-                if diff == 0.0:
-                    continue
-                scale = _unwound_sum(w, d, zs[t], os[t]) * diff
-                f = feature[s + t]
-                for k in range(K):
-                    out[i, f, f, k] += scale * leaf_value[p, k]
+            _add_path_phi(xrow, s, m, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words, cat_outside,
+                          zero_fraction, leaf_value, p, w, zs, os, diag, M1 + 1)
             for c in range(m):
                 dc = os[c] - zs[c]
                 if dc == 0.0 or m == 1:
