@@ -9,16 +9,13 @@ from hypothesis import strategies as st
 
 from kernels.treeshap import extract_paths, interaction_values, interventional_shap_values, shap_values
 
+from _trees import basic_tree, duplicates_tree
+
 # --------------------------------------------------------------------------------------------- fixtures
 
 
 def _basic():
-    cl = np.array([[1, -1, 3, -1, 5, -1, -1]])
-    cr = np.array([[2, -1, 4, -1, 6, -1, -1]])
-    ft = np.array([[0, -1, 1, -1, 2, -1, -1]])
-    th = np.array([[0.5, 0, 0.5, 0, 0.5, 0, 0]])
-    cov = np.array([[5, 2, 3, 1, 2, 1, 1.0]])
-    val = np.array([[0, -1, 0, -1, 0, 1, 0.5]])[:, :, None]
+    cl, cr, ft, th, val, cov = basic_tree()
     return extract_paths(cl, cr, cl, ft, th, val, cov, 0.0, n_features=3)
 
 
@@ -29,12 +26,7 @@ def test_fixture_basic_paths():
 
 
 def test_fixture_duplicates():
-    cl = np.array([[1, -1, 3, -1, 5, -1, -1]])
-    cr = np.array([[2, -1, 4, -1, 6, -1, -1]])
-    ft = np.array([[0, -1, 0, -1, 0, -1, -1]])
-    th = np.array([[0.5, 0, 1.5, 0, 2.5, 0, 0]])
-    cov = np.array([[3, 1, 2, 1, 1, 0.5, 0.5]])
-    val = np.array([[0, -1, 0, 1, 0, 2, 3.0]])[:, :, None]
+    cl, cr, ft, th, val, cov = duplicates_tree()
     ps = extract_paths(cl, cr, cl, ft, th, val, cov, 0.0, n_features=1)
     np.testing.assert_allclose(shap_values(ps, np.array([[2.0]]))[0, :, 0], [1.1666666, 0.83333337], atol=1e-6)
 

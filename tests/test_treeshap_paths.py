@@ -5,16 +5,7 @@ from sklearn.tree import DecisionTreeRegressor
 
 from kernels.treeshap.paths import extract_paths
 
-
-def _basic_tree():
-    """GPUTreeShap's BasicPaths tree: 0:[f0] 1:leaf -1, 2:[f1] 3:leaf -1, 4:[f2] 5:leaf 1, 6:leaf 0.5."""
-    cl = np.array([[1, -1, 3, -1, 5, -1, -1]])
-    cr = np.array([[2, -1, 4, -1, 6, -1, -1]])
-    ft = np.array([[0, -1, 1, -1, 2, -1, -1]])
-    th = np.array([[0.5, 0, 0.5, 0, 0.5, 0, 0]])
-    cov = np.array([[5, 2, 3, 1, 2, 1, 1.0]])
-    val = np.array([[0, -1, 0, -1, 0, 1, 0.5]])[:, :, None]
-    return cl, cr, ft, th, val, cov
+from _trees import basic_tree, duplicates_tree
 
 
 def _satisfies(ps, e, x):
@@ -43,7 +34,7 @@ def _predict_from_paths(ps, X):
 
 
 def test_basic_paths_structure():
-    cl, cr, ft, th, val, cov = _basic_tree()
+    cl, cr, ft, th, val, cov = basic_tree()
     ps = extract_paths(cl, cr, cl, ft, th, val, cov, 0.25, n_features=3)
     assert ps.n_paths == 4 and ps.n_outputs == 1
     np.testing.assert_array_equal(ps.path_ptr, [0, 1, 3, 6, 9])
@@ -61,12 +52,7 @@ def test_basic_paths_structure():
 
 def test_duplicates_merged():
     # f0 split at 0.5, 1.5 and 2.5 on one path (GPUTreeShap's BasicPathsWithDuplicates)
-    cl = np.array([[1, -1, 3, -1, 5, -1, -1]])
-    cr = np.array([[2, -1, 4, -1, 6, -1, -1]])
-    ft = np.array([[0, -1, 0, -1, 0, -1, -1]])
-    th = np.array([[0.5, 0, 1.5, 0, 2.5, 0, 0]])
-    cov = np.array([[3, 1, 2, 1, 1, 0.5, 0.5]])
-    val = np.array([[0, -1, 0, 1, 0, 2, 3.0]])[:, :, None]
+    cl, cr, ft, th, val, cov = duplicates_tree()
     cd = np.array([[1, -1, 4, -1, 6, -1, -1]])  # NaN: left, right, right
     ps = extract_paths(cl, cr, cd, ft, th, val, cov, 0.0, n_features=1)
     assert ps.n_paths == 4
@@ -140,7 +126,7 @@ def test_stump_tree_and_multioutput_order():
 
 
 def test_bad_inputs():
-    cl, cr, ft, th, val, cov = _basic_tree()
+    cl, cr, ft, th, val, cov = basic_tree()
     with pytest.raises(ValueError, match="outside"):
         extract_paths(cl, cr, cl, ft, th, val, cov, 0.0, n_features=2)
     with pytest.raises(ValueError, match="shape"):
