@@ -1,4 +1,4 @@
-"""Shared pytest set-up: the gpu marker skips where CuPy sees no device."""
+"""Shared pytest set-up: the gpu marker skips where CuPy sees no device; a LocalCluster client for dask tests."""
 from __future__ import annotations
 
 import os
@@ -18,3 +18,12 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="module")
+def client():
+    """A dask Client on a 2-process LocalCluster, one per test module that asks for it (skips without distributed)."""
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                                  silence_logs=40) as cluster, distributed.Client(cluster) as c:
+        yield c

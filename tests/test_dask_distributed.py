@@ -6,7 +6,7 @@ import pytest
 
 da = pytest.importorskip("dask.array")
 dd = pytest.importorskip("dask.dataframe")
-distributed = pytest.importorskip("distributed")
+pytest.importorskip("distributed")
 import pandas as pd  # noqa: E402
 import shap  # noqa: E402
 import xgboost as xgb  # noqa: E402
@@ -19,13 +19,6 @@ from shap_ext._explainer import _ShapTreeExplainer  # noqa: E402
 from sklearn_ext._dask import dask_shuffle, dask_train_test_split  # noqa: E402
 from sklearn_ext import train_test_split  # noqa: E402
 from xgboost_ext.dask import sketch_partitions  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def client():
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                                  silence_logs=40) as cluster, distributed.Client(cluster) as c:
-        yield c
 
 
 def _model(n_class=None, n=600, seed=0):

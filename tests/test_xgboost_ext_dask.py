@@ -7,20 +7,13 @@ import numpy as np
 import pytest
 
 da = pytest.importorskip("dask.array")
-distributed = pytest.importorskip("distributed")
+pytest.importorskip("distributed")
 import xgboost as xgb  # noqa: E402
 from xgboost import dask as dxgb  # noqa: E402
 
 from kernels.sketch import cpu  # noqa: E402
 from xgboost_ext import QuantileBinner  # noqa: E402
 from xgboost_ext.dask import dask_quantile_dmatrix, fit_binner, snap_partitions  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def client():
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                                  silence_logs=40) as cluster, distributed.Client(cluster) as c:
-        yield c
 
 
 def test_dask_sketch_train_on_our_cuts(client):
