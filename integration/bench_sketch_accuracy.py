@@ -13,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy.special import comb
 
 from kernels.sketch import MomentSketch, cpu
+from kernels.sketch.naive import naive_from_power_sums, naive_sketch
 from kernels.sketch.cuts import cut_points
 from kernels.sketch.solvers import quantiles
 
@@ -78,16 +78,6 @@ def synthetic_columns(n: int, seed: int = 0) -> dict[str, np.ndarray]:
 
 
 # ---------------------------------------------------------------------------------------------- estimators
-def naive_sketch(x: np.ndarray, l: int) -> MomentSketch:
-    """Raw power sums S_0..S_l turned into central sums (the seed's 'naive' estimators)."""
-    n = x.size
-    S = np.array([np.sum(x**k) for k in range(l + 1)])
-    mu = S[1] / n
-    M = [sum(comb(k, i) * S[i] * (-mu) ** (k - i) for i in range(k + 1)) for k in range(2, l + 1)]
-    return MomentSketch(np.array([float(n)]), np.array([mu]), np.array([M]), np.array([x.min()]),
-                        np.array([x.max()]), np.full((1, 1), np.nan), np.array([-1]))
-
-
 def kll_for_memory(x: np.ndarray, m: int):
     """The KLL sketch (datasketches) with the largest k whose retained items stay <= m (k >= 8 is its floor)."""
     import datasketches as ds
@@ -198,10 +188,7 @@ def shifted_normal_table(n: int, seed: int = 0) -> dict:
     table = {}
     for l in (5, 10, 15):
         sub = MomentSketch(sk.weight, sk.mean, sk.M[:, : l - 1], sk.vmin, sk.vmax, sk.distinct, sk.n_distinct)
-        mu = S[1] / S[0]
-        M = [sum(comb(k, i) * S[i] * (-mu) ** (k - i) for i in range(k + 1)) for k in range(2, l + 1)]
-        nv = MomentSketch(np.array([S[0]]), np.array([mu]), np.array([M]), np.array([lo]), np.array([hi]),
-                          np.full((1, 0), np.nan), np.array([-1]))
+        nv = naive_from_power_sums(S[: l + 1], lo, hi)
         with np.errstate(all="ignore"):
             table[l] = {
                 "ME-central": niae(xs, quantiles(sub, PHI, "maxent", ladder=False)[0]),

@@ -6,9 +6,9 @@ import pickle
 
 import numpy as np
 import pytest
-from scipy.special import comb
 
 from kernels.sketch import MomentSketch, cpu, update
+from kernels.sketch.naive import naive_sketch
 from kernels.sketch.cuts import cut_points, exact_cut_points
 from kernels.sketch.solvers import quantiles
 
@@ -132,16 +132,6 @@ def test_serialise_roundtrip(data):
             np.testing.assert_array_equal(getattr(back, f), getattr(sk, f))
         np.testing.assert_array_equal(back.distinct[3], sk.distinct[3])
     assert len(sk.to_bytes()) < 20_000  # overflowed distinct sets are not stored
-
-
-def naive_sketch(x, l):
-    """Raw power sums turned into central sums (what the seed calls 'naive'): cancels catastrophically."""
-    n = x.size
-    S = np.array([np.sum(x**k) for k in range(l + 1)])
-    mu = S[1] / n
-    M = [sum(comb(k, i) * S[i] * (-mu) ** (k - i) for i in range(k + 1)) for k in range(2, l + 1)]
-    return MomentSketch(np.array([float(n)]), np.array([mu]), np.array([M]), np.array([x.min()]),
-                        np.array([x.max()]), np.full((1, 1), np.nan), np.array([-1]))
 
 
 def test_no_naive_breakdown_on_shifted_normal():

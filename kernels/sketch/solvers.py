@@ -49,24 +49,14 @@ def scaled_moments(sk: MomentSketch) -> tuple[np.ndarray, np.ndarray]:
 
 
 @lru_cache(maxsize=None)
-def _cheb_from_power(l: int) -> np.ndarray:
-    """(l+1, l+1) matrix t with T_j(x) = sum_k t[j, k] x^k."""
+def _basis_from_power(l: int, basis: str) -> np.ndarray:
+    """(l+1, l+1) matrix t with P_j(x) = sum_k t[j, k] x^k, for the Chebyshev ("cheb") or Legendre ("leg") basis."""
+    to_poly = C.cheb2poly if basis == "cheb" else L.leg2poly
     t = np.zeros((l + 1, l + 1))
     for j in range(l + 1):
         e = np.zeros(j + 1)
         e[j] = 1.0
-        p = C.cheb2poly(e)
-        t[j, : p.size] = p
-    return t
-
-
-@lru_cache(maxsize=None)
-def _leg_from_power(l: int) -> np.ndarray:
-    t = np.zeros((l + 1, l + 1))
-    for j in range(l + 1):
-        e = np.zeros(j + 1)
-        e[j] = 1.0
-        p = L.leg2poly(e)
+        p = to_poly(e)
         t[j, : p.size] = p
     return t
 
@@ -206,7 +196,7 @@ def maxent_cdf(sk: MomentSketch, grid: np.ndarray, *, n_moments: int | None = No
     for l in steps:  # fewer moments where Newton fails
         if not todo.size:
             break
-        cm = mu[todo, : l + 1] @ _cheb_from_power(l).T
+        cm = mu[todo, : l + 1] @ _basis_from_power(l, "cheb").T
         theta, conv = maxent_theta(cm)
         cum = _grid_cdf(np.ascontiguousarray(theta[conv]), _grid_vander(grid.size, l), grid)
         # the grid must resolve the density: its mass there must match the quadrature's (= 1 at convergence)
@@ -223,7 +213,7 @@ def legendre_cdf(sk: MomentSketch, grid: np.ndarray):
     """CDF of the truncated Legendre series (may be non-monotone; the inversion takes the first crossing)."""
     mu, ok = scaled_moments(sk)
     l = sk.n_moments
-    lm = mu @ _leg_from_power(l).T  # E[L_n(x)]
+    lm = mu @ _basis_from_power(l, "leg").T  # E[L_n(x)]
     a = (2 * np.arange(l + 1) + 1) / 2.0 * lm
     A = np.empty((grid.size, l + 1))
     for n in range(l + 1):
