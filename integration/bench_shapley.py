@@ -3,7 +3,8 @@
 An *evaluation* is one coalition S for one explained row, i.e. one v(S) = mean over the background of f(x_S, b_~S):
 |background| model rows. Every method is charged by the model rows it actually sends to the model (counted by a
 wrapper), divided by |background|: PermutationExplainer (2d+1 evaluations per antithetic pair), KernelExplainer
-(nsamples coalitions, each over the background) and ours (d+1 per permutation) are charged the same way;
+(nsamples coalitions, each over the background) and ours (2 + n(d-1) per row for n permutations: v(empty) and v(all)
+are evaluated once per row and shared by all permutations) are charged the same way;
 SamplingExplainer evaluates each hybrid row on ONE background row, so it gets nsamples = budget*|background|/2 samples
 (2 model rows each) for the same number of model rows.
 
@@ -306,11 +307,17 @@ def versions():
 def write_markdown(report, path: Path):
     lines = [f"# Shapley sampling benchmark ({report['mode']})", "", f"Device: {report['device']}  ",
              f"Versions: {report['versions']}  ", f"Settings: {report['settings']}", ""]
+    if report.get("note"):
+        lines += [report["note"], ""]
     acc = report.get("accuracy", [])
     if acc:
         lines += ["## MSE vs evaluations per row (mean over repeats; lower is better)", "",
-                  "An evaluation = one coalition for one row = |background| (100) model rows; every method is charged "
-                  "the model rows it actually sent. Bold: lowest in the row.", ""]
+                  "budget = max_evals, shap's unit: coalitions per explained row, each over the background (100 "
+                  "rows). Every method gets the same budget; ours spends 2 + n(d-1) per row on n permutations "
+                  "(v(empty), v(all) once per row), shap's PermutationExplainer 2d+1 per antithetic pair. The second "
+                  "table shows the model rows each method actually sent / |background| (shap's Independent masker "
+                  "skips background rows a toggle does not change, so on sparse one-hot data it sends fewer). "
+                  "Bold: lowest in the row.", ""]
         methods = OURS + SHAP
         lines += ["| dataset | d | model | budget | " + " | ".join(methods) + " |",
                   "|---|---|---|---|" + "---|" * len(methods)]
@@ -337,12 +344,17 @@ def write_markdown(report, path: Path):
         for k in keys:
             if k[3] < 1000:
                 continue
-            cells = {r["method"]: r["mse"] for r in acc if (r["dataset"], r["d"], r["model"], r["budget"]) == k}
+            cells = {r["method"]: r for r in acc if (r["dataset"], r["d"], r["model"], r["budget"]) == k}
             if "shap_permutation" in cells:
-                ours = min(cells.get("orthogonal", np.inf), cells.get("sobol", np.inf))
-                lines.append(f"- {k[0]} {k[2]} B={k[3]}: best(orthogonal, sobol) = {ours:.3g} vs shap_permutation "
-                             f"{cells['shap_permutation']:.3g} -> ratio {cells['shap_permutation'] / ours:.2f}x "
-                             f"{'MET' if ours < cells['shap_permutation'] else 'MISSED'}")
+                best = min((c for mth, c in cells.items() if mth in ("orthogonal", "sobol")), key=lambda c: c["mse"])
+                ref = cells["shap_permutation"]
+
+                def ci(c):
+                    return f" ± {c['mse_ci95']:.2g}" if c.get("mse_ci95") is not None else ""
+
+                lines.append(f"- {k[0]} {k[2]} B={k[3]}: {best['method']} {best['mse']:.3g}{ci(best)} vs "
+                             f"shap_permutation {ref['mse']:.3g}{ci(ref)} (95% CI over repeats) -> ratio "
+                             f"{ref['mse'] / best['mse']:.2f}x {'MET' if best['mse'] < ref['mse'] else 'MISSED'}")
     gen = report.get("generation", [])
     if gen:
         lines += ["", "## Permutation generation time", "",
@@ -437,6 +449,7 @@ def main():
                     "logs of runs stopped before writing JSON (no confidence intervals)")
     ap.add_argument("--sampling-max-budget", type=int, default=None, help="skip shap's SamplingExplainer (slow: "
                     "budget*|background|/2 samples) above this budget")
+    ap.add_argument("--note", default=None, help="a paragraph written under the settings in the markdown")
     ap.add_argument("--out", default=str(ROOT / "docs/benchmarks"))
     args = ap.parse_args()
     from kernels.device import device_name
@@ -445,10 +458,10 @@ def main():
     out.mkdir(parents=True, exist_ok=True)
     report = {"mode": "gpu speed" if args.speed else "cpu accuracy", "device": device_name() if args.speed else
               f"CPU ({platform.processor() or platform.machine()})", "versions": versions(),
-              "settings": {k: v for k, v in vars(args).items() if k != "out"}}
+              "settings": {k: v for k, v in vars(args).items() if k not in ("out", "note")}, "note": args.note}
     if args.merge:
         parts = [json.loads(Path(p).read_text()) for p in args.merge]
-        report = dict(parts[0])
+        report = dict(parts[0], note=args.note)
         report["accuracy"] = [r for p in parts for r in p.get("accuracy", [])] + parse_logs(args.from_logs)
         report["generation"] = [r for p in parts for r in p.get("generation", [])]
         report["settings"] = dict(parts[0]["settings"], datasets=[d for p in parts for d in p["settings"]["datasets"]])

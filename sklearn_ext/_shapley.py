@@ -11,7 +11,8 @@ from sklearn.utils import check_random_state, get_tags
 from sklearn.utils.validation import _check_feature_names_in, check_is_fitted, validate_data
 
 from kernels.device import resolve_backend, to_numpy
-from kernels.permutations import MASK_METHODS, METHODS, backend_module, estimate_shapley
+from kernels.permutations import (MASK_METHODS, METHODS, PAIRED_METHODS, backend_module, estimate_shapley,
+                                  evaluations_per_row, samples_for_budget)
 
 __all__ = ["ShapleySampler", "ShapleyExplainer"]
 
@@ -23,7 +24,8 @@ class ShapleySampler(BaseEstimator):
     ----------
     method : {"orthogonal", "sobol", "herding", "sbq", "antithetic", "mc", "stratified", "owen", "owen_halved"}
         Sampling scheme. "sbq" gives non-uniform weights (summing to 1); the Owen methods sample coalitions (masks)
-        instead of permutations, at the same cost of d + 1 evaluations per sample.
+        instead of permutations, at d + 1 evaluations per sample (a permutation costs d - 1 plus two per row shared
+        by all permutations).
     n_permutations : int or None
         Samples to draw; None lets ShapleyExplainer derive it from ``max_evals`` (10 when used alone).
     kernel : {"mallows", "kendall", "spearman"}
@@ -130,7 +132,9 @@ class ShapleyExplainer(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
     """Shapley values by permutation sampling for any fitted model or prediction callable.
 
     v(S) = mean over background rows b of f(x_S, b_{not S}) (shap's interventional convention). An *evaluation* is
-    one coalition S for one explained row, i.e. ``len(background)`` model rows; each permutation costs d + 1 of them.
+    one coalition S for one explained row, i.e. ``len(background)`` model rows (shap's ``max_evals`` unit). v(empty)
+    and v(all) are the same for every permutation of a row, so a row costs 2 + n (d - 1) evaluations for n
+    permutations (Owen masks: n (d + 1)).
 
     Parameters
     ----------
@@ -138,7 +142,9 @@ class ShapleyExplainer(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
     sampler : ShapleySampler, default ShapleySampler() (orthogonal).
     max_evals : "auto" or int
         Evaluations per explained row. "auto": ``sampler.n_permutations`` (default 10) permutations. An int buys
-        ``max_evals // (d + 1)`` permutations (capped by ``sampler.n_permutations`` when set).
+        the most permutations n with 2 + n (d - 1) <= max_evals (Owen: n (d + 1) <= max_evals), rounded down to
+        whole pairs for the paired samplers (antithetic, orthogonal, owen_halved), capped by
+        ``sampler.n_permutations`` when set. At least d + 1 (one permutation).
     batch_size : "auto" or int
         Model rows per model call.
     response_method : "auto", "predict", "predict_proba", "decision_function"
@@ -226,10 +232,15 @@ class ShapleyExplainer(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
             return n_perm or 10
         if not isinstance(self.max_evals, numbers.Integral):
             raise ValueError(f"max_evals must be 'auto' or an int, got {self.max_evals!r}")
-        n = int(self.max_evals) // (d + 1)
+        sampler = self._sampler()
+        kind = "permutations" if sampler.is_permutation_method else "masks"
+        n = samples_for_budget(kind, int(self.max_evals), d)
         if n < 1:
-            raise ValueError(f"max_evals={self.max_evals} is too small for one permutation: each costs d + 1 = {d + 1} "
-                             "evaluations")
+            what = ("2 + (d - 1)" if kind == "permutations" else "d + 1") + f" = {evaluations_per_row(kind, 1, d)}"
+            raise ValueError(f"max_evals={self.max_evals} is too small for one permutation of the {d} varying "
+                             f"features: it needs {what} evaluations (coalitions per row)")
+        if sampler.method in PAIRED_METHODS and n >= 2:
+            n -= n % 2  # whole antithetic pairs: an unpaired last sample adds more variance than it removes
         return n if n_perm is None else min(n, n_perm)
 
     def _batch_rows(self, d: int, gpu: bool) -> int:
@@ -249,7 +260,7 @@ class ShapleyExplainer(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
 
         Like shap's PermutationExplainer, only the *varying* features of a row are permuted: a feature whose value
         equals that of every background row is a dummy (its Shapley value is exactly 0), so the budget buys
-        ``max_evals // (d_varying + 1)`` permutations. Rows with the same varying set share one sample.
+        ``(max_evals - 2) // (d_varying - 1)`` permutations. Rows with the same varying set share one sample.
         """
         check_is_fitted(self, "background_")
         X = validate_data(self, X, reset=False, ensure_all_finite=not self._allow_nan(), dtype=[np.float64, np.float32])

@@ -136,20 +136,105 @@ def test_efficiency(method):
     np.testing.assert_allclose(gap, 0.0, atol=tol * np.abs(f(X[40:45])).max())
 
 
-def test_each_permutation_costs_d_plus_one_evaluations():
-    calls = []
+class _RowCounter:
+    """A model wrapper that counts the rows it is called on (independent of the library's own accounting)."""
 
-    def f(rows):
-        calls.append(rows.shape[0])
-        return rows.sum(axis=1)
+    def __init__(self, f):
+        self.f, self.rows, self.calls = f, 0, []
 
-    d, nb, n_perm = 6, 9, 5
-    perms, w = kp.sample("mc", n_perm, d, 0)
+    def __call__(self, Z):
+        Z = np.asarray(Z)
+        self.rows += Z.shape[0]
+        self.calls.append(Z.shape[0])
+        return self.f(Z)
+
+
+def _expected_permutations(max_evals, d, paired):
+    """Independent count: the most n with 2 + n (d - 1) <= max_evals (v(empty), v(all) once per row), whole pairs."""
+    n = 0
+    while 2 + (n + 1) * (d - 1) <= max_evals:
+        n += 1
+    return n - n % 2 if paired and n >= 2 else n
+
+
+def test_estimate_shapley_evaluations_counted_by_the_model():
+    """Model rows sent = rows x (2 + n (d - 1)) x background for permutations, rows x n (d + 1) x background for
+    Owen masks; batches respect batch_rows."""
+    d, nb, m = 6, 9, 3
+    X, bg = np.random.default_rng(0).normal(size=(m, d)), np.random.default_rng(1).normal(size=(nb, d))
+    for n_perm in (1, 2, 5):
+        perms, w = kp.sample("mc", n_perm, d, 0)
+        f = _RowCounter(lambda Z: Z.sum(axis=1))
+        estimate_shapley(f, X, bg, perms, w, batch_rows=4 * nb)
+        assert f.rows == m * (2 + n_perm * (d - 1)) * nb
+        assert f.rows == m * kp.evaluations_per_row("permutations", n_perm, d) * nb
+        assert max(f.calls) <= 4 * nb
+        masks, w = kp.sample("owen", n_perm, d, 0)
+        f = _RowCounter(lambda Z: Z.sum(axis=1))
+        estimate_shapley(f, X, bg, masks, w, kind="masks", batch_rows=4 * nb)
+        assert f.rows == m * n_perm * (d + 1) * nb + nb  # + one base-value call over the background
     assert permutation_coalitions(perms).shape == (n_perm, d + 1, d)
-    calls.clear()
-    from kernels.permutations.coalitions import coalition_values
 
-    coalition_values(f, np.ones((3, d)), np.zeros((nb, d)), permutation_coalitions(perms).reshape(-1, d),
-                     batch_rows=4 * nb)
-    assert sum(calls) == 3 * n_perm * (d + 1) * nb  # rows x coalitions x background
-    assert max(calls) <= 4 * nb  # batches respect batch_rows
+
+@pytest.mark.parametrize("method", ["mc", "orthogonal", "antithetic", "sobol", "sbq"])
+@pytest.mark.parametrize("d", [2, 5, 9])
+def test_explainer_spends_the_budget_as_counted_by_the_model(method, d):
+    """ShapleyExplainer: a row-counting wrapper sees exactly 2 + n (d - 1) evaluations per row (x |background|),
+    with n the most (whole pairs for paired samplers) that fit in max_evals; one more would not fit."""
+    rng = np.random.default_rng(d)
+    bg, X = rng.normal(size=(7, d)), rng.normal(size=(4, d))
+    paired = method in kp.PAIRED_METHODS
+    for max_evals in (d + 1, 3 * d + 4, 50, 333):
+        f = _RowCounter(lambda Z: np.tanh(Z).sum(axis=1) + Z[:, 0] * Z[:, -1])
+        e = ShapleyExplainer(f, ShapleySampler(method, random_state=0), max_evals=max_evals).fit(bg)
+        f.rows = 0
+        phi = e.transform(X)
+        n = _expected_permutations(max_evals, d, paired)
+        assert f.rows == len(X) * (2 + n * (d - 1)) * len(bg), (max_evals, f.rows)
+        assert f.rows <= len(X) * max_evals * len(bg)
+        step = 2 if paired else 1
+        assert 2 + (n + step) * (d - 1) > max_evals  # the budget could not buy another permutation (pair)
+        np.testing.assert_allclose(phi.sum(axis=1) + e.expected_value_, f.f(X), rtol=1e-9,
+                                   atol=1e-9)  # efficiency, with the endpoints evaluated once
+
+
+def test_endpoint_reuse_matches_shap_permutation_explainer_budget():
+    """At shap's max_evals, ours buys at least as many permutations: shap spends 2d + 1 per antithetic pair
+    (v(empty) twice, v(all) once), we spend 2 + n (d - 1). Checked on shap's own count of model calls."""
+    shap = pytest.importorskip("shap")
+    d = 6
+    rng = np.random.default_rng(3)
+    bg, x = rng.normal(size=(1, d)), rng.normal(size=(1, d))  # one background row: every evaluation is one model row
+    for max_evals in (2 * d + 1, 100, 500):
+        f = _RowCounter(lambda Z: np.tanh(Z).sum(axis=1) + Z[:, 0] * Z[:, 1])
+        shap.PermutationExplainer(f, shap.maskers.Independent(bg, max_samples=1), seed=0)(x, max_evals=max_evals,
+                                                                                          silent=True)
+        shap_perms = 2 * (max_evals // (2 * d + 1))
+        assert f.rows <= max_evals  # shap's rows (delta masking may skip some), its budget unit = one coalition
+        g = _RowCounter(f.f)
+        e = ShapleyExplainer(g, ShapleySampler("antithetic", random_state=0), max_evals=max_evals).fit(bg)
+        g.rows = 0
+        e.transform(x)
+        assert g.rows <= max_evals and (g.rows - 2) % (d - 1) == 0
+        ours = (g.rows - 2) // (d - 1)  # permutations, from the model's count
+        assert ours >= shap_perms and ours % 2 == 0, (max_evals, ours, shap_perms)
+
+
+def test_one_varying_feature_and_too_small_budget():
+    """d = 1 (one varying feature): v(all) - v(empty) exactly, for 2 evaluations; max_evals = d is refused."""
+    rng = np.random.default_rng(0)
+    bg = rng.normal(size=(5, 4))
+    bg[:, 1:] = 1.0
+    x = np.array([[0.3, 1.0, 1.0, 1.0]])
+
+    def f(Z):
+        return Z[:, 0] ** 2 + Z[:, 1] * Z[:, 0]
+
+    c = _RowCounter(f)
+    e = ShapleyExplainer(c, ShapleySampler("orthogonal", random_state=0), max_evals=5).fit(bg)
+    c.rows = 0
+    phi = e.transform(x)
+    assert c.rows == 2 * len(bg)
+    np.testing.assert_allclose(phi[0], [f(x)[0] - f(bg).mean(), 0, 0, 0], atol=1e-12)
+    with pytest.raises(ValueError, match="too small for one permutation.*2 \\+ \\(d - 1\\) = 5"):
+        ShapleyExplainer(f, max_evals=4).fit(rng.normal(size=(5, 4))).transform(rng.normal(size=(1, 4)))

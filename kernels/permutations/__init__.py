@@ -11,8 +11,8 @@ from ._kernels import (
     mallows_expectation,
     rank_vectors,
 )
-from ._samplers import MASK_METHODS, METHODS, PERMUTATION_METHODS
-from .coalitions import estimate_shapley
+from ._samplers import MASK_METHODS, METHODS, PAIRED_METHODS, PERMUTATION_METHODS
+from .coalitions import estimate_shapley, evaluations_per_row, samples_for_budget
 
 
 def backend_module(backend: str = "cpu"):
@@ -45,7 +45,7 @@ def discrepancy(perms, weights=None, kernel: str = "mallows", lam: float = 4.0, 
 
 
 __all__ = [
-    "KERNELS", "MASK_METHODS", "METHODS", "PERMUTATION_METHODS", "backend_module", "discordant_pairs", "discrepancy",
-    "estimate_shapley", "kendall_features", "kernel_expectation", "kernel_matrix", "kernel_matrix_ranks",
-    "kernel_pair", "mallows_expectation", "rank_vectors", "sample",
+    "KERNELS", "MASK_METHODS", "METHODS", "PAIRED_METHODS", "PERMUTATION_METHODS", "backend_module", "discordant_pairs",
+    "discrepancy", "estimate_shapley", "evaluations_per_row", "kendall_features", "kernel_expectation", "kernel_matrix",
+    "kernel_matrix_ranks", "kernel_pair", "mallows_expectation", "rank_vectors", "sample", "samples_for_budget",
 ]

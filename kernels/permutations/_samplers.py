@@ -17,6 +17,9 @@ from ._kernels import _check_kernel, feature_map, kernel_expectation, kernel_fro
 PERMUTATION_METHODS = ("mc", "antithetic", "stratified", "herding", "sbq", "orthogonal", "sobol")
 MASK_METHODS = ("owen", "owen_halved")
 METHODS = PERMUTATION_METHODS + MASK_METHODS
+# samplers built from antithetic pairs (a sample and its reverse / complement): a budget buys whole pairs, since an
+# unpaired last sample adds its full single-sample variance (ShapleyExplainer rounds n down to even, as shap does)
+PAIRED_METHODS = ("antithetic", "orthogonal", "owen_halved")
 
 
 def as_generator(seed) -> np.random.Generator:

@@ -13,11 +13,44 @@ from ._kernels import rank_vectors
 def permutation_coalitions(perms, xp=np):
     """Prefix coalitions of each permutation: (n, d+1, d) bool, [p, t] = the first t features of order p.
 
-    Consecutive prefixes share v(S), so one permutation costs d + 1 evaluations and yields d marginals.
+    Prefix 0 is the empty set and prefix d the full set for every permutation; ``estimate_shapley`` evaluates those
+    two once per row and only the d - 1 interior prefixes per permutation (``interior_coalitions``).
     """
     ranks = rank_vectors(xp.asarray(perms), xp)
     d = ranks.shape[1]
     return ranks[:, None, :] < xp.arange(d + 1)[None, :, None]
+
+
+def interior_coalitions(perms, xp=np):
+    """The d - 1 prefixes of each permutation strictly between the empty and the full set: (n, d-1, d) bool."""
+    return permutation_coalitions(perms, xp)[:, 1:-1, :]
+
+
+def evaluations_per_row(kind: str, n: int, d: int) -> int:
+    """Evaluations (coalitions, each over the whole background) that ``estimate_shapley`` spends per explained row.
+
+    Permutations: v(empty) and v(all) once per row, shared by every permutation, plus d - 1 interior prefixes per
+    permutation: 2 + n (d - 1). Owen masks: a mask and its d single-feature toggles: n (d + 1).
+    """
+    if kind == "permutations":
+        return 2 + n * (d - 1)
+    if kind == "masks":
+        return n * (d + 1)
+    raise ValueError(f"kind must be 'permutations' or 'masks', got {kind!r}")
+
+
+def samples_for_budget(kind: str, max_evals: int, d: int) -> int:
+    """The most samples whose cost ``evaluations_per_row(kind, n, d)`` fits in ``max_evals`` (0 if not even one).
+
+    With d = 1 a permutation adds no coalition beyond the two endpoints, and one permutation is exact: 1 if
+    max_evals >= 2.
+    """
+    if kind == "permutations":
+        if max_evals < d + 1:
+            return 0
+        return 1 if d == 1 else (max_evals - 2) // (d - 1)
+    evaluations_per_row(kind, 1, d)  # validates kind
+    return max_evals // (d + 1)
 
 
 def mask_coalitions(masks, xp=np):
@@ -88,15 +121,26 @@ def estimate_shapley(predict: Callable, X, background, samples, weights, *, kind
                      progress: bool | None = None):
     """Shapley values (m, d, k) and the base value v({}) (k,) from a permutation (or Owen mask) sample.
 
-    Model evaluations per foreground row: n (d + 1) coalitions, each over all background rows.
+    Evaluations per foreground row (``evaluations_per_row``), each a coalition over all background rows:
+    permutations 2 + n (d - 1) (v(empty) and v(all) are shared by all permutations of a row), Owen masks n (d + 1).
+    For permutations the base value is that row-independent v(empty) (no extra model call).
     """
-    coal = permutation_coalitions(samples, xp) if kind == "permutations" else mask_coalitions(samples, xp)
-    n, c, d = coal.shape
+    samples = xp.asarray(samples)
+    n, d = samples.shape
+    if kind == "permutations":
+        ends = xp.stack([xp.zeros(d, dtype=bool), xp.ones(d, dtype=bool)])  # (2, d): empty set, full set
+        coal = xp.concatenate([ends, interior_coalitions(samples, xp).reshape(n * (d - 1), d)])
+        vals = coalition_values(predict, X, background, coal, batch_rows=batch_rows, xp=xp, to_model=to_model,
+                                progress=progress)  # (m, 2 + n (d - 1), k)
+        m, k = vals.shape[0], vals.shape[2]
+        inner = vals[:, 2:, :].reshape(m, n, d - 1, k)
+        full = xp.concatenate([xp.broadcast_to(vals[:, None, 0:1, :], (m, n, 1, k)), inner,
+                               xp.broadcast_to(vals[:, None, 1:2, :], (m, n, 1, k))], axis=2)  # (m, n, d+1, k)
+        return shapley_from_permutations(full, samples, weights, xp), vals[0, 0, :]
+    coal = mask_coalitions(samples, xp)
+    c = coal.shape[1]
     vals = coalition_values(predict, X, background, coal.reshape(n * c, d), batch_rows=batch_rows, xp=xp,
                             to_model=to_model, progress=progress)
-    vals = vals.reshape(vals.shape[0], n, c, -1)
-    est = shapley_from_permutations if kind == "permutations" else shapley_from_masks
-    phi = est(vals, samples, weights, xp)
+    phi = shapley_from_masks(vals.reshape(vals.shape[0], n, c, -1), samples, weights, xp)
     base = xp.asarray(predict(background if to_model is None else to_model(background)), dtype=xp.float64)
-    base = base.reshape(background.shape[0], -1).mean(axis=0)
-    return phi, base
+    return phi, base.reshape(background.shape[0], -1).mean(axis=0)
