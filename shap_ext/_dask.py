@@ -142,14 +142,16 @@ def _y_parts(y: Any, n_parts: int, rows: list) -> list:
 
 def dask_shap_values(explainer: Any, X: Any, y: Any = None, *, interactions: bool = False,
                      tree_limit: int | None = None, check_additivity: bool = True, backend: str | None = None,
-                     lengths: bool = True) -> Any:
+                     lengths: bool = True, shipped: Any = None) -> Any:
     """Lazy SHAP values (or interaction values) of a ``dask.array`` / ``dask.dataframe`` as a ``dask.array``.
 
     Shapes are shap's: ``(n, M)`` or ``(n, M, K)``; interactions ``(n, M, M)`` or ``(n, M, M, K)``; values equal
     ``explainer.shap_values(X.compute())``. The explainer (with its PathSet) reaches each worker once. Each task runs
     on ``backend`` resolved on its worker: by default the explainer's own ("auto" uses the worker's GPU when it has
     one, the CPU engine otherwise). NumPy partitions give NumPy blocks, CuPy partitions CuPy blocks. ``lengths=False``
-    skips counting DataFrame partition rows (the result then has unknown chunk sizes).
+    skips counting DataFrame partition rows (the result then has unknown chunk sizes). ``shipped``: the value of
+    ``ship_explainer(explainer)`` from an earlier call, so that repeated calls reuse the copy already on the workers
+    (by default each call ships the explainer once).
     """
     import dask  # noqa: PLC0415
     import dask.array as da  # noqa: PLC0415
@@ -168,7 +170,9 @@ def dask_shap_values(explainer: Any, X: Any, y: Any = None, *, interactions: boo
     parts, rows, meta, n_cols = _as_parts(X, lengths)
     ys = _y_parts(y, len(parts), rows)
     tail = _output_tail(explainer, n_cols, interactions)
-    ref = ship_explainer(explainer)
+    if shipped is not None and not (hasattr(shipped, "key") or isinstance(shipped, ShippedExplainer)):
+        raise TypeError("shipped must be the value returned by ship_explainer(explainer)")
+    ref = ship_explainer(explainer) if shipped is None else shipped
     task = dask.delayed(_explain_part, pure=True)
     out_meta = np.empty((0,) * (1 + len(tail)))
     if is_cupy_array(meta):  # CuPy partitions give CuPy blocks

@@ -5,10 +5,16 @@ from typing import Any
 
 import numpy as np
 
+from kernels.device import is_cupy_array
 from kernels.sketch import MomentSketch, sketch
 
 from .binner import QuantileBinner
 from .hook import snap
+
+
+def _host_or_device(b):
+    """A partition as the engines take it: CuPy stays CuPy; anything else becomes a NumPy array."""
+    return b if is_cupy_array(b) else np.asarray(b)
 
 
 def _to_array(X):
@@ -40,8 +46,8 @@ def sketch_partitions(X, sample_weight=None, *, n_moments: int = 15, max_distinc
     else:
         wblocks = [None] * len(blocks)
 
-    def _one(b, w):
-        return sketch(np.asarray(b), None if w is None else np.asarray(w), n_moments=n_moments,
+    def _one(b, w):  # NumPy or CuPy partitions go to the engine as they are (CuPy ones stay on their GPU)
+        return sketch(_host_or_device(b), None if w is None else _host_or_device(w), n_moments=n_moments,
                       max_distinct=max_distinct, backend=backend).to_bytes()
 
     def _merge(a, b):
@@ -70,7 +76,12 @@ def snap_partitions(X, binner: QuantileBinner):
     if len(X.chunks[1]) != 1:
         X = X.rechunk({1: -1})
     cuts = binner.cuts_
-    return X.map_blocks(lambda b: snap(np.asarray(b), cuts), dtype=np.float32)
+    meta = np.empty((0, 0), np.float32)
+    if is_cupy_array(X._meta):  # CuPy partitions are snapped on their GPU and stay there
+        import cupy  # noqa: PLC0415
+
+        meta = cupy.empty((0, 0), np.float32)
+    return X.map_blocks(lambda b: snap(_host_or_device(b), cuts), dtype=np.float32, meta=meta)
 
 
 def dask_quantile_dmatrix(client, X, label=None, *, binner: QuantileBinner, **kwargs: Any):
