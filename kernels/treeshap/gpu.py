@@ -15,7 +15,7 @@ import numpy as np
 
 from .._cuda import get_kernel
 from .._progress import progress_bar
-from ..device import cupy_module, free_gpu_bytes, is_cupy_array
+from ..device import cupy_module, download, free_gpu_bytes, is_cupy_array
 from ._inputs import as_model_input, check_transform, check_tree_limit
 from .pack import plan_packing
 from .paths import PathSet
@@ -33,7 +33,7 @@ MEMORY_BUDGET: int | None = None   # bytes per chunk of rows; None = half of the
 #  "auto": "table" when every warp-packed path is short enough and the tables fit TABLE_BYTES, else "dp".
 SHAP_VARIANT = "auto"
 TABLE_DMAX = 12                    # must not exceed TABLE_DMAX in treeshap.cu
-TABLE_BYTES = 1 << 30
+TABLE_BYTES = 16 << 30            # and at most a quarter of the free device memory (_budget() // 2)
 _SMEM_MAX_OUTPUTS = 512            # smem variant only when M * K <= this (8 warps x 512 doubles = 32 KiB per block)
 _CACHE: dict[tuple[int, int | None], "_Packed"] = {}
 
@@ -317,7 +317,7 @@ def _driver(paths: PathSet, X, tree_limit, progress, desc: str, out_cols: tuple,
             dst = out[a:b] if on_gpu else cp.zeros((b - a,) + out_cols, dtype=cp.float64)
             compute(pk, Xd, dst, a, b)
             if not on_gpu:
-                dst.get(out=out[a:b])
+                download(dst, out[a:b])
             bar.update(b - a)
     return out
 
