@@ -225,9 +225,12 @@ def write_report(res, outdir: Path, tag: str):
              f"{v.get('torch')}, numpy {v.get('numpy')}, numba {v.get('numba')}, scikit-learn {v.get('sklearn')}, "
              f"xgboost {v.get('xgboost')}; {v.get('cpu_count')} CPU cores. Times are medians of CUDA-event timings "
              "after warm-up (ms). 'vs gather' = gather time / our time (>= 1 is at or above the random-gather bound).",
-             "", "| form | m | ours | ours LCG | copy | gather | vs gather | cupy.permutation | cupy.shuffle | "
-             "torch randperm+gather | ours vs cupy.shuffle | ours vs torch | G items/s |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             ""]
+    lines += [f"- {note}" for note in res.get("notes", [])] + ([""] if res.get("notes") else [])
+    runs = any("run" in r for r in res["gpu"])
+    lines += ["| form | m | ours | ours LCG | copy | gather | vs gather | cupy.permutation | cupy.shuffle | "
+              "torch randperm+gather | ours vs cupy.shuffle | ours vs torch | G items/s |" + (" run |" if runs else ""),
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|" if runs else "")]
     for r in res["gpu"]:
         if "gather_ms" not in r:
             continue
@@ -238,7 +241,7 @@ def write_report(res, outdir: Path, tag: str):
             r["form"], mlabel, fmt(r["ours_ms"]), fmt(r.get("ours_lcg_ms")), fmt(r["copy_ms"]), fmt(r["gather_ms"]),
             fmt(r["gather_ms"] / r["ours_ms"], 2), fmt(r.get("cupy_permutation_ms")), fmt(cs), fmt(tt),
             fmt(cs / r["ours_ms"], 2) if cs else "", fmt(tt / r["ours_ms"], 2) if tt else "",
-            fmt(m / r["ours_ms"] / 1e6, 2)]) + " |")
+            fmt(m / r["ours_ms"] / 1e6, 2)] + ([r.get("run", "")] if runs else [])) + " |")
     if res.get("batched"):
         lines += ["", "| batched permutations k x d | ms | G items/s |", "|---|---|---|"]
         lines += [f"| {r['k']} x {r['d']} | {fmt(r['ours_ms'])} | {fmt(r['m'] / r['ours_ms'] / 1e6, 2)} |"
@@ -314,20 +317,43 @@ def targets(res) -> list[str]:
     return out
 
 
+def merge(paths) -> dict:
+    """One result from several partial runs (same device): the later file wins for a repeated (form, m) cell."""
+    res: dict = {"gpu": [], "batched": [], "cpu": [], "notes": []}
+    cells: dict = {}
+    for path in paths:
+        part = json.loads(Path(path).read_text())
+        res["versions"] = part.get("versions", res.get("versions"))
+        res["notes"] += part.get("notes", [])
+        for r in part.get("gpu", []):
+            cells[(r["form"], r["m"])] = r
+        for key in ("batched", "cpu", "pi"):
+            if part.get(key):
+                res[key] = part[key]
+    order = {f: i for i, f in enumerate(["keys uint32", "keys uint64", "pairs u64+u64"])}
+    res["gpu"] = sorted(cells.values(), key=lambda r: (r["form"].startswith("rows"), r["form"] if r["form"].startswith(
+        "rows") else "", r["w"], r["m"], order.get(r["form"], 9)))
+    return res
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--report-from", default=None, help="rewrite the markdown and plot from a stored JSON and exit")
+    ap.add_argument("--merge", nargs="+", default=None, help="merge partial JSON results into one report and exit")
     ap.add_argument("--out", default=str(ROOT / "docs" / "benchmarks"))
     ap.add_argument("--tag", default="")
+    ap.add_argument("--parts", default="keys,rows,batched,cpu", help="comma list of keys, rows, batched, cpu")
+    ap.add_argument("--ws", default=None, help="comma list of w for the keys part (m = 2^w and 2^w + 1)")
     ap.add_argument("--pi", default="1000000x50", help="n x p for permutation_importance, or 'none'")
     ap.add_argument("--pi-repeats", type=int, default=5)
     ap.add_argument("--pi-trees", type=int, default=100)
     ap.add_argument("--pi-cpu-budget", type=float, default=170.0)
     args = ap.parse_args()
     os.environ.setdefault("HITML_PROGRESS", "0")
-    if args.report_from:
-        write_report(json.loads(Path(args.report_from).read_text()), Path(args.out), args.tag)
+    if args.report_from or args.merge:
+        res = merge(args.merge) if args.merge else json.loads(Path(args.report_from).read_text())
+        write_report(res, Path(args.out), args.tag)
         return
     res = {"versions": versions()}
     print(json.dumps(res["versions"]), flush=True)
@@ -338,10 +364,13 @@ def main():
         ws = [10, 13, 16, 19, 21, 23, 25, 27, 28, 29]
         rows_cases = [(16, [12, 16, 20, 23, 25]), (256, [10, 14, 18, 20])]
         cpu_ws, batched = [14, 17, 20, 23, 25], [(1_000_000, 100), (100_000, 1000), (1000, 100_000)]
-    res["gpu"] = bench_keys(ws)
-    res["gpu"] += bench_rows(rows_cases)
-    res["batched"] = bench_batched(batched)
-    res["cpu"] = bench_cpu(cpu_ws)
+    if args.ws:
+        ws = [int(w) for w in args.ws.split(",")]
+    parts = set(args.parts.split(","))
+    res["gpu"] = bench_keys(ws) if "keys" in parts else []
+    res["gpu"] += bench_rows(rows_cases) if "rows" in parts else []
+    res["batched"] = bench_batched(batched) if "batched" in parts else []
+    res["cpu"] = bench_cpu(cpu_ws) if "cpu" in parts else []
     write_report(res, Path(args.out), args.tag)  # keep the shuffle figures even if the long CPU anchor is cut off
     if args.pi != "none":
         try:

@@ -67,3 +67,18 @@ def test_repeated_launches_are_deterministic():
     a = sh.permutation((1 << 22) + 1, 123, backend="gpu")
     for _ in range(3):
         assert bool((sh.permutation((1 << 22) + 1, 123, backend="gpu") == a).all())
+
+
+def test_workspace_reuse_and_tag_wrap(monkeypatch):
+    """The look-back workspace is reused without clearing (per-launch tags): shrinking and growing sizes, and a tag
+    wrap (forced after 3 launches) that clears it, still give the CPU twin's permutation."""
+    from kernels.shuffle import gpu
+
+    monkeypatch.setattr(gpu, "_TAG_LIMIT", 3)
+    for m in [(1 << 21) + 7, 5000, (1 << 22) + 1, 1 << 20, (1 << 21) + 7, 3, (1 << 22) + 1]:
+        assert np.array_equal(sh.permutation(m, 77, backend="gpu").get(), sh.permutation(m, 77, backend="cpu"))
+
+
+def test_generator_seed_gpu_equals_cpu():
+    a = sh.permutation(100_001, np.random.default_rng(5), backend="gpu").get()
+    assert np.array_equal(a, sh.permutation(100_001, np.random.default_rng(5), backend="cpu"))

@@ -1,6 +1,8 @@
 """GPU twin (CuPy RawModule over shuffle.cu) of the bijective shuffle: same names, signatures and output as cpu.py."""
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from typing import Any
 
 import numpy as np
@@ -10,14 +12,31 @@ from ..device import cupy_module
 from ._keys import base_key, check_rounds, check_size, lcg_params, padded_bits, philox_round_keys
 
 _SRC = "shuffle/shuffle.cu"
-_TILE = 256 * 16
-_WORDS = {16: "V16", 8: "unsigned long long", 4: "unsigned int", 2: "unsigned short", 1: "unsigned char"}
+_BLOCK = 256  # threads per block (BLOCK in shuffle.cu)
+_WORDS = {16: "V16", 8: "unsigned long long", 4: "unsigned int", 2: "unsigned short", 1: "unsigned char", 0: "None"}
 _NULL = np.uint64(0)
+_TAG_LIMIT = 1 << 20  # the status word's tag field (shuffle.cu, TAG_SHIFT)
+_LOCK = threading.Lock()
+_WS: dict = {}  # (device, stream[, thread]) -> [workspace, capacity in tiles, last tag]
+_KEYS: OrderedDict = OrderedDict()  # (device, key bytes) -> round keys on the device
 
 
-def _shuffle_kernel(w1: int, w2: int, rounds: int):
-    name = f"bij_shuffle<{_WORDS[w1]}, {_WORDS[w2]}, {rounds}>"
-    return get_kernel(_SRC, name, (), (name,))
+def _items(n_bits: int, word_bytes: int, rows: bool) -> int:
+    """Indices per thread: 16 (4096-index tiles) for large domains, 8 when a thread holds two 8-byte words per index in
+    registers (pairs); fewer for small domains, so that the tiles still spread over the SMs.
+
+    The launch bounds give no minimum of resident blocks: asking for 1 explicitly lets ptxas take 86-104 registers
+    (2 blocks per SM), which measured slower; without it the common kernels take 40-80 registers."""
+    if n_bits >= 21:
+        return 8 if (word_bytes > 8 and not rows) else 16
+    return 4 if n_bits >= 15 else 1
+
+
+def _shuffle_kernel(w1: int, w2: int, rounds: int, n_bits: int, rows: bool):
+    items = _items(n_bits, w1 + w2, rows)
+    idx = "unsigned int" if n_bits <= 32 else "unsigned long long"
+    name = f"bij_shuffle<{_WORDS[w1]}, {_WORDS[w2]}, {rounds}, {items}, {idx}, {'true' if rows else 'false'}>"
+    return get_kernel(_SRC, name, (), (name,)), items
 
 
 def _word(arr) -> tuple[int, int]:
@@ -30,40 +49,69 @@ def _word(arr) -> tuple[int, int]:
     raise AssertionError("unreachable")
 
 
+def _workspace(cp, tiles: int):
+    """(look-back workspace, tag) for a launch on the current stream; call with _LOCK held.
+
+    The workspace is kept per device and stream (per thread too on the per-thread default stream), so launches on it
+    run one after another; every launch gets a new tag, and the status words are cleared only when the tag wraps."""
+    stream = cp.cuda.get_current_stream()
+    key = (cp.cuda.Device().id, stream.ptr, threading.get_ident() if stream.ptr == 2 else 0)
+    ent = _WS.get(key)
+    if ent is None or ent[1] < tiles:
+        cap = max(tiles, 2 * ent[1] if ent else 1024)
+        ent = _WS[key] = [cp.zeros(1 + cap, dtype=cp.uint64), cap, 0]
+    ent[2] += 1
+    if ent[2] >= _TAG_LIMIT:
+        ent[0][1:].fill(0)
+        ent[2] = 1
+    return ent[0], ent[2]
+
+
+def _device_keys(cp, keys: np.ndarray):
+    """Round keys on the device, uploaded once per distinct key set (call with _LOCK held)."""
+    k = (cp.cuda.Device().id, keys.tobytes())
+    arr = _KEYS.get(k)
+    if arr is None:
+        arr = _KEYS[k] = cp.asarray(keys)
+        if len(_KEYS) > 256:
+            _KEYS.popitem(last=False)
+    else:
+        _KEYS.move_to_end(k)
+    return arr
+
+
 def _launch(m: int, round_keys, lcg: tuple[int, int] | None, arrays=(), want_index: bool = False):
-    """Run the fused flag+scan+gather kernel; returns (index or None, [shuffled arrays])."""
+    """Run the fused flag+scan+gather kernel (one launch, nothing else enqueued in the steady state); returns
+    (index or None, [shuffled arrays]). ``round_keys`` is ignored with ``lcg`` = (a, c)."""
     cp = cupy_module()
     b = padded_bits(m)
-    n = 1 << b
-    outs, args, words = [], [], []
-    for a in arrays:
+    outs, args, words, rows = [], [], [0, 0], False
+    for j, a in enumerate(arrays):
         o = cp.empty_like(a)
         w, d = _word(a)
         outs.append(o)
         args += [a, o, np.int64(d)]
-        words.append(w)
-    while len(words) < 2:
+        words[j] = w
+        rows |= d != 1
+    for _ in range(len(arrays), 2):
         args += [_NULL, _NULL, np.int64(0)]
-        words.append(1)
     idx = cp.empty(m, dtype=cp.int64) if want_index else None
     if m == 0:
         return idx, outs
-    tiles = (n + _TILE - 1) // _TILE
+    rows |= words[0] + words[1] > 16
     if lcg is None:
         keys = np.ascontiguousarray(round_keys, dtype=np.uint32)
-        a_, c_, use_lcg, rounds = 0, 0, 0, keys.shape[0]
+        a_, c_, rounds = 0, 0, keys.shape[0]
+        tmpl = 24 if rounds == 24 else 0
     else:
-        keys = np.zeros(2, dtype=np.uint32)
-        (a_, c_), use_lcg, rounds = lcg, 1, 0
-    # one workspace: [tile counter | tiles look-back words | round keys]; zeroed and filled asynchronously
-    ws = cp.empty(1 + tiles + (keys.shape[0] + 1) // 2, dtype=cp.uint64)
-    stream = cp.cuda.get_current_stream()
-    cp.cuda.runtime.memsetAsync(ws.data.ptr, 0, (1 + tiles) * 8, stream.ptr)
-    (ws.data + (1 + tiles) * 8).copy_from_host_async(keys.ctypes.data, keys.nbytes, stream)
-    kern = _shuffle_kernel(words[0], words[1], 24 if rounds == 24 and not use_lcg else 0)
-    kern((tiles,), (256,), (*args, idx if idx is not None else _NULL, np.uint64(m), np.uint64(n), np.uint64(a_),
-                            np.uint64(c_), np.int32(b // 2), np.int32(b - b // 2), np.int32(rounds),
-                            np.int32(use_lcg), ws))
+        keys, (a_, c_), rounds, tmpl = None, lcg, 0, -1
+    kern, items = _shuffle_kernel(words[0], words[1], tmpl, b, rows)
+    tiles = ((1 << b) + _BLOCK * items - 1) // (_BLOCK * items)
+    with _LOCK:
+        dkeys = _NULL if keys is None else _device_keys(cp, keys)
+        ws, tag = _workspace(cp, tiles)
+        kern((tiles,), (_BLOCK,), (*args, idx if idx is not None else _NULL, dkeys, np.uint64(m), np.int32(b),
+                                   np.int32(rounds), np.uint64(a_), np.uint64(c_), ws, np.uint64(tag)))
     return idx, outs
 
 
@@ -97,9 +145,8 @@ def _apply(arrays, round_keys):
     8 B per row is small next to wide rows, and the gather spreads over the whole GPU)."""
     cp = cupy_module()
     m = arrays[0].shape[0]
-    tiles = ((1 << padded_bits(m)) + _TILE - 1) // _TILE
     row_bytes = max((a.nbytes // m if m else 0) for a in arrays)
-    if row_bytes >= 256 or (row_bytes > 16 and tiles < 1024):
+    if row_bytes >= 256 or (row_bytes > 16 and padded_bits(m) < 22):
         idx = _launch(m, round_keys, None, want_index=True)[0]
         return [cp.take(a, idx, axis=0) for a in arrays]
     return _launch(m, round_keys, None, tuple(arrays))[1]
