@@ -1,7 +1,7 @@
 """Speed of the moment sketch (device): GPU sketch vs device bandwidth, and hist-ready matrices with our cuts vs
 XGBoost's own QuantileDMatrix on the GPU (10M x 50) and on the CPU at equal threads (2M x 50).
 
-Usage: python integration/bench_sketch_speed.py [--quick] [--out DIR]
+Usage: python integration/bench_sketch_speed.py [--quick] [--skip-cpu] [--out DIR] [--from-json FILE]
 """
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import argparse
 import json
 import os
 import platform
+import sys
 import time
 from pathlib import Path
 
@@ -54,14 +55,163 @@ def make_data(xp, n, d, seed=0, dtype=np.float32):
     return X.astype(dtype, copy=False)
 
 
+def solver_threads():
+    from kernels.sketch._newton import n_threads
+
+    return n_threads()
+
+
+def numba_layer():
+    import numba
+
+    try:
+        return numba.threading_layer()
+    except ValueError:
+        return None
+
+
+def agreement(a, b, X):
+    """Largest differences of two sketches of the same data, relative to each moment's scale (tests' metric)."""
+    Xh = X[:: max(1, X.shape[0] // 1_000_000)]  # the scale needs only magnitudes: a 1M-row subsample
+    Xh = (Xh.get() if hasattr(Xh, "get") else Xh).astype(np.float64)
+    m = np.nanmean(Xh, axis=0)
+    l = a.n_moments
+    scale = np.stack([np.nanmean(np.abs(Xh - m) ** k, axis=0) for k in range(2, l + 1)], axis=1) * a.weight[:, None]
+    return {"max_rel_mean": float(np.max(np.abs(a.mean - b.mean) / np.maximum(np.abs(a.mean), 1e-300))),
+            "max_M_err_over_scale": float(np.max(np.abs(a.M - b.M) / np.maximum(scale, 1e-300))),
+            "same_weight_minmax_distinct": bool(np.array_equal(a.weight, b.weight)
+                                                and np.array_equal(a.vmin, b.vmin)
+                                                and np.array_equal(a.vmax, b.vmax)
+                                                and np.array_equal(a.n_distinct, b.n_distinct)
+                                                and np.array_equal(a.distinct, b.distinct, equal_nan=True))}
+
+
+def end_to_end_gpu(X, y, sk_kw, reps, cp, xgb, skgpu, skcpu):
+    """Ours (sketch -> cuts -> ref -> QuantileDMatrix) vs XGBoost's own QuantileDMatrix, with stage times taken
+    inside the same loop, and diagnostics for time the stages alone do not explain."""
+    from kernels.sketch.cuts import cut_points
+    from xgboost_ext.hook import check_cuts, reference_dmatrix, reference_matrix
+
+    max_bin = 256
+    sync = cp.cuda.Device().synchronize
+    out = {"max_bin": max_bin, "reference_xgboost_h100_s": 0.114}
+    with xgb.config_context(use_rmm=False):
+        def ours_staged():
+            t0 = time.perf_counter()
+            s = skgpu.sketch(X, n_moments=15, **sk_kw)
+            sync()
+            t1 = time.perf_counter()
+            c = cut_points(s, max_bin, "maxent")
+            t2 = time.perf_counter()
+            ref = reference_dmatrix(c)
+            t3 = time.perf_counter()
+            q = xgb.QuantileDMatrix(X, y, ref=ref, max_bin=max_bin)
+            sync()
+            t4 = time.perf_counter()
+            del q
+            sync()
+            t5 = time.perf_counter()
+            return [t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4, t5 - t0]
+
+        def theirs():
+            q = xgb.QuantileDMatrix(X, y, max_bin=max_bin)
+            sync()
+            del q
+            sync()
+
+        # warm-up (kernels compiled, solver pool started) and a check that XGBoost reports our cuts
+        s = skgpu.sketch(X, n_moments=15, **sk_kw)
+        cuts = cut_points(s, max_bin, "maxent")
+        q = xgb.QuantileDMatrix(X, y, ref=reference_dmatrix(cuts), max_bin=max_bin)
+        try:
+            check_cuts(q, cuts)
+            out["xgboost_reports_our_cuts"] = True
+        except AssertionError as e:
+            out["xgboost_reports_our_cuts"] = f"no: {e}"[:300]
+        del q
+        theirs()
+        ours_staged()
+        stages = np.array([ours_staged() for _ in range(reps)])
+        t_theirs = gpu_time(theirs, reps, cp)
+        med_st = np.median(stages, axis=0)
+        names = ["sketch", "solve_cuts_cpu", "ref_dmatrix", "qdm_with_ref", "free_qdm", "total"]
+        out["ours_stages_s"] = dict(zip(names, map(float, med_st)))
+        out["ours_s"] = float(np.median(stages[:, -1]))
+        out["xgboost_qdm_s"] = t_theirs
+        out["speedup"] = t_theirs / out["ours_s"]
+        # stages alone, back to back (the old breakdown)
+        alone = {
+            "sketch": gpu_time(lambda: skgpu.sketch(X, n_moments=15, **sk_kw), reps, cp),
+            "solve_cuts_cpu": cpu_time(lambda: cut_points(s, max_bin, "maxent"), reps),
+            "qdm_with_ref": gpu_time(lambda: xgb.QuantileDMatrix(X, y, ref=reference_dmatrix(cuts), max_bin=max_bin),
+                                     reps, cp),
+        }
+        out["stages_alone_s"] = alone
+        # diagnostics: QuantileDMatrix(ref) right after a Numba-parallel (prange, OpenMP layer) call, whose spinning
+        # threads compete with XGBoost's own libgomp pool; and right after our thread-pool solve
+        Xs = np.random.default_rng(0).standard_normal((200_000, 50)).astype(np.float32)
+        skcpu.sketch(Xs, n_moments=15, max_distinct=0)
+
+        def after(fn):
+            ts = []
+            for _ in range(reps):
+                fn()
+                t0 = time.perf_counter()
+                q = xgb.QuantileDMatrix(X, y, ref=reference_dmatrix(cuts), max_bin=max_bin)
+                sync()
+                ts.append(time.perf_counter() - t0)
+                del q
+            return med(ts)
+
+        out["diag_qdm_after_numba_prange_s"] = after(lambda: skcpu.sketch(Xs, n_moments=15, max_distinct=0))
+        out["diag_qdm_after_threadpool_solve_s"] = after(lambda: cut_points(s, max_bin, "maxent"))
+        out["diag_qdm_after_sleep_20ms_s"] = after(lambda: time.sleep(0.02))
+        # ref kinds: a host DMatrix (hook default) vs a device QuantileDMatrix of the same reference matrix
+        R = reference_matrix(cuts)
+        t_dm = gpu_time(lambda: xgb.DMatrix(R), reps, cp)
+        t_qr = gpu_time(lambda: xgb.QuantileDMatrix(cp.asarray(R), max_bin=max_bin), reps, cp)
+        qref = xgb.QuantileDMatrix(cp.asarray(R), max_bin=max_bin)
+        t_q_dev = gpu_time(lambda: xgb.QuantileDMatrix(X, y, ref=qref, max_bin=max_bin), reps, cp)
+        try:
+            check_cuts(xgb.QuantileDMatrix(X, y, ref=qref, max_bin=max_bin), cuts)
+            same = True
+        except AssertionError:
+            same = False
+        out["diag_ref_kinds"] = {"build_host_dmatrix_s": t_dm, "build_device_qdm_s": t_qr,
+                                 "qdm_with_device_qdm_ref_s": t_q_dev, "device_ref_gives_our_cuts": same}
+    b = out["ours_stages_s"]
+    print(f"gpu end-to-end: ours {out['ours_s']:.4f}s vs xgboost {t_theirs:.4f}s -> {out['speedup']:.2f}x; stages "
+          + ", ".join(f"{k} {v*1e3:.1f} ms" for k, v in b.items()), flush=True)
+    print("stages alone:", {k: round(v * 1e3, 2) for k, v in alone.items()}, "ms", flush=True)
+    print("diagnostics:", {k: v for k, v in out.items() if k.startswith("diag")}, flush=True)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out", default="docs/benchmarks")
     ap.add_argument("--skip-cpu", action="store_true")
+    ap.add_argument("--cpu-rows", type=int, default=2_000_000)
+    ap.add_argument("--profile-once", action="store_true",
+                    help="one fast sketch with distinct tracking, one without, then exit (for ncu)")
+    ap.add_argument("--from-json", help="re-render the markdown and plot from a results JSON")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if args.from_json:
+        report(json.loads(Path(args.from_json).read_text()), out)
+        return
+    if args.profile_once:
+        import cupy as cp
+
+        from kernels.sketch import gpu as skgpu
+
+        X = make_data(cp, 10_000_000, 50)
+        for md in (256, 0):
+            skgpu.sketch(X, n_moments=15, max_distinct=md)
+        cp.cuda.Device().synchronize()
+        return
     res: dict = {"versions": {}, "gpu": {}, "cpu": {}}
     import numba
 
@@ -77,7 +227,7 @@ def main():
         xgb = None
     from xgboost_ext.hook import reference_dmatrix
 
-    reps = 3 if args.quick else 7
+    reps = 3 if args.quick else 5
     # ------------------------------------------------------------------------------------------------ GPU
     try:
         import cupy as cp
@@ -91,6 +241,7 @@ def main():
     if have_gpu:
         res["device"] = device_name()
         res["versions"]["cupy"] = cp.__version__
+        res["host"] = {"cpu_count": os.cpu_count(), "numba_threading_layer": None, "solver_threads": solver_threads()}
         n, d = (10_000_000, 50)
         X = make_data(cp, n, d)
         y = cp.random.RandomState(1).standard_normal(n, dtype=np.float32)
@@ -102,12 +253,15 @@ def main():
         res["gpu"]["copy_bandwidth_GBps"] = bw / 1e9
         res["gpu"]["shape"] = [n, d]
         rows = []
-        # (variant, n_moments, max_distinct, options): v1 options = chunk; fast options = minb
-        configs = [("v1", 15, 256, {"chunk": 16}), ("fast", 15, 256, {"minb": 2}), ("fast", 15, 256, {"minb": 3}),
-                   ("fast", 15, 0, {"minb": 2})]
+        # (variant, n_moments, max_distinct, options): v1 options = chunk; fast options = unroll, minb, bitcvt
+        configs = [("v1", 15, 256, {"chunk": 16}),
+                   ("fast", 15, 256, {"unroll": 8, "minb": 2}), ("fast", 15, 256, {"unroll": 4, "minb": 2}),
+                   ("fast", 15, 256, {"unroll": 4, "minb": 3}), ("fast", 15, 256, {"unroll": 8, "minb": 2, "bitcvt": False}),
+                   ("fast", 15, 0, {"unroll": 8, "minb": 2}), ("fast", 15, 0, {"unroll": 4, "minb": 2}),
+                   ("fast", 8, 256, {"unroll": 8, "minb": 2}), ("fast", 8, 0, {"unroll": 8, "minb": 2})]
         if not args.quick:
-            configs += [("v1", 15, 0, {"chunk": 16}), ("v1", 8, 256, {"chunk": 16}), ("fast", 8, 256, {"minb": 2}),
-                        ("v1", 20, 256, {"chunk": 16}), ("fast", 20, 256, {"minb": 4})]
+            configs += [("v1", 8, 256, {"chunk": 16}), ("v1", 20, 256, {"chunk": 16}),
+                        ("fast", 20, 256, {"unroll": 8, "minb": 2})]
         for variant, l, md, opt in configs:
             try:
                 t = gpu_time(lambda: skgpu.sketch(X, n_moments=l, max_distinct=md, variant=variant, **opt), reps, cp)
@@ -121,57 +275,42 @@ def main():
             print(f"gpu sketch {variant} l={l} max_distinct={md} {opt}: {t*1e3:.2f} ms, {nbytes/t/1e9:.0f} GB/s, "
                   f"{nbytes/t/bw:.2f} of copy bw", flush=True)
         res["gpu"]["sketch"] = rows
+        # the fast kernel alone (sketch_fast + reduce_sums, no sampling or host work), best options at l = 15
+        from kernels.sketch import gpu_fast
+
+        fast15 = [r for r in rows if "seconds" in r and r["variant"] == "fast" and r["n_moments"] == 15]
+        for md in (256, 0):
+            cand_rows = [r for r in fast15 if r["max_distinct"] == md]
+            if not cand_rows:
+                continue
+            o = min(cand_rows, key=lambda r: r["seconds"])["options"]
+            w0 = cp.zeros(1, cp.float64)
+            centre, cand = gpu_fast._pilot(X, w0, False, md)
+            if md == 0:
+                cand = np.zeros(d, bool)
+            t = gpu_time(lambda: gpu_fast._launch(X, w0, False, 15, centre, cand, md, o.get("minb", 2),
+                                                  o.get("unroll", 8), o.get("bitcvt", True), None), reps, cp)
+            res["gpu"].setdefault("fast_kernel_only", []).append(
+                {"max_distinct": md, "options": o, "seconds": t, "fraction_of_copy_bw": nbytes / t / bw})
+            print(f"fast kernel only (max_distinct={md}, {o}): {t*1e3:.2f} ms, {nbytes/t/bw:.2f} of copy bw", flush=True)
         ok15 = [r for r in rows if "seconds" in r and r["n_moments"] == 15 and r["max_distinct"] == 256]
         best = min(ok15, key=lambda r: r["seconds"])
         res["gpu"]["end_to_end_sketch"] = {"variant": best["variant"], "options": best["options"]}
         sk_kw = {"variant": best["variant"], **best["options"]}
-        if best["variant"] == "fast":  # the two variants must agree before the fast one's end-to-end counts
-            a = skgpu.sketch(X, n_moments=15, variant="v1")
-            b = skgpu.sketch(X, n_moments=15, **sk_kw)
-            res["gpu"]["fast_vs_v1"] = {
-                "max_rel_mean": float(np.max(np.abs(a.mean - b.mean) / np.maximum(np.abs(a.mean), 1e-300))),
-                "max_rel_M": float(np.max(np.abs(a.M - b.M) / np.maximum(np.abs(a.M), 1e-300))),
-                "same_weight_minmax_distinct": bool(np.array_equal(a.weight, b.weight)
-                                                    and np.array_equal(a.vmin, b.vmin)
-                                                    and np.array_equal(a.vmax, b.vmax)
-                                                    and np.array_equal(a.n_distinct, b.n_distinct)
-                                                    and np.array_equal(a.distinct, b.distinct, equal_nan=True))}
-            print("fast vs v1 on the benchmark data:", res["gpu"]["fast_vs_v1"], flush=True)
+        a = skgpu.sketch(X, n_moments=15, variant="v1")
+        b = skgpu.sketch(X, n_moments=15, variant="fast")
+        res["gpu"]["fast_vs_v1"] = agreement(a, b, X)
+        print("fast vs v1 on the benchmark data:", res["gpu"]["fast_vs_v1"], flush=True)
         if xgb is not None:
-            max_bin = 256
-            sk = skgpu.sketch(X, n_moments=15, **sk_kw)
-            t_sk = gpu_time(lambda: skgpu.sketch(X, n_moments=15, **sk_kw), reps, cp)
-            t_cut = cpu_time(lambda: cut_points(sk, max_bin, "maxent"), reps)
-            cuts = cut_points(sk, max_bin, "maxent")
-
-            def ours():
-                s = skgpu.sketch(X, n_moments=15, **sk_kw)
-                c = cut_points(s, max_bin, "maxent")
-                return xgb.QuantileDMatrix(X, y, ref=reference_dmatrix(c), max_bin=max_bin)
-
-            def theirs():
-                return xgb.QuantileDMatrix(X, y, max_bin=max_bin)
-
-            with xgb.config_context(use_rmm=False):
-                t_ref_only = gpu_time(lambda: xgb.QuantileDMatrix(X, y, ref=reference_dmatrix(cuts),
-                                                                  max_bin=max_bin), reps, cp)
-                t_ours = gpu_time(ours, reps, cp)
-                t_theirs = gpu_time(theirs, reps, cp)
-            res["gpu"]["end_to_end"] = {
-                "ours_s": t_ours, "xgboost_qdm_s": t_theirs, "speedup": t_theirs / t_ours,
-                "ours_breakdown_s": {"sketch": t_sk, "solve_cuts_cpu": t_cut, "qdm_with_ref": t_ref_only},
-                "max_bin": max_bin, "reference_xgboost_h100_s": 0.114,
-            }
-            print(f"gpu end-to-end: ours {t_ours:.3f}s vs xgboost {t_theirs:.3f}s -> {t_theirs/t_ours:.2f}x "
-                  f"(sketch {t_sk*1e3:.1f} ms, cuts {t_cut*1e3:.1f} ms, QDM with ref {t_ref_only*1e3:.1f} ms)",
-                  flush=True)
+            res["gpu"]["end_to_end"] = end_to_end_gpu(X, y, sk_kw, reps, cp, xgb, skgpu, skcpu)
+            res["host"]["numba_threading_layer"] = numba_layer()
         del X, y
         cp.get_default_memory_pool().free_all_blocks()
     # ------------------------------------------------------------------------------------------------ CPU
     if xgb is not None and not args.skip_cpu:
         threads = os.cpu_count() or 1
         numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
-        n, d = (2_000_000, 50)
+        n, d = (args.cpu_rows, 50)
         X = make_data(np, n, d)
         y = np.random.default_rng(1).standard_normal(n).astype(np.float32)
         max_bin = 256
@@ -195,39 +334,103 @@ def main():
               f"{t_theirs/t_ours:.2f}x (sketch {t_sk:.3f}s, cuts {t_cut:.3f}s, QDM with ref {t_ref_only:.3f}s)",
               flush=True)
     res["cpu_name"] = platform.processor() or platform.machine()
+    res["command"] = "python3 integration/bench_sketch_speed.py " + " ".join(
+        a for a in sys.argv[1:] if not a.startswith("/"))
     (out / "sketch_speed.json").write_text(json.dumps(res, indent=2))
-    lines = ["# Moment sketch speed", "", f"Device: {res.get('device', 'none')}; versions: {res['versions']}", ""]
-    if res["gpu"].get("sketch"):
-        lines += [f"Device copy bandwidth (read+write): {res['gpu']['copy_bandwidth_GBps']:.0f} GB/s; "
-                  f"data {res['gpu']['shape'][0]:,} x {res['gpu']['shape'][1]} float32", "",
-                  "max_distinct = 0 switches the distinct-value tracking off (diagnostic).", "",
+    report(res, out)
+
+
+def report(res: dict, out: Path) -> None:
+    """sketch_speed.md and sketch_speed.png from the results dict."""
+    lines = ["# Moment sketch speed", "", f"Device: {res.get('device', 'none')}; versions: {res['versions']}; "
+             f"host: {res.get('host')}", "", f"Command: `{res.get('command', '')}`", ""]
+    g = res["gpu"]
+    if g.get("sketch"):
+        lines += [f"Device copy bandwidth (read+write): {g['copy_bandwidth_GBps']:.0f} GB/s; "
+                  f"data {g['shape'][0]:,} x {g['shape'][1]} float32 ({g['shape'][0] * g['shape'][1] * 4 / 1e9:.1f} "
+                  "GB). Target: the sketch reads at >= 50% of the copy bandwidth.", "",
+                  "max_distinct = 0 switches the distinct-value tracking off (diagnostic). fast options: unroll = rows "
+                  "per thread per batch, minb = blocks per SM the registers must allow, bitcvt = float -> double by "
+                  "integer bit operations.", "",
                   "| variant | options | n_moments | max_distinct | ms | GB/s read | fraction of copy bandwidth |",
                   "|---|---|---|---|---|---|---|"]
         lines += [f"| {r['variant']} | {r['options']} | {r['n_moments']} | {r['max_distinct']} | "
                   + (f"{r['seconds']*1e3:.2f} | {r['GBps']:.0f} | {r['fraction_of_copy_bw']:.2f} |" if "seconds" in r
-                     else f"failed: {r['error'][:80]} | | |") for r in res["gpu"]["sketch"]]
-        if "fast_vs_v1" in res["gpu"]:
-            lines += ["", f"fast vs v1 on this data: {res['gpu']['fast_vs_v1']}"]
-    if res["gpu"].get("end_to_end"):
-        e = res["gpu"]["end_to_end"]
-        b = e["ours_breakdown_s"]
+                     else f"failed: {r['error'][:80]} | | |") for r in g["sketch"]]
+        for r in g.get("fast_kernel_only", []):
+            lines += ["", f"fast kernels alone (sketch_fast + reduce_sums, no sampling / host work), max_distinct "
+                      f"{r['max_distinct']}, {r['options']}: {r['seconds']*1e3:.2f} ms = "
+                      f"{r['fraction_of_copy_bw']:.2f} of copy bandwidth"]
+        if "fast_vs_v1" in g:
+            lines += ["", f"fast vs v1 on this data (moment error over its scale; weight, min, max and distinct sets "
+                      f"compared exactly): {g['fast_vs_v1']}"]
+    e = g.get("end_to_end")
+    if e:
+        st, al = e["ours_stages_s"], e["stages_alone_s"]
         lines += ["", "## Hist-ready matrix, GPU (10M x 50, max_bin 256)", "",
                   "| path | seconds | speedup vs XGBoost |", "|---|---|---|",
                   f"| XGBoost QuantileDMatrix (own sketch) | {e['xgboost_qdm_s']:.4f} | 1.00 |",
                   f"| ours: GPU sketch + cuts + QuantileDMatrix(ref) | {e['ours_s']:.4f} | {e['speedup']:.2f} |",
-                  "", f"Sketch {res['gpu']['end_to_end_sketch']}. Breakdown (ours): sketch {b['sketch']*1e3:.1f} ms, solve+cuts (CPU) {b['solve_cuts_cpu']*1e3:.1f}"
-                  f" ms, QuantileDMatrix with ref {b['qdm_with_ref']*1e3:.1f} ms."]
-    if res["cpu"]:
-        c = res["cpu"]
+                  "", f"Sketch {g['end_to_end_sketch']}."
+                  + (f" XGBoost reports our cuts (get_quantile_cut): {e['xgboost_reports_our_cuts']}."
+                     if "xgboost_reports_our_cuts" in e else "")
+                  + " Stages of ours, timed inside the same loop (synchronised):",
+                  "", "| stage | ms in the loop | ms alone (back to back) |", "|---|---|---|"]
+        for k, v in st.items():
+            lines.append(f"| {k} | {v*1e3:.2f} | " + (f"{al[k]*1e3:.2f} |" if k in al else " |"))
+        lines += ["", "Diagnostics (QuantileDMatrix with our ref, 10M x 50, right after another call):", "",
+                  f"- after a Numba `prange` call (OpenMP layer): {e['diag_qdm_after_numba_prange_s']*1e3:.1f} ms",
+                  f"- after our thread-pool solve: {e['diag_qdm_after_threadpool_solve_s']*1e3:.1f} ms",
+                  f"- after a 20 ms sleep: {e['diag_qdm_after_sleep_20ms_s']*1e3:.1f} ms",
+                  f"- ref kinds: {e['diag_ref_kinds']}"]
+    c = res.get("cpu")
+    if c:
         b = c["ours_breakdown_s"]
         lines += ["", f"## Hist-ready matrix, CPU ({c['shape'][0]:,} x {c['shape'][1]}, {c['threads']} threads)", "",
                   "| path | seconds | speedup vs XGBoost |", "|---|---|---|",
                   f"| XGBoost QuantileDMatrix (own sketch) | {c['xgboost_qdm_s']:.3f} | 1.00 |",
                   f"| ours: Numba sketch + cuts + QuantileDMatrix(ref) | {c['ours_s']:.3f} | {c['speedup']:.2f} |",
-                  "", f"Breakdown (ours): sketch {b['sketch']:.3f} s, solve+cuts {b['solve_cuts']:.3f} s, "
+                  "", f"Breakdown (ours, stages alone): sketch {b['sketch']:.3f} s, solve+cuts {b['solve_cuts']:.3f} s, "
                   f"QuantileDMatrix with ref {b['qdm_with_ref']:.3f} s."]
     (out / "sketch_speed.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    if not g.get("sketch"):
+        return
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.8))
+    ok = [r for r in g["sketch"] if "seconds" in r]
+    labels = [f"{r['variant']} l={r['n_moments']} md={r['max_distinct']}\n"
+              + ",".join(f"{k}={v}" for k, v in r["options"].items()) for r in ok]
+    ax = axes[0]
+    ax.barh(range(len(ok)), [r["fraction_of_copy_bw"] for r in ok],
+            color=["tab:gray" if r["variant"] == "v1" else "tab:blue" for r in ok])
+    ax.axvline(0.5, color="tab:red", ls="--", label="target 0.5")
+    ax.set_yticks(range(len(ok)), labels, fontsize=6)
+    ax.invert_yaxis()
+    ax.set_xlabel("fraction of device copy bandwidth (read of 10M x 50 float32)")
+    ax.set_title("GPU sketch throughput")
+    ax.legend(fontsize=7)
+    if e:
+        ax = axes[1]
+        parts = [(k, v) for k, v in e["ours_stages_s"].items() if k != "total"]
+        left = 0.0
+        for k, v in parts:
+            ax.barh(1, v * 1e3, left=left, label=k)
+            left += v * 1e3
+        ax.barh(0, e["xgboost_qdm_s"] * 1e3, color="tab:gray")
+        ax.axvline(e["xgboost_qdm_s"] * 1e3 / 2, color="tab:red", ls="--", label="target (2x faster)")
+        ax.set_yticks([0, 1], ["XGBoost QuantileDMatrix", f"ours ({e['speedup']:.2f}x)"])
+        ax.set_xlabel("ms (H100, 10M x 50, max_bin 256)")
+        ax.set_title("Hist-ready matrix, end to end")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out / "sketch_speed.png", dpi=120)
 
 
 if __name__ == "__main__":

@@ -214,3 +214,82 @@ def test_bad_input():
         cut_points(a, max_bin=1)
     with pytest.raises(ValueError, match="method"):
         quantiles(a, [0.5], "cosine")
+
+
+# ---------------------------------------------------------------------------------------- GPU host-side arithmetic
+def test_power_to_central_matches_two_pass(data):
+    """The fast GPU kernel's host step: power sums about a centre near the mean -> mean and central sums.
+
+    The power sums here come from math.fsum (correctly rounded), so only the shift itself is under test; the centre
+    is 0.05 standard deviations off the mean (within the kernel's re-sketch threshold of 0.1)."""
+    from kernels.sketch.gpu_fast import power_to_central
+
+    rng = np.random.default_rng(3)
+    w = rng.uniform(0, 2, data.shape[0])
+    l = 20
+    M, scale, mean, W = two_pass(data, w, l)
+    centre = mean + 0.05 * np.sqrt(M[:, 0] / W)
+    S = np.empty((data.shape[1], l))
+    for j in range(data.shape[1]):
+        ok = ~np.isnan(data[:, j])
+        dl = data[ok, j] - centre[j]
+        S[j] = [math.fsum(w[ok] * dl**k) for k in range(1, l + 1)]
+    m2, M2, delta = power_to_central(W, S, centre)
+    assert (np.abs(M2 - M) / scale).max() < 1e-12
+    assert np.all(np.abs(m2 - mean) <= 1e-12 * (np.abs(mean) + np.sqrt(scale[:, 0] / W)))
+    np.testing.assert_allclose(delta, mean - centre, rtol=1e-9)
+    m0, M0, d0 = power_to_central(np.zeros(2), np.zeros((2, 5)), np.array([1.5, -2.0]))  # empty columns
+    assert (m0 == 0).all() and (M0 == 0).all() and (d0 == 0).all()
+
+
+# ------------------------------------------------------------------------------------------- solver thread pool
+def test_solver_threads_do_not_change_results(data, monkeypatch):
+    """The nogil per-feature solver gives the same quantiles on 1 thread and on several (no shared state)."""
+    from kernels.sketch import _newton
+
+    sk = cpu.sketch(data, n_moments=15)
+    phi = np.linspace(0, 1, 257)
+    monkeypatch.setenv("HITML_SOLVER_THREADS", "1")
+    assert _newton.n_threads() == 1
+    one = [quantiles(sk, phi, m) for m in ("maxent", "legendre")]
+    monkeypatch.setenv("HITML_SOLVER_THREADS", "4")
+    many = [quantiles(sk, phi, m) for m in ("maxent", "legendre")]
+    for a, b in zip(one, many):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_maxent_newton_matches_batched_numpy(data):
+    """The Numba Newton (thread pool) and the batched-NumPy reference iteration reach the same theta."""
+    from kernels.sketch import solvers
+
+    sk = cpu.sketch(data, n_moments=10)
+    mu, ok = solvers.scaled_moments(sk)
+    cm = mu[ok] @ solvers._basis_from_power(10, "cheb").T
+    t1, c1 = solvers.maxent_theta(cm)
+    t2, c2 = solvers.maxent_theta_numpy(cm)
+    both = c1 & c2
+    assert both.sum() >= 3
+    np.testing.assert_allclose(t1[both], t2[both], atol=1e-6)
+
+
+def test_invert_cdf_matches_bruteforce():
+    """First crossing of phi by a (clipped, running-max) CDF row, linear between grid points, vs a Python loop."""
+    from kernels.sketch.solvers import _invert_cdf
+
+    rng = np.random.default_rng(4)
+    grid = np.linspace(-1, 1, 101)
+    F = np.cumsum(rng.uniform(0, 1, (6, 101)), axis=1)
+    F = F / F[:, -1:] * 1.02 - 0.01  # spills below 0 and above 1: clipped
+    F[2, 40:60] = F[2, 39]  # a flat stretch
+    F[3, 50] = F[3, 49] - 0.2  # non-monotone: the running max applies
+    phis = np.concatenate([[0.0, 1.0], rng.uniform(0, 1, 50), F[2, 39:40].clip(0, 1)])
+    got = _invert_cdf(F, grid, phis)
+    for r in range(F.shape[0]):
+        mono = np.maximum.accumulate(np.clip(F[r], 0, 1))
+        for p, phi in enumerate(phis):
+            k = next((i for i in range(mono.size) if mono[i] >= phi), mono.size)
+            k = min(max(k, 1), mono.size - 1)
+            f0, f1 = mono[k - 1], mono[k]
+            frac = (phi - f0) / (f1 - f0) if f1 > f0 else 0.0
+            expect = grid[k - 1] + min(max(frac, 0.0), 1.0) * (grid[k] - grid[k - 1])
+            assert got[r, p] == pytest.approx(expect, abs=1e-15)

@@ -1,9 +1,5 @@
-"""GPU moment sketch vs its CPU twin (Numba): equal within 1e-12 relative to each moment's scale.
-
-The 1e-12 contract holds for the default kernel ("v1"). The opt-in "fast" kernel re-centres with Taylor shifts and
-agrees within ~3e-10 of the scale (measured on an H100: 1.1e-11 at l = 15, 3.0e-10 at l = 20 weighted); it is checked
-at 1e-9.
-"""
+"""GPU moment sketch vs its CPU twin (Numba): equal within 1e-12 relative to each moment's scale, for both kernels
+("fast", the default: power sums about a sampled centre; "v1": per-chunk Pebay merges) at every l up to 24."""
 from __future__ import annotations
 
 import numpy as np
@@ -49,10 +45,6 @@ def test_gpu_equals_cpu_twin(dtype, l, weighted, variant):
     X = X.astype(dtype)
     X[rng.random(n) < 0.02, 1] = np.nan
     w = rng.uniform(0, 2, n) if weighted else None
-    if variant == "fast" and l > gpu.FAST_MAX_MOMENTS:
-        with pytest.raises(ValueError, match="n_moments <= 20"):
-            gpu.sketch(cp.asarray(X), n_moments=l, variant=variant)
-        return
     g = gpu.sketch(cp.asarray(X), None if w is None else cp.asarray(w), n_moments=l, max_distinct=64, variant=variant)
     c = cpu.sketch(X, w, n_moments=l, max_distinct=64)
     _assert_same(g, c, X, w, l, tol=_tolerance(variant, l))
@@ -60,7 +52,7 @@ def test_gpu_equals_cpu_twin(dtype, l, weighted, variant):
 
 
 def _tolerance(variant, l):
-    return 1e-12 if variant == "v1" else 1e-9
+    return 1e-12
 
 
 def _assert_same(g, c, X, w, l, tol=1e-12):
@@ -127,3 +119,59 @@ def test_gpu_small_and_odd_shapes(variant):
         c = cpu.sketch(X, n_moments=6)
         np.testing.assert_allclose(g.mean, c.mean, rtol=1e-12, atol=1e-14)
         np.testing.assert_allclose(g.M, c.M, rtol=1e-10, atol=1e-12)
+
+
+def test_default_variant_is_fast():
+    from kernels.sketch import gpu
+
+    assert gpu.DEFAULT_VARIANT == "fast"
+
+
+@pytest.mark.xfail(strict=True, reason="known limitation: CuPy compiles kernels with -ftz=true, so float32 "
+                   "subnormals (|x| < 1.18e-38) are read as 0 on the GPU (seen on the H100: the subnormal column's "
+                   "central sums come out 0); v1 converts the same way")
+@pytest.mark.parametrize("opts", [{"unroll": 4, "minb": 2}, {"unroll": 4, "minb": 3}, {"bitcvt": False},
+                                  {"unroll": 8, "minb": 2, "bitcvt": True}])
+def test_fast_options_subnormals_and_signed_zero(opts):
+    """Every kernel option gives the twin's sketch on float32 subnormals, -0.0 and zeros (min/max compared
+    exactly)."""
+    import cupy as cp
+
+    from kernels.sketch import gpu
+
+    rng = np.random.default_rng(9)
+    n = 50_001
+    tiny = np.float32(1e-40)  # subnormal in float32
+    sub = rng.choice(np.array([tiny, -tiny, 0.0, -0.0, 3 * tiny], np.float32), n)
+    mix = rng.normal(size=n).astype(np.float32)
+    mix[rng.random(n) < 0.3] = tiny
+    mix[rng.random(n) < 0.3] = -0.0
+    X = np.column_stack([sub, mix, rng.lognormal(size=n), np.round(rng.normal(size=n) * 2)]).astype(np.float32)
+    for w in (None, rng.uniform(0, 1, n)):
+        g = gpu.sketch(cp.asarray(X), None if w is None else cp.asarray(w), n_moments=15, max_distinct=64,
+                       variant="fast", **opts)
+        c = cpu.sketch(X, w, n_moments=15, max_distinct=64)
+        _assert_same(g, c, X, w, 15)
+        assert c.n_distinct[0] == 4  # -tiny, 0 (-0.0 counts as 0.0), tiny, 3 tiny
+
+
+def test_fast_recentres_unrepresentative_sample_and_all_missing_sample():
+    """A column whose strided sample hits only a periodic spike (centre ~6 sd off: re-sketched about its mean) and
+    a column missing at every sampled row but valid elsewhere (centre from the whole column)."""
+    import cupy as cp
+
+    from kernels.sketch import gpu, gpu_fast
+
+    rng = np.random.default_rng(1)
+    m = 37
+    n = gpu_fast.SAMPLE_ROWS * m
+    spike = rng.normal(0, 1, n)
+    spike[::m] = 50 + rng.normal(0, 0.01, n // m)
+    hole = rng.normal(1000, 1, n)
+    hole[::m] = np.nan
+    X = np.column_stack([spike, hole, rng.normal(size=n)])
+    for dtype in (np.float32, np.float64):
+        Xd = X.astype(dtype)
+        g = gpu.sketch(cp.asarray(Xd), n_moments=15, max_distinct=0, variant="fast")
+        c = cpu.sketch(Xd, n_moments=15, max_distinct=0)
+        _assert_same(g, c, Xd, None, 15)

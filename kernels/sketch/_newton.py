@@ -1,13 +1,53 @@
-"""Numba max-entropy Newton: the damped Newton of solvers.maxent_theta, all features in one parallel call."""
+"""Numba max-entropy solver: the damped Newton of solvers.maxent_theta, the ladder, the grid CDF and its inversion,
+one feature at a time in nogil kernels that a small thread pool runs over the features.
+
+Why a thread pool and not ``prange``: Numba's OpenMP layer and XGBoost each load their own libgomp; after a parallel
+region each runtime's threads spin-wait, so a Numba-parallel solve right before ``QuantileDMatrix`` (or after it)
+leaves two spinning pools fighting for the same cores. Pool threads block on a queue and never spin.
+"""
 from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import numba as nb
 import numpy as np
 
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
 
-@nb.njit(cache=True, inline="always")
+
+def n_threads() -> int:
+    """Worker threads of the solver pool: the CPUs this process may run on (HITML_SOLVER_THREADS overrides)."""
+    env = os.environ.get("HITML_SOLVER_THREADS")
+    if env:
+        return max(1, int(env))
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - non-Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def run_features(fn, d: int, *args) -> None:
+    """Call fn(*args, j0, j1) over [0, d) in one-feature tasks on the solver pool (inline for one thread)."""
+    global _POOL
+    t = min(n_threads(), d)
+    if t <= 1:
+        fn(*args, 0, d)
+        return
+    with _POOL_LOCK:
+        if _POOL is None or _POOL._max_workers < t:
+            _POOL = ThreadPoolExecutor(max_workers=n_threads(), thread_name_prefix="hitml-solver")
+        pool = _POOL
+    futs = [pool.submit(fn, *args, j, j + 1) for j in range(d)]
+    for f in futs:
+        f.result()
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
 def _cholesky_solve(H, b, out):
-    """Solve H x = b for symmetric positive definite H (n x n) in place of a copy; False if not SPD."""
+    """Solve H x = b for symmetric positive definite H (n x n); False if not SPD."""
     n = H.shape[0]
     Lm = np.zeros((n, n))
     for i in range(n):
@@ -35,113 +75,184 @@ def _cholesky_solve(H, b, out):
     return True
 
 
-@nb.njit(cache=True, inline="always")
-def _density(theta, Vq, f):
-    Q, lp1 = Vq.shape[0], theta.shape[0]
-    for q in range(Q):
-        e = 0.0
-        for k in range(lp1):
-            e += theta[k] * Vq[q, k]
-        f[q] = np.exp(min(max(e, -700.0), 700.0))
+@nb.njit(cache=True, nogil=True, inline="always")
+def _series(theta, lp1, VT, out):
+    """out[q] = sum_{k < lp1} theta[k] VT[k, q]; k outer so the q loop runs over contiguous rows of VT (the same
+    summation order per q as a dot product)."""
+    for q in range(VT.shape[1]):
+        out[q] = 0.0
+    for k in range(lp1):
+        t = theta[k]
+        for q in range(VT.shape[1]):
+            out[q] += t * VT[k, q]
 
 
-@nb.njit(cache=True, parallel=True)
-def newton_all(cm, wq, Vq, max_iter, tol, loose_tol):
-    """theta (d, l+1) and converged (d,) for Chebyshev moments cm; Vq (Q, 2l+1) holds T_j at the nodes."""
-    d, lp1 = cm.shape
+@nb.njit(cache=True, nogil=True, inline="always")
+def _density(theta, lp1, VqT, f):
+    """f[q] = exp(sum_k theta[k] T_k(x_q)), clipped."""
+    _series(theta, lp1, VqT, f)
+    for q in range(VqT.shape[1]):
+        f[q] = np.exp(min(max(f[q], -700.0), 700.0))
+
+
+@nb.njit(cache=True, nogil=True)
+def newton_one(c, wq, Vq, VqT, max_iter, tol, loose_tol, th):
+    """Damped Newton for one feature's Chebyshev moments c (l+1); theta into th (l+1); returns converged.
+
+    Vq (Q, >= 2l+1) holds T_j at the quadrature nodes, VqT its transpose (contiguous). Backtracking alpha 0.3,
+    beta 0.25, min step 1e-3 (msketch).
+    """
+    lp1 = c.shape[0]
+    m2 = 2 * lp1 - 1
     Q = wq.shape[0]
-    m2 = Vq.shape[1]
-    theta_all = np.zeros((d, lp1))
-    conv = np.zeros(d, np.bool_)
     alpha, beta = 0.3, 0.25
-    for j in nb.prange(d):
-        th = np.zeros(lp1)
-        th[0] = np.log(0.5)
-        c = cm[j]
-        f = np.empty(Q)
-        I = np.empty(m2)
-        g = np.empty(lp1)
-        H = np.empty((lp1, lp1))
-        step = np.empty(lp1)
-        trial = np.empty(lp1)
-        ok = False
-        for _ in range(max_iter):
-            _density(th, Vq, f)
+    for a in range(lp1):
+        th[a] = 0.0
+    th[0] = np.log(0.5)
+    f = np.empty(Q)
+    I = np.empty(m2)
+    g = np.empty(lp1)
+    H = np.empty((lp1, lp1))
+    step = np.empty(lp1)
+    trial = np.empty(lp1)
+    ok = False
+    for _ in range(max_iter):
+        _density(th, lp1, VqT, f)
+        for m in range(m2):
+            I[m] = 0.0
+        for q in range(Q):  # q outer, m inner: contiguous rows of Vq, the same summation order per m
+            wf = wq[q] * f[q]
             for m in range(m2):
-                s = 0.0
-                for q in range(Q):
-                    s += wq[q] * f[q] * Vq[q, m]
-                I[m] = s
-            gg = 0.0
+                I[m] += wf * Vq[q, m]
+        gg = 0.0
+        for a in range(lp1):
+            g[a] = I[a] - c[a]
+            gg += g[a] * g[a]
+        if not np.isfinite(gg):
+            break
+        if gg / lp1 < tol * tol:
+            ok = True
+            break
+        tr = 0.0
+        for a in range(lp1):
+            for b in range(lp1):
+                H[a, b] = 0.5 * (I[a + b] + I[abs(a - b)])
+            tr += H[a, a]
+        for a in range(lp1):
+            H[a, a] += 1e-12 * tr
+            g[a] = -g[a]
+        if not _cholesky_solve(H, g, step):
+            break
+        P0 = I[0]
+        slope = 0.0
+        for a in range(lp1):
+            P0 -= th[a] * c[a]
+            slope -= g[a] * step[a]  # g holds -gradient here
+        t = 1.0
+        for _ls in range(12):
             for a in range(lp1):
-                g[a] = I[a] - c[a]
-                gg += g[a] * g[a]
-            if not np.isfinite(gg):
+                trial[a] = th[a] + t * step[a]
+            _density(trial, lp1, VqT, f)
+            P1 = 0.0
+            for q in range(Q):
+                P1 += wq[q] * f[q]
+            for a in range(lp1):
+                P1 -= trial[a] * c[a]
+            if np.isfinite(P1) and P1 <= P0 + alpha * t * slope:
                 break
-            if gg / lp1 < tol * tol:
-                ok = True
-                break
-            tr = 0.0
-            for a in range(lp1):
-                for b in range(lp1):
-                    H[a, b] = 0.5 * (I[a + b] + I[abs(a - b)])
-                tr += H[a, a]
-            for a in range(lp1):
-                H[a, a] += 1e-12 * tr
-                g[a] = -g[a]
-            if not _cholesky_solve(H, g, step):
-                break
-            P0 = I[0]
-            slope = 0.0
-            for a in range(lp1):
-                P0 -= th[a] * c[a]
-                slope -= g[a] * step[a]  # g holds -gradient here
-            t = 1.0
-            for _ls in range(12):
-                for a in range(lp1):
-                    trial[a] = th[a] + t * step[a]
-                _density(trial, Vq, f)
-                P1 = 0.0
-                for q in range(Q):
-                    P1 += wq[q] * f[q]
-                for a in range(lp1):
-                    P1 -= trial[a] * c[a]
-                if np.isfinite(P1) and P1 <= P0 + alpha * t * slope:
-                    break
-                t *= beta
-            t = max(t, 1e-3)
-            for a in range(lp1):
-                th[a] += t * step[a]
-        if not ok:  # out of iterations but close: accept at the loose tolerance
-            _density(th, Vq, f)
-            gg = 0.0
-            for a in range(lp1):
-                s = 0.0
-                for q in range(Q):
-                    s += wq[q] * f[q] * Vq[q, a]
-                gg += (s - c[a]) ** 2
-            ok = np.isfinite(gg) and gg / lp1 < loose_tol * loose_tol
-        theta_all[j] = th
-        conv[j] = ok
-    return theta_all, conv
+            t *= beta
+        t = max(t, 1e-3)
+        for a in range(lp1):
+            th[a] += t * step[a]
+    if not ok:  # out of iterations but close: accept at the loose tolerance
+        _density(th, lp1, VqT, f)
+        gg = 0.0
+        for a in range(lp1):
+            s = 0.0
+            for q in range(Q):
+                s += wq[q] * f[q] * Vq[q, a]
+            gg += (s - c[a]) ** 2
+        ok = np.isfinite(gg) and gg / lp1 < loose_tol * loose_tol
+    return ok
 
 
-@nb.njit(cache=True, parallel=True)
-def grid_cdf(theta, Vg, grid):
-    """Cumulative trapezoid of exp(theta . T(grid)) per feature, unnormalised (d, G)."""
-    d, lp1 = theta.shape
+@nb.njit(cache=True, nogil=True)
+def newton_range(cm, wq, Vq, VqT, max_iter, tol, loose_tol, theta, conv, j0, j1):
+    """newton_one for features j0..j1-1 of cm (d, l+1) into theta (d, l+1) / conv (d,)."""
+    for j in range(j0, j1):
+        conv[j] = newton_one(cm[j], wq, Vq, VqT, max_iter, tol, loose_tol, theta[j])
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _cdf_row(th, lp1, VgT, grid, out):
+    """Cumulative trapezoid of exp(th . T(grid)) into out (G), unnormalised; VgT (>= l+1, G) holds T_k(grid)."""
     G = grid.shape[0]
-    out = np.empty((d, G))
-    for j in nb.prange(d):
-        prev = 0.0
-        acc = 0.0
+    _series(th, lp1, VgT, out)
+    prev = 0.0
+    acc = 0.0
+    for q in range(G):
+        fq = np.exp(min(max(out[q], -700.0), 700.0))
+        if q > 0:
+            acc += 0.5 * (fq + prev) * (grid[q] - grid[q - 1])
+        out[q] = acc
+        prev = fq
+
+
+@nb.njit(cache=True, nogil=True)
+def grid_cdf_range(theta, VgT, grid, out, j0, j1):
+    for j in range(j0, j1):
+        _cdf_row(theta[j], theta.shape[1], VgT, grid, out[j])
+
+
+@nb.njit(cache=True, nogil=True)
+def maxent_range(cms, levels, wq, Vq, VqT, VgT, grid, max_iter, tol, loose_tol, F, solved, j0, j1):
+    """The whole max-entropy CDF for features j0..j1-1: Newton at each ladder level in turn until one converges and
+    the grid resolves its density (mass within 1e-3 of 1), then the normalised grid CDF into F[j] (G).
+
+    cms (n_levels, d, lmax+1): Chebyshev moments per level (first levels[i]+1 used); solved[j] = False if none did.
+    """
+    lmax1 = cms.shape[2]
+    th = np.empty(lmax1)
+    cum = np.empty(grid.shape[0])
+    for j in range(j0, j1):
+        solved[j] = False
+        for li in range(levels.shape[0]):
+            lp1 = levels[li] + 1
+            if not newton_one(cms[li, j, :lp1], wq, Vq, VqT, max_iter, tol, loose_tol, th[:lp1]):
+                continue
+            _cdf_row(th, lp1, VgT, grid, cum)
+            if not abs(cum[-1] - 1.0) < 1e-3:
+                continue
+            for q in range(grid.shape[0]):
+                F[j, q] = cum[q] / cum[-1]
+            solved[j] = True
+            break
+
+
+@nb.njit(cache=True, nogil=True)
+def invert_range(F, grid, phis, xs, j0, j1):
+    """First crossing of each phi by F[j] (clipped to [0, 1], running max), linear between grid points."""
+    G = grid.shape[0]
+    mono = np.empty(G)
+    for j in range(j0, j1):
+        run = 0.0
         for q in range(G):
-            e = 0.0
-            for k in range(lp1):
-                e += theta[j, k] * Vg[q, k]
-            fq = np.exp(min(max(e, -700.0), 700.0))
-            if q > 0:
-                acc += 0.5 * (fq + prev) * (grid[q] - grid[q - 1])
-            out[j, q] = acc
-            prev = fq
-    return out
+            v = min(max(F[j, q], 0.0), 1.0)
+            if q == 0 or v > run:
+                run = v
+            mono[q] = run
+        for p in range(phis.shape[0]):
+            phi = phis[p]
+            lo = 0
+            hi = G
+            while lo < hi:  # searchsorted(mono, phi, "left")
+                mid = (lo + hi) >> 1
+                if mono[mid] < phi:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            k = min(max(lo, 1), G - 1)
+            f0 = mono[k - 1]
+            f1 = mono[k]
+            frac = (phi - f0) / (f1 - f0) if f1 > f0 else 0.0
+            xs[j, p] = grid[k - 1] + min(max(frac, 0.0), 1.0) * (grid[k] - grid[k - 1])

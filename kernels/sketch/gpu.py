@@ -11,7 +11,7 @@ from .state import MomentSketch, _check_n_moments
 EMPTY_KEY = 0x7FF8DEAD0000BEEF
 R_CHUNK = 16
 REDUCE_THREADS = 64
-DEFAULT_VARIANT = "v1"  # "fast" once verified on the device
+DEFAULT_VARIANT = "fast"
 
 
 def _names(T: str, l: int, by: int, has_w: bool, chunk: int) -> tuple[str, str]:
@@ -19,21 +19,15 @@ def _names(T: str, l: int, by: int, has_w: bool, chunk: int) -> tuple[str, str]:
             f"reduce_partials<{l},{REDUCE_THREADS}>")
 
 
-FAST_MAX_MOMENTS = 20
-
-
 def sketch(X, sample_weight=None, *, n_moments: int = 15, max_distinct: int = 256,
            blocks_per_sm: int = 4, chunk: int = R_CHUNK, variant: str = DEFAULT_VARIANT, **fast_opts) -> MomentSketch:
     """Sketch the columns of X (NumPy or CuPy, (n, d)) on the GPU; NaN is missing, inf raises ValueError.
 
-    variant "v1": per-chunk Pebay merge kernel (sketch.cu); "fast": shifted power sums (sketch_fast.cu, options in
-    ``fast_opts``: minb, unroll, blocks_per_sm). "v1" equals the CPU twin within 1e-12; "fast" within ~3e-10 of each
-    moment's scale up to l = 20 (measured on an H100), and is refused beyond (1e-7 at l = 24).
+    variant "fast" (default): power sums about a per-column centre from a strided sample, distinct sets in shared
+    memory (sketch_fast.cu; options in ``fast_opts``: minb, unroll, bitcvt, blocks_per_sm); "v1": per-chunk Pebay
+    merge kernel (sketch.cu). Both equal the CPU twin within 1e-12 of each moment's scale.
     """
     if variant == "fast":
-        if n_moments > FAST_MAX_MOMENTS:
-            raise ValueError(f"variant='fast' supports n_moments <= {FAST_MAX_MOMENTS} (its re-centring loses precision "
-                             f"beyond); got {n_moments}. Use variant='v1'.")
         from .gpu_fast import sketch_fast
 
         return sketch_fast(X, sample_weight, n_moments=n_moments, max_distinct=max_distinct, **fast_opts)
@@ -42,11 +36,10 @@ def sketch(X, sample_weight=None, *, n_moments: int = 15, max_distinct: int = 25
     if fast_opts:
         raise TypeError(f"options {sorted(fast_opts)} apply to variant='fast' only")
     cp = cupy_module()
-    l = _check_n_moments(n_moments)
-    X, w, has_w = prepare(X, sample_weight)
+    l, X, w, has_w, empty = begin(X, sample_weight, n_moments, max_distinct)
+    if empty is not None:
+        return empty
     n, d = X.shape
-    if n == 0:
-        return MomentSketch.empty(d, l, max_distinct)
     T = "float" if X.dtype == cp.float32 else "double"
     by = 8 if l <= 20 else 4
     kname, rname = _names(T, l, by, has_w, int(chunk))
@@ -77,6 +70,14 @@ def sketch(X, sample_weight=None, *, n_moments: int = 15, max_distinct: int = 25
     return finish(out.get(), l, table, count, over, cap)
 
 
+def begin(X, sample_weight, n_moments: int, max_distinct: int):
+    """Checked n_moments, prepared X / weights, and the empty sketch when X has no rows (else None)."""
+    l = _check_n_moments(n_moments)
+    X, w, has_w = prepare(X, sample_weight)
+    empty = MomentSketch.empty(X.shape[1], l, max_distinct) if X.shape[0] == 0 else None
+    return l, X, w, has_w, empty
+
+
 def prepare(X, sample_weight):
     """Checked contiguous CuPy X (float32/float64), weights (float64, or a dummy) and whether weights were given."""
     cp = cupy_module()
@@ -98,15 +99,22 @@ def prepare(X, sample_weight):
     return X, w, has_w
 
 
+def host(a) -> np.ndarray:
+    """A NumPy copy of a CuPy (or NumPy) array."""
+    return a.get() if hasattr(a, "get") else np.asarray(a)
+
+
 def finish(red: np.ndarray, l: int, table, count, over, cap: int) -> MomentSketch:
-    cnt = count.get().astype(np.int64)
-    ov = over.get().astype(bool) | (cnt > cap)
+    """MomentSketch from reduced [W, mean, M2..Ml, min, max] rows and the distinct tables (count / over: device or
+    host arrays)."""
+    cnt = host(count).astype(np.int64)
+    ov = host(over).astype(bool) | (cnt > cap)
     d = red.shape[0]
     vals = np.full((d, cap), np.nan)
     nd = np.where(ov, -1, cnt)
     keep = np.flatnonzero(~ov)
     if keep.size:
-        keys = table[keep].get()
+        keys = host(table[keep])
         for r, j in enumerate(keep):
             k = keys[r][keys[r] != np.uint64(EMPTY_KEY)]
             vals[j, : k.size] = np.sort(k.view(np.float64))

@@ -66,7 +66,8 @@ def _quadrature(q: int, l2: int):
     from scipy.special import roots_legendre
 
     x, w = roots_legendre(q)
-    return x, w, C.chebvander(x, l2)
+    V = np.ascontiguousarray(C.chebvander(x, l2))
+    return x, w, V, np.ascontiguousarray(V.T)
 
 
 @lru_cache(maxsize=None)
@@ -77,7 +78,8 @@ def _grid(g: int):
 
 @lru_cache(maxsize=None)
 def _grid_vander(g: int, l: int) -> np.ndarray:
-    return np.ascontiguousarray(C.chebvander(_grid(g), l))
+    """(l+1, g): T_k at the grid points, one row per k (contiguous for the solver's inner loops)."""
+    return np.ascontiguousarray(C.chebvander(_grid(g), l).T)
 
 
 def _potential(theta, c, wq, V):
@@ -89,15 +91,18 @@ def maxent_theta(cm: np.ndarray, *, n_quad: int = 256, max_iter: int = 40, tol: 
                  loose_tol: float = 1e-5):
     """Damped Newton on the max-entropy dual for Chebyshev moments cm (d, l+1); returns (theta, converged).
 
-    Backtracking (alpha 0.3, beta 0.25, min step 1e-3, as msketch), Cholesky solves; one parallel Numba call
-    for all features (maxent_theta_numpy is the same iteration in batched NumPy).
+    Backtracking (alpha 0.3, beta 0.25, min step 1e-3, as msketch), Cholesky solves; nogil Numba per feature on the
+    solver's thread pool (maxent_theta_numpy is the same iteration in batched NumPy).
     """
-    from ._newton import newton_all
+    from ._newton import newton_range, run_features
 
-    l = cm.shape[1] - 1
-    _, wq, Vq = _quadrature(n_quad, 2 * l)
-    return newton_all(np.ascontiguousarray(cm, np.float64), wq, np.ascontiguousarray(Vq), int(max_iter),
-                      float(tol), float(loose_tol))
+    cm = np.ascontiguousarray(cm, np.float64)
+    d, lp1 = cm.shape
+    _, wq, Vq, VqT = _quadrature(n_quad, 2 * (lp1 - 1))
+    theta = np.zeros((d, lp1))
+    conv = np.zeros(d, np.bool_)
+    run_features(newton_range, d, cm, wq, Vq, VqT, int(max_iter), float(tol), float(loose_tol), theta, conv)
+    return theta, conv
 
 
 def maxent_theta_numpy(cm: np.ndarray, *, n_quad: int = 256, max_iter: int = 40, tol: float = 1e-7,
@@ -105,7 +110,7 @@ def maxent_theta_numpy(cm: np.ndarray, *, n_quad: int = 256, max_iter: int = 40,
     """Batched-NumPy damped Newton (reference for maxent_theta); returns (theta, converged)."""
     d, lp1 = cm.shape
     l = lp1 - 1
-    xq, wq, Vq = _quadrature(n_quad, 2 * l)
+    xq, wq, Vq, _ = _quadrature(n_quad, 2 * l)
     V = Vq[:, :lp1]
     theta = np.zeros((d, lp1))
     theta[:, 0] = np.log(0.5)
@@ -161,51 +166,47 @@ def maxent_theta_numpy(cm: np.ndarray, *, n_quad: int = 256, max_iter: int = 40,
 
 
 def _invert_cdf(F: np.ndarray, grid: np.ndarray, phis: np.ndarray) -> np.ndarray:
-    """First crossing of each phi by each row of F (d, G), linear between grid points; vectorised over rows."""
-    d, G = F.shape
-    F = np.maximum.accumulate(np.clip(F, 0.0, 1.0), axis=1)
-    off = 2.0 * np.arange(d)[:, None]
-    flat = (F + off).ravel()
-    tgt = (phis[None, :] + off).ravel()
-    k = np.searchsorted(flat, tgt, side="left").reshape(d, -1) - np.arange(d)[:, None] * G
-    k = np.clip(k, 1, G - 1)
-    rows = np.arange(d)[:, None]
-    f0, f1 = F[rows, k - 1], F[rows, k]
-    x0, x1 = grid[k - 1], grid[k]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        frac = np.where(f1 > f0, (phis[None, :] - f0) / (f1 - f0), 0.0)
-    return x0 + np.clip(frac, 0.0, 1.0) * (x1 - x0)
+    """First crossing of each phi by each row of F (d, G) (clipped to [0, 1], running max), linear between grid
+    points."""
+    from ._newton import invert_range, run_features
+
+    F = np.ascontiguousarray(F, np.float64)
+    xs = np.empty((F.shape[0], phis.size))
+    run_features(invert_range, F.shape[0], F, grid, np.ascontiguousarray(phis, np.float64), xs)
+    return xs
 
 
-def _grid_cdf(theta, Vg, grid):
-    from ._newton import grid_cdf
-
-    return grid_cdf(theta, Vg, grid)
+def ladder_levels(l: int, ladder: bool = True) -> list[int]:
+    """Moment counts tried in turn where Newton fails with l: l, l-3, 8, 5, 2 (only l without the ladder)."""
+    return sorted({l, max(2, l - 3), min(l, 8), min(l, 5), 2}, reverse=True) if ladder else [l]
 
 
 def maxent_cdf(sk: MomentSketch, grid: np.ndarray, *, n_moments: int | None = None, ladder: bool = True):
     """CDF of the max-entropy density on the scaled grid (d, G), falling back to fewer moments where Newton fails.
 
     ladder=False solves with all l moments only and leaves NaN where Newton fails (the seed's failure count).
+    Each feature runs its whole ladder and grid CDF in one nogil Numba call on the solver's thread pool.
     """
+    from ._newton import maxent_range, run_features
+
     mu, ok = scaled_moments(sk)
     l = sk.n_moments if n_moments is None else n_moments
     F = np.tile((grid + 1.0) / 2.0, (sk.n_features, 1))  # uniform fallback
     todo = np.flatnonzero(ok)
-    steps = sorted({l, max(2, l - 3), min(l, 8), min(l, 5), 2}, reverse=True) if ladder else [l]
-    for l in steps:  # fewer moments where Newton fails
-        if not todo.size:
-            break
-        cm = mu[todo, : l + 1] @ _basis_from_power(l, "cheb").T
-        theta, conv = maxent_theta(cm)
-        cum = _grid_cdf(np.ascontiguousarray(theta[conv]), _grid_vander(grid.size, l), grid)
-        # the grid must resolve the density: its mass there must match the quadrature's (= 1 at convergence)
-        good = np.abs(cum[:, -1] - 1.0) < 1e-3
-        conv[np.flatnonzero(conv)[~good]] = False
-        F[todo[conv]] = cum[good] / cum[good, -1:]
-        todo = todo[~conv]
+    if not todo.size:
+        return F, ok
+    levels = np.array(ladder_levels(l, ladder), np.int64)
+    cms = np.zeros((levels.size, todo.size, l + 1))
+    for i, li in enumerate(levels):
+        cms[i, :, : li + 1] = mu[todo, : li + 1] @ _basis_from_power(int(li), "cheb").T
+    _, wq, Vq, VqT = _quadrature(256, 2 * l)
+    Ft = np.empty((todo.size, grid.size))
+    solved = np.zeros(todo.size, np.bool_)
+    run_features(maxent_range, todo.size, cms, levels, wq, Vq, VqT, _grid_vander(grid.size, l), grid, 40, 1e-7,
+                 1e-5, Ft, solved)
+    F[todo[solved]] = Ft[solved]
     if not ladder:
-        F[todo] = np.nan
+        F[todo[~solved]] = np.nan
     return F, ok
 
 
