@@ -268,9 +268,11 @@ def bench_model(name, size, args, data_cache):
         Xv = Xt[: args.variant_rows] if light else Xt
         rec["variant_rows"] = len(Xv)
         rec["variants"] = {}
-        for v in ("dp", "smem", "table"):
+        for v in ("dp", "smem", "table", "split"):
             if (v == "smem" and M * num_class > gpu._SMEM_MAX_OUTPUTS) or (v == "table" and
                                                                          gpu._table_bytes(pk) is None):
+                continue
+            if v == "split" and (gpu._table_bytes(pk) is not None or gpu._split_share(pk)[0] == 0.0):
                 continue
             gpu.SHAP_VARIANT = v
             rec["variants"][v] = run_ours(lambda: gpu.shap_values(ps, Xv, progress=False), args.repeats, sync,
@@ -414,10 +416,10 @@ def write_outputs(report, out_dir: Path, tag: str):
     if tag.startswith("gpu"):
         lines += ["## SHAP kernel variants (issue 4), seconds (NumPy in/out unless said)", "",
                   "| model | rows | auto picks | dp (global atomics) | dp + warp shared-memory sums | pattern tables | "
-                  "auto, CuPy in/out |", "|---|---|---|---|---|---|---|"]
+                  "tables + dp (split) | auto, CuPy in/out |", "|---|---|---|---|---|---|---|---|"]
         for r in report["models"]:
             v = r.get("variants", {})
-            cells = " | ".join(f"{v[k]:.4g}" if k in v else "-" for k in ("dp", "smem", "table"))
+            cells = " | ".join(f"{v[k]:.4g}" if k in v else "-" for k in ("dp", "smem", "table", "split"))
             lines.append(f"| {r['model']} | {r.get('variant_rows', r['rows'])} | {r.get('variant')} | {cells} | "
                          f"{r.get('ours_cupy_in_out_s', float('nan')):.4g} |")
         lines.append("")

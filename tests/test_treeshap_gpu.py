@@ -306,3 +306,21 @@ def test_xgboost_against_shap_cext():
             _close(got, phi)
         margin = model.predict(X[:100], output_margin=True).reshape(100, -1)
         np.testing.assert_allclose(_gpu().shap_values(ps, X[:100]).sum(1), margin, atol=2e-5)
+
+
+def test_split_variant_tables_for_short_paths_dp_for_long():
+    """Mixed path lengths (some > TABLE_DMAX elements): "split" and auto agree with the CPU twin."""
+    ps, _ = _regression_paths(M=20, depths=(3, 6, 16, 18), seed=3)
+    g = _gpu()
+    share, _ = g._split_share(g.packed_paths(ps))
+    assert 0.0 < share < 1.0 and ps.max_length > g.TABLE_DMAX
+    Xt, _ = _data(257, 20, 9, nan=0.1)
+    ref = cpu.shap_values(ps, Xt)
+    for variant, min_share in (("split", 0.5), ("auto", 0.0)):
+        g.SHAP_VARIANT, old = variant, g.SPLIT_MIN_SHARE
+        g.SPLIT_MIN_SHARE = min_share
+        try:
+            assert g._shap_variant(g.packed_paths(ps), 20, 1) == "split"
+            _close(g.shap_values(ps, Xt), ref)
+        finally:
+            g.SHAP_VARIANT, g.SPLIT_MIN_SHARE = "auto", old

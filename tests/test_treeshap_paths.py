@@ -131,3 +131,32 @@ def test_bad_inputs():
         extract_paths(cl, cr, cl, ft, th, val, cov, 0.0, n_features=2)
     with pytest.raises(ValueError, match="shape"):
         extract_paths(cl, cr[:, :3], cl, ft, th, val, cov, 0.0, n_features=3)
+
+
+def test_select_splits_shap_additively():
+    """PathSet.select: SHAP is additive over paths, so the CPU engine on two complementary subsets sums to the full
+    result (the bias counts base_offset once per subset)."""
+    from kernels.treeshap import cpu
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(400, 9))
+    y = X[:, 0] * X[:, 1] + np.sin(2 * X[:, 2]) + rng.normal(scale=0.1, size=400)
+    trees = [DecisionTreeRegressor(max_depth=d, random_state=d).fit(X, y).tree_ for d in (2, 5, 9)]
+    T, N = len(trees), max(t.node_count for t in trees)
+    cl = np.full((T, N), -1, np.int64)
+    cr, ft = cl.copy(), np.zeros((T, N), np.int64)
+    th, cov, vals = np.zeros((T, N)), np.zeros((T, N)), np.zeros((T, N, 1))
+    for i, t in enumerate(trees):
+        n = t.node_count
+        cl[i, :n], cr[i, :n], ft[i, :n] = t.children_left, t.children_right, np.maximum(t.feature, 0)
+        th[i, :n], cov[i, :n], vals[i, :n, 0] = t.threshold, t.weighted_n_node_samples, t.value[:, 0, 0]
+    ps = extract_paths(cl, cr, cl, ft, th, vals, cov, np.array([0.3]), n_features=9)
+    keep = np.diff(ps.path_ptr) <= 4
+    assert 0 < keep.sum() < ps.n_paths
+    a, b = ps.select(keep), ps.select(~keep)
+    assert a.n_paths + b.n_paths == ps.n_paths and len(a.feature) + len(b.feature) == len(ps.feature)
+    Xt = rng.normal(size=(50, 9))
+    full, pa, pb = cpu.shap_values(ps, Xt), cpu.shap_values(a, Xt), cpu.shap_values(b, Xt)
+    np.testing.assert_allclose(pa[:, :9] + pb[:, :9], full[:, :9], rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(a.bias() + b.bias() - ps.base_offset, ps.bias(), rtol=1e-12)
+    with pytest.raises(ValueError, match="keep must have shape"):
+        ps.select(keep[:-1])

@@ -30,10 +30,13 @@ MEMORY_BUDGET: int | None = None   # bytes per chunk of rows; None = half of the
 #  "table": per-path tables of phi for every pattern of satisfied elements (paths of <= TABLE_DMAX elements);
 #  "dp": shuffle EXTEND/UNWOUNDSUM per row with one global atomic per element ("global");
 #  "smem": the DP with per-warp shared-memory row sums (measured slower; kept selectable and tested).
-#  "auto": "table" when every warp-packed path is short enough and the tables fit TABLE_BYTES, else "dp".
+#  "split": tables for the paths of <= TABLE_DMAX elements, the DP for the longer ones (two packings, one output);
+#  "auto": "table" when every warp-packed path is short enough and the tables fit TABLE_BYTES; else "split" when the
+#          short paths hold at least SPLIT_MIN_SHARE of the path elements and their tables fit; else "dp".
 SHAP_VARIANT = "auto"
 TABLE_DMAX = 12                    # must not exceed TABLE_DMAX in treeshap.cu
 TABLE_BYTES = 16 << 30            # and at most a quarter of the free device memory (_budget() // 2)
+SPLIT_MIN_SHARE = 0.5
 _SMEM_MAX_OUTPUTS = 512            # smem variant only when M * K <= this (8 warps x 512 doubles = 32 KiB per block)
 _CACHE: dict[tuple[int, int | None], "_Packed"] = {}
 
@@ -61,6 +64,7 @@ class _Packed:
     short_root: np.ndarray   # host: packed position of each warp-packed path's root, in packed order
     short_size: np.ndarray   # host: its length in lanes (root included)
     tables: tuple | None = None
+    split: tuple | None = None      # ("split" variant) packings of the short and the long paths, built on first use
 
 
 def _down32(t: np.ndarray) -> np.ndarray:
@@ -217,18 +221,44 @@ def _table_bytes(pk: _Packed) -> int | None:
     return int(np.sum((1 << d) * d)) * 8
 
 
+def _split_share(pk: _Packed) -> tuple[float, int]:
+    """(share of path elements in paths of <= TABLE_DMAX elements, bytes of their tables)."""
+    m = np.diff(pk.ps.path_ptr)
+    short = m <= TABLE_DMAX
+    total = max(1, int(m.sum()))
+    return float(m[short].sum()) / total, int(np.sum((1 << m[short]) * m[short])) * 8
+
+
 def _shap_variant(pk: _Packed, M: int, K: int) -> str:
-    if SHAP_VARIANT not in ("auto", "dp", "smem", "table"):
-        raise ValueError(f"SHAP_VARIANT must be 'auto', 'dp', 'smem' or 'table', got {SHAP_VARIANT!r}")
+    if SHAP_VARIANT not in ("auto", "dp", "smem", "table", "split"):
+        raise ValueError(f"SHAP_VARIANT must be 'auto', 'dp', 'smem', 'table' or 'split', got {SHAP_VARIANT!r}")
     nbytes = _table_bytes(pk)
-    fits = nbytes is not None and nbytes <= min(TABLE_BYTES, _budget() // 2)
+    cap = min(TABLE_BYTES, _budget() // 2)
     if SHAP_VARIANT == "auto":
-        return "table" if fits else "dp"
+        if nbytes is not None and nbytes <= cap:
+            return "table"
+        if nbytes is None:
+            share, sbytes = _split_share(pk)
+            if share >= SPLIT_MIN_SHARE and sbytes <= cap:
+                return "split"
+        return "dp"
     if SHAP_VARIANT == "table" and nbytes is None:
         return "dp"
+    if SHAP_VARIANT == "split" and nbytes is not None:
+        return "table"                  # nothing to split: every warp-packed path has a table
+    if SHAP_VARIANT == "split" and _split_share(pk)[0] == 0.0:
+        return "dp"                     # no path short enough for a table
     if SHAP_VARIANT == "smem" and M * K > _SMEM_MAX_OUTPUTS:
         return "dp"
     return SHAP_VARIANT
+
+
+def _split_packs(pk: _Packed) -> tuple[_Packed, _Packed]:
+    """Packings of pk's paths of <= TABLE_DMAX elements and of the longer ones (cached on pk)."""
+    if pk.split is None:
+        short = np.diff(pk.ps.path_ptr) <= TABLE_DMAX
+        pk.split = (_pack(pk.ps.select(short)), _pack(pk.ps.select(~short)))
+    return pk.split
 
 
 def _tables(pk: _Packed):
@@ -330,14 +360,27 @@ def _path_dependent(paths: PathSet, X, tree_limit, progress, interactions: bool)
         n = Xd.shape[0]
         rpw = _rows_per_warp(n, pk.n_bins, 64 if interactions else 1024)
         variant = "dp" if interactions else _shap_variant(pk, M, K)
-        head = (Xd, np.int64(n), np.int32(M), np.int32(K), pk.bin_ptr, np.int64(pk.n_bins), np.int32(rpw), *pk.elems)
-        if variant == "table":
-            _launch_warp(_kernel("shap_table", pk.xdtype), pk, n, rpw, head + (*_tables(pk), phi))
-        elif variant == "smem":
-            _launch_warp(_kernel("shap_smem", pk.xdtype), pk, n, rpw, head + (phi,), 8 * M * K * (_THREADS // _WARP))
+
+        def head(p, rows_per_warp):
+            return (Xd, np.int64(n), np.int32(M), np.int32(K), p.bin_ptr, np.int64(p.n_bins),
+                    np.int32(rows_per_warp), *p.elems)
+
+        if variant == "split":
+            pk_s, pk_l = _split_packs(pk)
+            r_s, r_l = _rows_per_warp(n, pk_s.n_bins, 1024), _rows_per_warp(n, pk_l.n_bins, 1024)
+            _launch_warp(_kernel("shap_table", pk.xdtype), pk_s, n, r_s, head(pk_s, r_s) + (*_tables(pk_s), phi))
+            _launch_warp(_kernel("shap", pk.xdtype), pk_l, n, r_l, head(pk_l, r_l) + (phi,))
+            _run_long(pk_s, Xd, M, K, phi, False)
+            _run_long(pk_l, Xd, M, K, phi, False)
         else:
-            _launch_warp(_kernel(name, pk.xdtype), pk, n, rpw, head + (phi,))
-        _run_long(pk, Xd, M, K, phi, interactions)
+            if variant == "table":
+                _launch_warp(_kernel("shap_table", pk.xdtype), pk, n, rpw, head(pk, rpw) + (*_tables(pk), phi))
+            elif variant == "smem":
+                _launch_warp(_kernel("shap_smem", pk.xdtype), pk, n, rpw, head(pk, rpw) + (phi,),
+                             8 * M * K * (_THREADS // _WARP))
+            else:
+                _launch_warp(_kernel(name, pk.xdtype), pk, n, rpw, head(pk, rpw) + (phi,))
+            _run_long(pk, Xd, M, K, phi, interactions)
         bias = cupy_module().asarray(pk.bias)[None, :]
         if interactions:
             phi[:, M, M, :] += bias

@@ -123,6 +123,34 @@ class PathSet:
             trees=None if self.trees is None else self.trees.restrict(tree_limit),
         )
 
+    def select(self, keep: np.ndarray) -> "PathSet":
+        """The paths where the boolean mask ``keep`` (P,) is true, in their order (category words are shared).
+
+        Its ``bias()`` counts ``base_offset`` and the kept paths only: a caller that splits a PathSet adds the
+        parent's bias once.
+        """
+        keep = np.asarray(keep, dtype=bool)
+        if keep.shape != (self.n_paths,):
+            raise ValueError(f"keep must have shape ({self.n_paths},), got {keep.shape}")
+        lens = np.diff(self.path_ptr)[keep]
+        ptr = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+        idx = (np.repeat(self.path_ptr[:-1][keep] - ptr[:-1], lens) + np.arange(int(ptr[-1]))).astype(np.int64)
+        return replace(
+            self,
+            path_ptr=ptr,
+            feature=self.feature[idx],
+            lower=self.lower[idx],
+            upper=self.upper[idx],
+            missing_ok=self.missing_ok[idx],
+            cat_ptr=self.cat_ptr[idx],
+            cat_nwords=self.cat_nwords[idx],
+            zero_fraction=self.zero_fraction[idx],
+            cat_outside_ok=self.cat_outside_ok[idx],
+            leaf_value=self.leaf_value[keep],
+            tree_index=self.tree_index[keep],
+            trees=None,
+        )
+
     def bias(self, tree_limit: int | None = None) -> np.ndarray:
         """Expected value under cover weighting: base_offset + sum_p prod(zero_fraction_p) * leaf_value_p, (K,)."""
         ps = self.restrict(tree_limit)
