@@ -256,6 +256,7 @@ def bench_model(name, size, args, data_cache):
         rec["pack_s"] = time.perf_counter() - t
         rec["bins"], rec["utilisation"], rec["long_paths"] = pk.n_bins, pk.utilisation, pk.n_long
         rec["variant"] = gpu._shap_variant(pk, M, num_class)
+        rec["split_share"] = gpu._split_share(pk)[0]      # share of elements in paths short enough for a table
         gpu._CACHE.clear()
         # first call: packing + upload + compile-cached kernel
         rec["ours_first_s"], t_ours = run_ours(lambda: gpu.shap_values(ps, Xt, progress=False), args.repeats, sync,
