@@ -256,7 +256,7 @@ def bench_model(name, size, args, data_cache):
         rec["pack_s"] = time.perf_counter() - t
         rec["bins"], rec["utilisation"], rec["long_paths"] = pk.n_bins, pk.utilisation, pk.n_long
         rec["variant"] = gpu._shap_variant(pk, M, num_class)
-        rec["split_share"] = gpu._split_share(pk)[0]      # share of elements in paths short enough for a table
+        rec["split_share"] = pk.split_share      # share of elements in paths short enough for a table
         gpu._CACHE.clear()
         # first call: packing + upload + compile-cached kernel
         rec["ours_first_s"], t_ours = run_ours(lambda: gpu.shap_values(ps, Xt, progress=False), args.repeats, sync,
@@ -271,9 +271,9 @@ def bench_model(name, size, args, data_cache):
         rec["variants"] = {}
         for v in ("dp", "smem", "table", "split"):
             if (v == "smem" and M * num_class > gpu._SMEM_MAX_OUTPUTS) or (v == "table" and
-                                                                         gpu._table_bytes(pk) is None):
+                                                                         pk.table_bytes is None):
                 continue
-            if v == "split" and (gpu._table_bytes(pk) is not None or gpu._split_share(pk)[0] == 0.0):
+            if v == "split" and (pk.table_bytes is not None or pk.split_share == 0.0):
                 continue
             gpu.SHAP_VARIANT = v
             rec["variants"][v] = run_ours(lambda: gpu.shap_values(ps, Xv, progress=False), args.repeats, sync,

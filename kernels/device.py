@@ -98,24 +98,34 @@ def to_numpy(x: Any) -> np.ndarray:
 
 _STAGE_BYTES = 64 << 20          # each of the two pinned staging buffers of download()
 _DIRECT_BYTES = 8 << 20          # below this, a plain (pageable) copy is as fast
-_stage: list = []
-_host_pool = None
+
+
+@functools.lru_cache(maxsize=1)
+def _host_pool():
+    """(thread pool, its size) for splitting host copies."""
+    import concurrent.futures  # noqa: PLC0415
+    import os  # noqa: PLC0415
+    k = min(8, os.cpu_count() or 1)
+    return concurrent.futures.ThreadPoolExecutor(k, thread_name_prefix="hitml-d2h"), k
+
+
+@functools.lru_cache(maxsize=1)
+def _staging():
+    """Two pinned host buffers of _STAGE_BYTES and two non-blocking streams, made on first use."""
+    cp = cupy_module()
+    return ([cp.cuda.alloc_pinned_memory(_STAGE_BYTES) for _ in range(2)],
+            [cp.cuda.Stream(non_blocking=True) for _ in range(2)])
 
 
 def _host_copy(dst: np.ndarray, src: np.ndarray) -> None:
     """dst[:] = src for 1-D float arrays, split over threads (np.copyto releases the GIL)."""
-    global _host_pool
     n = src.size
     if n * src.itemsize < (16 << 20):
         np.copyto(dst, src)
         return
-    if _host_pool is None:
-        import concurrent.futures  # noqa: PLC0415
-        import os  # noqa: PLC0415
-        _host_pool = concurrent.futures.ThreadPoolExecutor(min(8, os.cpu_count() or 1), thread_name_prefix="hitml-d2h")
-    k = _host_pool._max_workers
+    pool, k = _host_pool()
     step = -(-n // k)
-    list(_host_pool.map(lambda a: np.copyto(dst[a:a + step], src[a:a + step]), range(0, n, step)))
+    list(pool.map(lambda a: np.copyto(dst[a:a + step], src[a:a + step]), range(0, n, step)))
 
 
 def download(src: Any, out: np.ndarray | None = None) -> np.ndarray:
@@ -131,14 +141,11 @@ def download(src: Any, out: np.ndarray | None = None) -> np.ndarray:
     if src.nbytes < _DIRECT_BYTES or not src.flags.c_contiguous or not out.flags.c_contiguous:
         src.get(out=out)
         return out
-    if not _stage:
-        _stage.extend(cp.cuda.alloc_pinned_memory(_STAGE_BYTES) for _ in range(2))
-        _stage.extend(cp.cuda.Stream(non_blocking=True) for _ in range(2))
+    pinned, streams = _staging()
     done = cp.cuda.get_current_stream().record()
     flat_src, flat_out = src.reshape(-1), out.reshape(-1)
     per = _STAGE_BYTES // src.itemsize
-    bufs = [np.frombuffer(_stage[i], dtype=src.dtype, count=per) for i in range(2)]
-    streams = _stage[2:4]
+    bufs = [np.frombuffer(pinned[i], dtype=src.dtype, count=per) for i in range(2)]
     pending: list = [None, None]
 
     def drain(i):
@@ -148,9 +155,7 @@ def download(src: Any, out: np.ndarray | None = None) -> np.ndarray:
         pending[i] = None
 
     for k, a in enumerate(range(0, flat_src.size, per)):
-        i = k % 2
-        if pending[i] is not None:
-            drain(i)
+        i = k % 2                    # buffer i is free: the slice before the previous one was drained below
         b = min(flat_src.size, a + per)
         streams[i].wait_event(done)
         flat_src[a:b].get(out=bufs[i][: b - a], stream=streams[i], blocking=False)

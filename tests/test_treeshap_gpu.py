@@ -312,7 +312,7 @@ def test_split_variant_tables_for_short_paths_dp_for_long():
     """Mixed path lengths (some > TABLE_DMAX elements): "split" and auto agree with the CPU twin."""
     ps, _ = _regression_paths(M=20, depths=(3, 6, 16, 18), seed=3)
     g = _gpu()
-    share, _ = g._split_share(g.packed_paths(ps))
+    share = g.packed_paths(ps).split_share
     assert 0.0 < share < 1.0 and ps.max_length > g.TABLE_DMAX
     Xt, _ = _data(257, 20, 9, nan=0.1)
     ref = cpu.shap_values(ps, Xt)

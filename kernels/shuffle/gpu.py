@@ -167,11 +167,6 @@ def shuffle_pairs(keys, values, seed: Any = None, *, rounds: int = 24):
     return ko, vo
 
 
-def gather_rows_by_keys(X, round_keys):
-    """Rows of a cupy array in the order permutation_from_keys(len(X), round_keys) (fused)."""
-    return _apply([_rows(X)], round_keys)[0]
-
-
 def batched_permutations(k: int, d: int, seed: Any = None, *, rounds: int = 24, start: int = 0):
     """k independent permutations of range(d) (cupy int64, (k, d)), identical to cpu.batched_permutations."""
     k, d, start = check_size("k", k), check_size("d", d), check_size("start", start)

@@ -199,12 +199,6 @@ def _cdf_row(th, lp1, VgT, grid, out):
 
 
 @nb.njit(cache=True, nogil=True)
-def grid_cdf_range(theta, VgT, grid, out, j0, j1):
-    for j in range(j0, j1):
-        _cdf_row(theta[j], theta.shape[1], VgT, grid, out[j])
-
-
-@nb.njit(cache=True, nogil=True)
 def maxent_range(cms, levels, wq, Vq, VqT, VgT, grid, max_iter, tol, loose_tol, F, solved, j0, j1):
     """The whole max-entropy CDF for features j0..j1-1: Newton at each ladder level in turn until one converges and
     the grid resolves its density (mass within 1e-3 of 1), then the normalised grid CDF into F[j] (G).

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from .state import MomentSketch, _check_n_moments
+from .state import MomentSketch, _check_n_moments, _prepare_input
 
 BLOCK_ROWS = 2048
 
@@ -168,31 +168,11 @@ def _distinct_scan(X, cap):
     return vals, cnt
 
 
-def _prepare(X, sample_weight):
-    X = np.asarray(X)
-    if X.ndim != 2:
-        raise ValueError(f"X must be 2-D (n_samples, n_features), got shape {X.shape}")
-    if X.dtype not in (np.float32, np.float64):
-        X = X.astype(np.float64)
-    X = np.ascontiguousarray(X)
-    if sample_weight is None:
-        w = np.ones(1)
-        has_w = False
-    else:
-        w = np.ascontiguousarray(np.asarray(sample_weight, np.float64).reshape(-1))
-        if w.shape[0] != X.shape[0]:
-            raise ValueError(f"sample_weight has {w.shape[0]} entries, X has {X.shape[0]} rows")
-        if not np.all(np.isfinite(w)) or (w < 0).any():
-            raise ValueError("sample_weight must be finite and non-negative")
-        has_w = True
-    return X, w, has_w
-
-
 def sketch(X, sample_weight=None, *, n_moments: int = 15, max_distinct: int = 256,
            block_rows: int = BLOCK_ROWS) -> MomentSketch:
     """Sketch every column of X (n, d); NaN is missing, +/-inf is rejected with ValueError."""
     l = _check_n_moments(n_moments)
-    X, w, has_w = _prepare(X, sample_weight)
+    X, w, has_w = _prepare_input(X, sample_weight)
     d = X.shape[1]
     if X.shape[0] == 0:
         return MomentSketch.empty(d, l, max_distinct)

@@ -4,9 +4,9 @@ from __future__ import annotations
 import numpy as np
 
 from kernels._cuda import get_kernel
-from kernels.device import cupy_module
+from kernels.device import cupy_module, to_numpy
 
-from .state import MomentSketch, _check_n_moments
+from .state import MomentSketch, _check_n_moments, _prepare_input
 
 EMPTY_KEY = 0x7FF8DEAD0000BEEF
 R_CHUNK = 16
@@ -73,48 +73,22 @@ def sketch(X, sample_weight=None, *, n_moments: int = 15, max_distinct: int = 25
 def begin(X, sample_weight, n_moments: int, max_distinct: int):
     """Checked n_moments, prepared X / weights, and the empty sketch when X has no rows (else None)."""
     l = _check_n_moments(n_moments)
-    X, w, has_w = prepare(X, sample_weight)
+    X, w, has_w = _prepare_input(X, sample_weight, cupy_module())
     empty = MomentSketch.empty(X.shape[1], l, max_distinct) if X.shape[0] == 0 else None
     return l, X, w, has_w, empty
-
-
-def prepare(X, sample_weight):
-    """Checked contiguous CuPy X (float32/float64), weights (float64, or a dummy) and whether weights were given."""
-    cp = cupy_module()
-    X = cp.asarray(X)
-    if X.ndim != 2:
-        raise ValueError(f"X must be 2-D (n_samples, n_features), got shape {X.shape}")
-    if X.dtype not in (cp.float32, cp.float64):
-        X = X.astype(cp.float64)
-    X = cp.ascontiguousarray(X)
-    has_w = sample_weight is not None
-    if has_w:
-        w = cp.ascontiguousarray(cp.asarray(sample_weight, cp.float64).reshape(-1))
-        if w.shape[0] != X.shape[0]:
-            raise ValueError(f"sample_weight has {w.shape[0]} entries, X has {X.shape[0]} rows")
-        if bool(cp.any(~cp.isfinite(w) | (w < 0))):
-            raise ValueError("sample_weight must be finite and non-negative")
-    else:
-        w = cp.zeros(1, cp.float64)
-    return X, w, has_w
-
-
-def host(a) -> np.ndarray:
-    """A NumPy copy of a CuPy (or NumPy) array."""
-    return a.get() if hasattr(a, "get") else np.asarray(a)
 
 
 def finish(red: np.ndarray, l: int, table, count, over, cap: int) -> MomentSketch:
     """MomentSketch from reduced [W, mean, M2..Ml, min, max] rows and the distinct tables (count / over: device or
     host arrays)."""
-    cnt = host(count).astype(np.int64)
-    ov = host(over).astype(bool) | (cnt > cap)
+    cnt = to_numpy(count).astype(np.int64)
+    ov = to_numpy(over).astype(bool) | (cnt > cap)
     d = red.shape[0]
     vals = np.full((d, cap), np.nan)
     nd = np.where(ov, -1, cnt)
     keep = np.flatnonzero(~ov)
     if keep.size:
-        keys = host(table[keep])
+        keys = to_numpy(table[keep])
         for r, j in enumerate(keep):
             k = keys[r][keys[r] != np.uint64(EMPTY_KEY)]
             vals[j, : k.size] = np.sort(k.view(np.float64))

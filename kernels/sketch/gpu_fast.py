@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 
 from kernels._cuda import get_kernel
-from kernels.device import cupy_module
+from kernels.device import cupy_module, to_numpy
 
-from .gpu import EMPTY_KEY, REDUCE_THREADS, begin, finish, host
+from .gpu import EMPTY_KEY, REDUCE_THREADS, begin, finish
 from .state import MomentSketch
 
 SAMPLE_ROWS = 4096  # strided sample: the centre of each column, and which columns can have <= cap distinct values
@@ -99,7 +99,7 @@ def _pilot(X, w, has_w: bool, cap: int):
     new[1:] &= srt[1:] != srt[:-1]
     cand = new.sum(axis=0) <= cap
     none = ~(nv > 0)
-    cand_h, none_h = host(cp.stack([cand, none]))
+    cand_h, none_h = to_numpy(cp.stack([cand, none]))
     if none_h.any():
         j = np.flatnonzero(none_h)
         cols = X[:, cp.asarray(j)].astype(cp.float64)
@@ -191,7 +191,7 @@ def sketch_fast(X, sample_weight=None, *, n_moments: int = 15, max_distinct: int
     if cap <= 0:
         cand = np.zeros(d, bool)
     out, table, count, over, bad = _launch(X, w, has_w, l, center, cand, cap, minb, unroll, bitcvt, blocks_per_sm)
-    h = host(cp.concatenate([out.ravel(), bad.astype(cp.float64), count.astype(cp.float64),
+    h = to_numpy(cp.concatenate([out.ravel(), bad.astype(cp.float64), count.astype(cp.float64),
                              over.astype(cp.float64), center]))  # one transfer
     if h[d * (l + 3)]:
         raise ValueError("X contains +/-inf; encode missing values as NaN (inf is not a valid feature value)")
@@ -210,7 +210,7 @@ def sketch_fast(X, sample_weight=None, *, n_moments: int = 15, max_distinct: int
         c2 = cp.asarray(mean[redo])
         o2 = _launch(cp.ascontiguousarray(X[:, jj]), w, has_w, l, c2, np.zeros(redo.size, bool), 0, minb, unroll,
                      bitcvt, blocks_per_sm)[0]
-        o2 = host(o2)
+        o2 = to_numpy(o2)
         m2, M2, _ = power_to_central(o2[:, 0], o2[:, 1 : l + 1], mean[redo])
         mean[redo], M[redo] = m2, M2
     full = np.empty((d, l + 3))

@@ -15,6 +15,25 @@ def _check_n_moments(n_moments: int) -> int:
     return int(n_moments)
 
 
+def _prepare_input(X, sample_weight, xp=np):
+    """Checked contiguous X (float32/float64) and weights (float64) in array module ``xp`` (NumPy or CuPy), and
+    whether weights were given; without weights the weight array is a one-element dummy the kernels never read."""
+    X = xp.asarray(X)
+    if X.ndim != 2:
+        raise ValueError(f"X must be 2-D (n_samples, n_features), got shape {X.shape}")
+    if X.dtype not in (np.float32, np.float64):
+        X = X.astype(np.float64)
+    X = xp.ascontiguousarray(X)
+    if sample_weight is None:
+        return X, xp.ones(1), False
+    w = xp.ascontiguousarray(xp.asarray(sample_weight, np.float64).reshape(-1))
+    if w.shape[0] != X.shape[0]:
+        raise ValueError(f"sample_weight has {w.shape[0]} entries, X has {X.shape[0]} rows")
+    if bool(xp.any(~xp.isfinite(w) | (w < 0))):
+        raise ValueError("sample_weight must be finite and non-negative")
+    return X, w, True
+
+
 @dataclass
 class MomentSketch:
     """Per-feature moments sketch, mergeable by Pébay's pairwise formula.

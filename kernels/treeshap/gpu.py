@@ -63,6 +63,9 @@ class _Packed:
     bias: np.ndarray
     short_root: np.ndarray   # host: packed position of each warp-packed path's root, in packed order
     short_size: np.ndarray   # host: its length in lanes (root included)
+    table_bytes: int | None  # bytes of the pattern tables (None: some warp-packed path is too long for one)
+    split_share: float       # share of path elements in paths of <= TABLE_DMAX elements ("split" variant)
+    split_bytes: int         # bytes of those paths' tables
     tables: tuple | None = None
     split: tuple | None = None      # ("split" variant) packings of the short and the long paths, built on first use
 
@@ -140,6 +143,7 @@ def _pack(ps: PathSet) -> _Packed:
              d(glen), d(item), d(vptr), d(vgroup if vgroup.size else np.zeros(1, np.int32)),
              d(vval if vval.size else np.zeros(1)))
     long_sizes = size[~short]
+    table_bytes, split_share, split_bytes = _table_stats(m, sizes[: s_ids.size])
     return _Packed(
         ps=ps, xdtype=xdtype, elems=elems, bin_ptr=d(plan.bin_ptr.astype(np.int64)), n_bins=plan.n_bins,
         long_start=d(starts[s_ids.size:].astype(np.int64) if l_ids.size else np.zeros(1, np.int64)),
@@ -148,7 +152,8 @@ def _pack(ps: PathSet) -> _Packed:
         n_long=int(l_ids.size), long_max=int(long_sizes.max()) if l_ids.size else 0,
         pred_start=d(pred_start), pred_len=d(pred_len), n_paths=P, max_len=int(m.max()) if P else 0,
         utilisation=plan.utilisation if n_short_elems else 1.0, bias=ps.bias(),
-        short_root=starts[: s_ids.size].copy(), short_size=sizes[: s_ids.size].copy())
+        short_root=starts[: s_ids.size].copy(), short_size=sizes[: s_ids.size].copy(),
+        table_bytes=table_bytes, split_share=split_share, split_bytes=split_bytes)
 
 
 def packed_paths(paths: PathSet, tree_limit: int | None = None) -> _Packed:
@@ -213,40 +218,34 @@ def _launch_warp(kern, pk: _Packed, n_rows: int, rpw: int, args: tuple, shared_m
     kern((blocks,), (_THREADS,), args, shared_mem=shared_mem)
 
 
-def _table_bytes(pk: _Packed) -> int | None:
-    """Bytes of the pattern tables, or None when some warp-packed path is longer than TABLE_DMAX elements."""
-    d = pk.short_size - 1
-    if d.size == 0 or d.max() > TABLE_DMAX:
-        return None
-    return int(np.sum((1 << d) * d)) * 8
-
-
-def _split_share(pk: _Packed) -> tuple[float, int]:
-    """(share of path elements in paths of <= TABLE_DMAX elements, bytes of their tables)."""
-    m = np.diff(pk.ps.path_ptr)
+def _table_stats(m: np.ndarray, short_size: np.ndarray) -> tuple[int | None, float, int]:
+    """From stored elements per path (m) and the warp-packed lengths: (bytes of the pattern tables, or None when some
+    warp-packed path is longer than TABLE_DMAX elements; share of path elements in paths of <= TABLE_DMAX elements;
+    bytes of those paths' tables)."""
+    d = short_size - 1
+    nbytes = None if d.size == 0 or d.max() > TABLE_DMAX else int(np.sum((1 << d) * d)) * 8
     short = m <= TABLE_DMAX
-    total = max(1, int(m.sum()))
-    return float(m[short].sum()) / total, int(np.sum((1 << m[short]) * m[short])) * 8
+    share = float(m[short].sum()) / max(1, int(m.sum()))
+    return nbytes, share, int(np.sum((1 << m[short]) * m[short])) * 8
 
 
 def _shap_variant(pk: _Packed, M: int, K: int) -> str:
     if SHAP_VARIANT not in ("auto", "dp", "smem", "table", "split"):
         raise ValueError(f"SHAP_VARIANT must be 'auto', 'dp', 'smem', 'table' or 'split', got {SHAP_VARIANT!r}")
-    nbytes = _table_bytes(pk)
+    nbytes = pk.table_bytes
     cap = min(TABLE_BYTES, _budget() // 2)
     if SHAP_VARIANT == "auto":
         if nbytes is not None and nbytes <= cap:
             return "table"
         if nbytes is None:
-            share, sbytes = _split_share(pk)
-            if share >= SPLIT_MIN_SHARE and sbytes <= cap:
+            if pk.split_share >= SPLIT_MIN_SHARE and pk.split_bytes <= cap:
                 return "split"
         return "dp"
     if SHAP_VARIANT == "table" and nbytes is None:
         return "dp"
     if SHAP_VARIANT == "split" and nbytes is not None:
         return "table"                  # nothing to split: every warp-packed path has a table
-    if SHAP_VARIANT == "split" and _split_share(pk)[0] == 0.0:
+    if SHAP_VARIANT == "split" and pk.split_share == 0.0:
         return "dp"                     # no path short enough for a table
     if SHAP_VARIANT == "smem" and M * K > _SMEM_MAX_OUTPUTS:
         return "dp"
@@ -370,8 +369,7 @@ def _path_dependent(paths: PathSet, X, tree_limit, progress, interactions: bool)
             r_s, r_l = _rows_per_warp(n, pk_s.n_bins, 1024), _rows_per_warp(n, pk_l.n_bins, 1024)
             _launch_warp(_kernel("shap_table", pk.xdtype), pk_s, n, r_s, head(pk_s, r_s) + (*_tables(pk_s), phi))
             _launch_warp(_kernel("shap", pk.xdtype), pk_l, n, r_l, head(pk_l, r_l) + (phi,))
-            _run_long(pk_s, Xd, M, K, phi, False)
-            _run_long(pk_l, Xd, M, K, phi, False)
+            _run_long(pk_l, Xd, M, K, phi, False)   # short paths (<= TABLE_DMAX elements) are never long
         else:
             if variant == "table":
                 _launch_warp(_kernel("shap_table", pk.xdtype), pk, n, rpw, head(pk, rpw) + (*_tables(pk), phi))
