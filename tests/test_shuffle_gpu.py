@@ -70,8 +70,8 @@ def test_repeated_launches_are_deterministic():
 
 
 def test_workspace_reuse_and_tag_wrap(monkeypatch):
-    """The look-back workspace is reused without clearing (per-launch tags): shrinking and growing sizes, and a tag
-    wrap (forced after 3 launches) that clears it, still give the CPU twin's permutation."""
+    """Each cached launch plan reuses its look-back workspace without clearing (per-launch tags): sizes in turn, and a
+    tag wrap (forced after 3 launches) that clears it, still give the CPU twin's permutation."""
     from kernels.shuffle import gpu
 
     monkeypatch.setattr(gpu, "_TAG_LIMIT", 3)
@@ -82,3 +82,32 @@ def test_workspace_reuse_and_tag_wrap(monkeypatch):
 def test_generator_seed_gpu_equals_cpu():
     a = sh.permutation(100_001, np.random.default_rng(5), backend="gpu").get()
     assert np.array_equal(a, sh.permutation(100_001, np.random.default_rng(5), backend="cpu"))
+
+
+@pytest.mark.parametrize("m", [(1 << 21) + 1, (1 << 22) + 1])  # even and odd b on the large-domain geometry
+@pytest.mark.parametrize("dtype", [np.uint32, np.uint64])
+def test_keys_large_domain_gpu_equals_cpu(m, dtype):
+    import cupy as cp
+
+    x = (np.arange(m, dtype=np.uint64) * 2654435761 % (1 << 32)).astype(dtype)
+    assert np.array_equal(sh.shuffle_rows(cp.asarray(x), 11).get(), sh.shuffle_rows(x, 11, backend="cpu"))
+
+
+@pytest.mark.parametrize("split", [False, True])
+def test_shuffle_pairs_fused_and_split(monkeypatch, split):
+    """Key-value pairs go through the fused pass, or as two single-array passes when both sources together overflow
+    the L2 while each alone fits it about (forced here with a 16 MiB L2): the same pairs as the CPU twin either way."""
+    import cupy as cp
+
+    from kernels.shuffle import gpu
+
+    monkeypatch.setattr(gpu, "_PLANS", type(gpu._PLANS)())
+    monkeypatch.setattr(gpu, "_l2_bytes", lambda dev: 1 << 24 if split else 1 << 40)
+    m = (1 << 21) + 5
+    k = np.arange(m, dtype=np.uint64) * 3
+    v = np.arange(m, dtype=np.uint64) ^ 0x5555
+    kg, vg = cp.asarray(k), cp.asarray(v)
+    assert gpu._plan(cp, m, (kg, vg), 24).split is split
+    ko, vo = sh.shuffle_pairs(kg, vg, 6)
+    kc, vc = sh.shuffle_pairs(k, v, 6, backend="cpu")
+    assert np.array_equal(ko.get(), kc) and np.array_equal(vo.get(), vc)

@@ -7,7 +7,23 @@ typedef unsigned int u32;
 #define M0_LO 0xB1CE6E93u
 #define M0_HI 0xD2B74407u
 #define GOLDEN 0x9E3779B97F4A7C15ULL
-#define BLOCK 256
+#ifndef BLOCK
+#define BLOCK 256  // threads per block (gpu._BLOCK)
+#endif
+#define PRAGMA_STR(x) #x
+#define UNROLL(n) _Pragma(PRAGMA_STR(unroll n))
+#ifndef UNROLL_J
+#define UNROLL_J 2  // unrolling of the runtime-rounds / LCG evaluation loop
+#endif
+#ifndef CHAINS
+#define CHAINS 4  // independent round chains interleaved per thread on the unrolled path
+#endif
+#ifndef STREAM_OUT
+#define STREAM_OUT 1  // outputs stored with the evict-first hint (st.global.cs), so the sources keep the L2
+#endif
+#ifndef PREFETCH
+#define PREFETCH 1  // one-word rows: sources loaded into registers before the look-back
+#endif
 #define MAX_ROUNDS 64
 #define FULL_MASK 0xffffffffu
 // Look-back status word: tag (20 bits) | flag (2 bits) | value (42 bits). The host gives every launch on a workspace
@@ -25,19 +41,17 @@ template <> struct IsNone<None> { static constexpr bool value = true; };
 
 // One VariablePhilox round of the paper's listing (p = M0 * L mod 2^64, hi = p >> 32, lo = p mod 2^32):
 //   L' = (hi ^ k ^ R) & lmask,   R' = ((lo << (rbits - lbits)) | (R >> lbits)) & rmask,
-// in 32-bit operations spread over both integer pipes:
-//   hi = umulhi(L, M0_LO) + L * M0_HI (mod 2^32);
+// in 32-bit operations: hi = umulhi(L, M0_LO) + L * M0_HI (mod 2^32);
 //   odd b:  R' = (L * (2 M0_LO) + (R >> lbits)) & rmask, since lo << 1 has a zero low bit and R >> lbits is 0 or 1;
-//           on alternate rounds (ALT) R >> lbits is umulhi(R, 2^(32 - lbits)) on the multiply pipe, not the shifter;
 //   even b: R' = L * M0_LO left unmasked: the next round reads only its low lbits (through the masked xor; an even
 //           round never shifts R), and the caller masks the final R once.
-template <bool ODD, bool ALT>
-__device__ __forceinline__ void vp_round(u32& L, u32& R, u32 k, int lbits, u32 lmask, u32 rmask, u32 tmul) {
+// (The unrolled 24-round path of bij_shuffle runs odd b in a cheaper left-aligned form: eval_fixed.)
+template <bool ODD>
+__device__ __forceinline__ void vp_round(u32& L, u32& R, u32 k, int lbits, u32 lmask, u32 rmask) {
   const u32 hi = __umulhi(L, M0_LO) + L * M0_HI;
   const u32 nl = (hi ^ k ^ R) & lmask;
   if (ODD) {
-    const u32 t = ALT ? __umulhi(R, tmul) : (R >> lbits);
-    R = (L * (M0_LO << 1) + t) & rmask;
+    R = (L * (M0_LO << 1) + (R >> lbits)) & rmask;
   } else {
     R = L * M0_LO;
   }
@@ -46,17 +60,17 @@ __device__ __forceinline__ void vp_round(u32& L, u32& R, u32 k, int lbits, u32 l
 
 struct Split {
   int lbits, rbits;
-  u32 lmask, rmask, tmul;
+  u32 lmask, rmask;
   __device__ __forceinline__ explicit Split(int n_bits)
       : lbits(n_bits / 2), rbits(n_bits - n_bits / 2), lmask((u32)((1ULL << (n_bits / 2)) - 1)),
-        rmask((u32)((1ULL << (n_bits - n_bits / 2)) - 1)), tmul(1u << (32 - n_bits / 2)) {}
+        rmask((u32)((1ULL << (n_bits - n_bits / 2)) - 1)) {}
 };
 
 // Runtime round count (keys in shared memory): rounds != 24 and the batched kernel.
 template <bool ODD>
 __device__ __forceinline__ u64 vphilox_rt(u64 x, const Split& S, int rounds, const u32* keys) {
   u32 L = (u32)(x >> S.rbits), R = (u32)x & S.rmask;
-  for (int i = 0; i < rounds; ++i) vp_round<ODD, false>(L, R, keys[i], S.lbits, S.lmask, S.rmask, S.tmul);
+  for (int i = 0; i < rounds; ++i) vp_round<ODD>(L, R, keys[i], S.lbits, S.lmask, S.rmask);
   return ((u64)L << S.rbits) | (u64)(R & S.rmask);
 }
 
@@ -64,70 +78,109 @@ __device__ __forceinline__ u64 vphilox(u64 x, const Split& S, int rounds, const 
   return S.rbits > S.lbits ? vphilox_rt<true>(x, S, rounds, keys) : vphilox_rt<false>(x, S, rounds, keys);
 }
 
-// ITEMS consecutive indices base.. through a ROUNDS-round VariablePhilox with the keys in registers, fully unrolled,
-// so the ITEMS independent round chains interleave. y[j] = f(base + j); bit j of flags: base + j < n and y[j] < m.
-template <int ROUNDS, bool ODD, int ITEMS, typename IDX>
-__device__ __forceinline__ void eval_fixed(IDX (&y)[ITEMS], u32& flags, u32& cnt, u64 base, u64 n, u64 m,
-                                           const Split& S, const u32 (&k)[ROUNDS]) {
+// CH indices i0, i0 + STRIDE, ... through a ROUNDS-round VariablePhilox with the keys in registers, fully unrolled:
+// the CH round chains are independent, so they interleave (instruction-level parallelism within a warp). Odd b runs on
+// left-aligned halves (sh = 32 - rbits): Ls = L << sh and Rs = (R << sh) + junk below bit sh. Then, with
+// (lo, hi0) = Ls * M0_LO from one wide multiply (lo = (L*M0_LO mod 2^32) << sh, hi0 = (umulhi(L, M0_LO) << sh) + junk):
+//   Ls' = ((hi0 + Ls*M0_HI) ^ (k << sh) ^ Rs) & (lmask << sh)   (the mask drops every junk bit, and R's top bit);
+//   Rs' = 2*lo + (Rs >> lbits)                                  (= R' << sh + junk: mod 2^32 is the rmask, R's top
+//         bit lands on bit sh and its other bits and the junk below it, with no carry: 2*lo has sh + 1 zero low bits),
+// so an odd round is a wide multiply, two multiply-adds, a shift and two logic ops, with no masking of R.
+// ka holds the keys shifted left by sh for odd b. IDX: u32 when b <= 32 (all index arithmetic in 32 bits), else u64.
+template <int ROUNDS, bool ODD, int CH, int STRIDE, typename IDX>
+__device__ __forceinline__ void eval_fixed(IDX (&v)[CH], IDX i0, const Split& S, int sh, const u32 (&ka)[ROUNDS]) {
+  u32 L[CH], R[CH];
+  const u32 lm = S.lmask << sh;
 #pragma unroll
-  for (int j = 0; j < ITEMS; ++j) {
-    const u64 i = base + j;
-    u32 L = (u32)(i >> S.rbits), R = (u32)i & S.rmask;
-#pragma unroll
-    for (int r = 0; r < ROUNDS; ++r) {
-      if (r & 1) vp_round<ODD, true>(L, R, k[r], S.lbits, S.lmask, S.rmask, S.tmul);
-      else vp_round<ODD, false>(L, R, k[r], S.lbits, S.lmask, S.rmask, S.tmul);
-    }
-    const u64 v = ((u64)L << S.rbits) | (u64)(R & S.rmask);
-    const u32 f = (i < n) & (v < m);
-    y[j] = (IDX)v;
-    cnt += f;
-    flags |= f << j;
+  for (int c = 0; c < CH; ++c) {
+    const IDX i = i0 + (IDX)(c * STRIDE);
+    L[c] = (u32)(i >> S.rbits) << sh;
+    R[c] = ODD ? (u32)(i << sh) : (u32)i & S.rmask;
   }
+#pragma unroll
+  for (int r = 0; r < ROUNDS; ++r) {
+#pragma unroll
+    for (int c = 0; c < CH; ++c) {
+      if constexpr (ODD) {
+        const u64 p = (u64)L[c] * M0_LO;
+        const u32 hi = (u32)(p >> 32) + L[c] * M0_HI;
+        const u32 nl = (hi ^ ka[r] ^ R[c]) & lm;
+        R[c] = ((u32)p << 1) + (R[c] >> S.lbits);
+        L[c] = nl;
+      } else {
+        vp_round<false>(L[c], R[c], ka[r], S.lbits, S.lmask, S.rmask);
+      }
+    }
+  }
+#pragma unroll
+  for (int c = 0; c < CH; ++c)
+    v[c] = ODD ? ((IDX)(L[c] >> sh) << S.rbits) | (IDX)(R[c] >> sh) : ((IDX)L[c] << S.rbits) | (IDX)(R[c] & S.rmask);
+}
+
+// Output stores: with STREAM_OUT, evict-first (each output word is written once and not read back).
+template <typename W>
+__device__ __forceinline__ void st_out(W* p, const W& v) {
+#if STREAM_OUT
+  if constexpr (sizeof(W) == 16) __stcs(reinterpret_cast<uint4*>(p), *reinterpret_cast<const uint4*>(&v));
+  else __stcs(p, v);
+#else
+  *p = v;
+#endif
 }
 
 __device__ __forceinline__ u64 ld_status(const u64* p) { return *((volatile const u64*)p); }
 
-// out[(P + r) * d + c] = in[src[r] * d + c] for the block's agg staged rows; coalesced writes, one row read per source.
+// One warp: out[(P + r) * d + c] = in[src[r] * d + c] for its cnt (<= 32) staged rows; coalesced writes.
 template <typename W, typename IDX>
-__device__ __forceinline__ void gather_rows(const W* __restrict__ in, W* __restrict__ out, long long d, const IDX* src,
-                                            u32 agg, u64 P) {
+__device__ __forceinline__ void gather_rows(const W* __restrict__ in, W* __restrict__ out, u64 d, const IDX* src,
+                                            u32 cnt, u64 P) {
   if constexpr (!IsNone<W>::value) {
-    const u64 tot = (u64)agg * d;
-    for (u64 e = threadIdx.x; e < tot; e += BLOCK) {
-      u64 r = e / d, c = e - r * d;
-      out[(P + r) * d + c] = in[(u64)src[r] * d + c];
+    const u32 ud = (u32)d, tot = cnt * ud;  // the caller keeps 32 * d < 2^32
+    for (u32 e = threadIdx.x & 31; e < tot; e += 32) {
+      const u32 r = e / ud, c = e - r * ud;
+      st_out(&out[(P + r) * ud + c], in[(u64)src[r] * ud + c]);
     }
   }
 }
 
 // out1[j*d1 + c] = in1[f(i_j)*d1 + c] (and likewise for the second array; idx_out[j] = f(i_j)), where i_j is the
 // j-th index of [0, 2^n_bits) with f(i) < m. Words W1/W2 let rows move as 1..16-byte units; None = no array.
-// ROUNDS > 0: VariablePhilox with that many rounds, unrolled; 0: VariablePhilox with `rounds` rounds; -1: LCG.
-// IDX: u32 when n_bits <= 32, else u64. ROWS = false: one word per row (keys, pairs): the sources are loaded into
-// registers before the look-back (their latency overlaps it) and written from there; ROWS: rows of d words each,
-// gathered after the look-back.
+// ROUNDS > 0: VariablePhilox with that many rounds, unrolled; 0: VariablePhilox with `rounds` rounds; -1: LCG, whose
+// multiplier and increment are the two u64 words at gkeys. IDX: u32 when n_bits <= 32, else u64. ROWS = false: one
+// word per row (keys, pairs): the sources are loaded into registers before the look-back (their latency overlaps it)
+// and written from there; ROWS: rows of d words each, gathered after the look-back. MINB: the launch bounds' minimum
+// of resident blocks per SM (0: none). The small scalars travel packed in one word (fewer launch arguments, less
+// host time per launch): shape = n_bits | rounds << 8 | d1 << 16 | d2 << 40 (d1, d2 < 2^24 words per row).
+// A tile is TILE = BLOCK * ITEMS consecutive indices; thread t of warp w evaluates index tile*TILE + j*BLOCK + t for
+// j < ITEMS, so segment (j, w) is 32 consecutive indices. Each warp compacts its surviving images per segment with a
+// ballot into stage[j*BLOCK + w*32 + rank] and their count into seg[j*WARPS + w]: no image waits in a register, so
+// the round chains run with few registers (high occupancy). One scan over the ITEMS*WARPS segment counts (in index
+// order) gives each segment's offset in the tile; each warp then moves its own segments.
 // ws[0] is the tile counter (0 between launches: the block that draws the last tile resets it), ws[1 + t] tile t's
 // status word; tag is this launch's tag (see TAG_SHIFT).
-template <typename W1, typename W2, int ROUNDS, int ITEMS, typename IDX, bool ROWS>
-__global__ void __launch_bounds__(BLOCK) bij_shuffle(const W1* __restrict__ in1, W1* __restrict__ out1, long long d1,
-                                                      const W2* __restrict__ in2, W2* __restrict__ out2, long long d2,
-                                                      long long* __restrict__ idx_out, const u32* __restrict__ gkeys,
-                                                      u64 m, int n_bits, int rounds, u64 lcg_a, u64 lcg_c, u64* ws,
-                                                      u64 tag) {
-  constexpr int TILE = BLOCK * ITEMS;
+template <typename W1, typename W2, int ROUNDS, int ITEMS, typename IDX, bool ROWS, int MINB>
+__global__ void __launch_bounds__(BLOCK, MINB) bij_shuffle(const W1* __restrict__ in1, W1* __restrict__ out1,
+                                                            const W2* __restrict__ in2, W2* __restrict__ out2,
+                                                            long long* __restrict__ idx_out,
+                                                            const u32* __restrict__ gkeys, u64 m, u64 shape, u64* ws,
+                                                            u64 tag) {
+  const int n_bits = (int)(shape & 0xff), rounds = (int)((shape >> 8) & 0xff);
+  const u64 d1 = (shape >> 16) & 0xffffff, d2 = shape >> 40;
+  constexpr int TILE = BLOCK * ITEMS, WARPS = BLOCK / 32, NSEG = ITEMS * WARPS, PER = (NSEG + 31) / 32;
   constexpr bool HAS1 = !IsNone<W1>::value, HAS2 = !IsNone<W2>::value;
   const u64 n = 1ULL << n_bits;
   const u64 n_tiles = (n + TILE - 1) / TILE;
   u64* status = ws + 1;
   __shared__ u32 keys[MAX_ROUNDS];
-  __shared__ IDX sidx[TILE];
-  __shared__ u32 warp_tot[BLOCK / 32];
+  __shared__ IDX stage[TILE];
+  __shared__ u32 seg[NSEG + 1];  // counts, then exclusive offsets; seg[NSEG] = the tile's total
   __shared__ u64 s_tile, s_prefix;
-  __shared__ u32 s_agg;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int nr = ROUNDS > 0 ? ROUNDS : rounds;
-  if (ROUNDS >= 0 && tid < nr) keys[tid] = gkeys[tid];
+  const Split S(n_bits);
+  // the unrolled path runs odd b left-aligned by sh (eval_fixed) and takes its keys shifted alike
+  const int sh = (ROUNDS > 0 && S.rbits > S.lbits) ? 32 - S.rbits : 0;
+  if (ROUNDS >= 0 && tid < nr) keys[tid] = gkeys[tid] << sh;
   if (tid == 0) {
     const u64 t = atomicAdd(ws, 1ULL);
     if (t == n_tiles - 1) atomicExch(ws, 0ULL);  // every block has drawn its tile: ready for the next launch
@@ -135,76 +188,93 @@ __global__ void __launch_bounds__(BLOCK) bij_shuffle(const W1* __restrict__ in1,
   }
   __syncthreads();
   const u64 tile = s_tile;
-  const u64 base = tile * TILE + (u64)tid * ITEMS;
-  const Split S(n_bits);
+  const u64 base = tile * TILE + (u64)tid;
+  const u32 lt_mask = (1u << lane) - 1u;
 
-  // 1. evaluate the bijection on this thread's ITEMS consecutive indices; flag the images below m
-  IDX y[ITEMS];
-  u32 flags = 0, cnt = 0;
+  // 1. evaluate the bijection; compact each warp's surviving images per segment
+  auto put = [&](int j, u64 i, u64 v) {
+    const bool f = (i < n) & (v < m);
+    const u32 bal = __ballot_sync(FULL_MASK, f);
+    if (f) stage[j * BLOCK + warp * 32 + __popc(bal & lt_mask)] = (IDX)v;
+    if (lane == 0) seg[j * WARPS + warp] = __popc(bal);
+  };
   if constexpr (ROUNDS > 0) {
-    u32 k[ROUNDS];
+    constexpr int CH = ITEMS < CHAINS ? ITEMS : CHAINS;
+    u32 ka[ROUNDS];
 #pragma unroll
-    for (int r = 0; r < ROUNDS; ++r) k[r] = keys[r];
-    if (S.rbits > S.lbits) eval_fixed<ROUNDS, true, ITEMS, IDX>(y, flags, cnt, base, n, m, S, k);
-    else eval_fixed<ROUNDS, false, ITEMS, IDX>(y, flags, cnt, base, n, m, S, k);
+    for (int r = 0; r < ROUNDS; ++r) ka[r] = keys[r];
+    const IDX ib = (IDX)base;
+    if (S.rbits > S.lbits) {
+      for (int j = 0; j < ITEMS; j += CH) {
+        IDX v[CH];
+        eval_fixed<ROUNDS, true, CH, BLOCK, IDX>(v, ib + (IDX)(j * BLOCK), S, sh, ka);
+#pragma unroll
+        for (int c = 0; c < CH; ++c) put(j + c, base + (u64)(j + c) * BLOCK, v[c]);
+      }
+    } else {
+      for (int j = 0; j < ITEMS; j += CH) {
+        IDX v[CH];
+        eval_fixed<ROUNDS, false, CH, BLOCK, IDX>(v, ib + (IDX)(j * BLOCK), S, 0, ka);
+#pragma unroll
+        for (int c = 0; c < CH; ++c) put(j + c, base + (u64)(j + c) * BLOCK, v[c]);
+      }
+    }
   } else {
-#pragma unroll
+    const u64* lcg = reinterpret_cast<const u64*>(gkeys);  // ROUNDS < 0: (multiplier, increment)
+UNROLL(UNROLL_J)
     for (int j = 0; j < ITEMS; ++j) {
-      const u64 i = base + j;
-      const u64 v = ROUNDS < 0 ? ((lcg_a * i + lcg_c) & (n - 1)) : vphilox(i, S, nr, keys);
-      const u32 f = (i < n) & (v < m);
-      y[j] = (IDX)v;
-      cnt += f;
-      flags |= f << j;
+      const u64 i = base + (u64)j * BLOCK;
+      put(j, i, ROUNDS < 0 ? ((lcg[0] * i + lcg[1]) & (n - 1)) : vphilox(i, S, nr, keys));
     }
   }
-  // 2. block exclusive scan of the per-thread counts; publish the tile's aggregate at once
-  u32 incl = cnt;
-#pragma unroll
-  for (int o = 1; o < 32; o <<= 1) {
-    u32 v = __shfl_up_sync(FULL_MASK, incl, o);
-    if (lane >= o) incl += v;
-  }
-  if (lane == 31) warp_tot[warp] = incl;
   __syncthreads();
+  // 2. exclusive scan of the segment counts (index order); publish the tile's aggregate at once
   if (warp == 0) {
-    u32 w = (lane < BLOCK / 32) ? warp_tot[lane] : 0, wi = w;
+    u32 c[PER], sum = 0;
+#pragma unroll
+    for (int q = 0; q < PER; ++q) {
+      const int s = lane * PER + q;
+      c[q] = s < NSEG ? seg[s] : 0u;
+      sum += c[q];
+    }
+    u32 incl = sum;
 #pragma unroll
     for (int o = 1; o < 32; o <<= 1) {
-      u32 v = __shfl_up_sync(FULL_MASK, wi, o);
-      if (lane >= o) wi += v;
+      const u32 v = __shfl_up_sync(FULL_MASK, incl, o);
+      if (lane >= o) incl += v;
     }
-    if (lane < BLOCK / 32) warp_tot[lane] = wi - w;  // exclusive warp offsets
-    if (lane == BLOCK / 32 - 1) {
-      s_agg = wi;
-      atomicExch(&status[tile], (tag << TAG_SHIFT) | ((tile == 0 ? FLAG_INC : FLAG_AGG) << FLAG_SHIFT) | (u64)wi);
+    u32 run = incl - sum;
+#pragma unroll
+    for (int q = 0; q < PER; ++q) {
+      const int s = lane * PER + q;
+      if (s < NSEG) seg[s] = run;
+      run += c[q];
+    }
+    if (lane == 31) {
+      seg[NSEG] = incl;
+      atomicExch(&status[tile], (tag << TAG_SHIFT) | ((tile == 0 ? FLAG_INC : FLAG_AGG) << FLAG_SHIFT) | (u64)incl);
     }
   }
   __syncthreads();
-  const u32 agg = s_agg;
-  // 3. stage the surviving sources in shared memory, in order
-  u32 pos = warp_tot[warp] + incl - cnt;
-#pragma unroll
-  for (int j = 0; j < ITEMS; ++j)
-    if ((flags >> j) & 1u) sidx[pos++] = y[j];
-  __syncthreads();
+  const u32 agg = seg[NSEG];
 
-  // 4. one-word rows: load the sources now, so that their latency overlaps the look-back
-  W1 v1[ROWS ? 1 : ITEMS];
-  W2 v2[ROWS ? 1 : ITEMS];
-  if constexpr (!ROWS) {
+  // 3. one-word rows: load this warp's sources now, so that their latency overlaps the look-back
+  constexpr bool PF = !ROWS && PREFETCH;
+  W1 v1[PF ? ITEMS : 1];
+  W2 v2[PF ? ITEMS : 1];
+  if constexpr (PF) {
 #pragma unroll
-    for (int q = 0; q < ITEMS; ++q) {
-      const u32 r = (u32)(q * BLOCK + tid);
-      if (r < agg) {
-        const IDX s = sidx[r];
-        if constexpr (HAS1) v1[q] = in1[s];
-        if constexpr (HAS2) v2[q] = in2[s];
+    for (int j = 0; j < ITEMS; ++j) {
+      const int s = j * WARPS + warp;
+      if (lane < (int)(seg[s + 1] - seg[s])) {
+        const IDX src = stage[j * BLOCK + warp * 32 + lane];
+        if constexpr (HAS1) v1[j] = in1[src];
+        if constexpr (HAS2) v2[j] = in2[src];
       }
     }
   }
 
-  // 5. decoupled look-back for this tile's global offset
+  // 4. decoupled look-back for this tile's global offset
   if (warp == 0) {
     u64 excl = 0;
     if (tile > 0) {
@@ -230,20 +300,25 @@ __global__ void __launch_bounds__(BLOCK) bij_shuffle(const W1* __restrict__ in1,
   __syncthreads();
   const u64 P = s_prefix;
 
-  // 6. write into contiguous output positions
-  if constexpr (ROWS) {
-    if (idx_out)
-      for (u32 r = tid; r < agg; r += BLOCK) idx_out[P + r] = (long long)sidx[r];
-    gather_rows(in1, out1, d1, sidx, agg, P);
-    gather_rows(in2, out2, d2, sidx, agg, P);
-  } else {
+  // 5. each warp writes its segments into their contiguous output positions
 #pragma unroll
-    for (int q = 0; q < ITEMS; ++q) {
-      const u32 r = (u32)(q * BLOCK + tid);
-      if (r < agg) {
-        if (idx_out) idx_out[P + r] = (long long)sidx[r];
-        if constexpr (HAS1) out1[P + r] = v1[q];
-        if constexpr (HAS2) out2[P + r] = v2[q];
+  for (int j = 0; j < ITEMS; ++j) {
+    const int s = j * WARPS + warp;
+    const u32 off = seg[s], cnt = seg[s + 1] - off;
+    const IDX* src = stage + j * BLOCK + warp * 32;
+    const u64 o = P + off;
+    if (idx_out && lane < (int)cnt) st_out(&idx_out[o + lane], (long long)src[lane]);
+    if constexpr (ROWS) {
+      gather_rows(in1, out1, d1, src, cnt, o);
+      gather_rows(in2, out2, d2, src, cnt, o);
+    } else if (lane < (int)cnt) {
+      if constexpr (PF) {
+        if constexpr (HAS1) st_out(&out1[o + lane], v1[j]);
+        if constexpr (HAS2) st_out(&out2[o + lane], v2[j]);
+      } else {
+        const IDX s = src[lane];
+        if constexpr (HAS1) st_out(&out1[o + lane], in1[s]);
+        if constexpr (HAS2) st_out(&out2[o + lane], in2[s]);
       }
     }
   }
