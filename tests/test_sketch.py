@@ -216,32 +216,6 @@ def test_bad_input():
         quantiles(a, [0.5], "cosine")
 
 
-# ---------------------------------------------------------------------------------------- GPU host-side arithmetic
-def test_power_to_central_matches_two_pass(data):
-    """The fast GPU kernel's host step: power sums about a centre near the mean -> mean and central sums.
-
-    The power sums here come from math.fsum (correctly rounded), so only the shift itself is under test; the centre
-    is 0.05 standard deviations off the mean (within the kernel's re-sketch threshold of 0.1)."""
-    from kernels.sketch.gpu_fast import power_to_central
-
-    rng = np.random.default_rng(3)
-    w = rng.uniform(0, 2, data.shape[0])
-    l = 20
-    M, scale, mean, W = two_pass(data, w, l)
-    centre = mean + 0.05 * np.sqrt(M[:, 0] / W)
-    S = np.empty((data.shape[1], l))
-    for j in range(data.shape[1]):
-        ok = ~np.isnan(data[:, j])
-        dl = data[ok, j] - centre[j]
-        S[j] = [math.fsum(w[ok] * dl**k) for k in range(1, l + 1)]
-    m2, M2, delta = power_to_central(W, S, centre)
-    assert (np.abs(M2 - M) / scale).max() < 1e-12
-    assert np.all(np.abs(m2 - mean) <= 1e-12 * (np.abs(mean) + np.sqrt(scale[:, 0] / W)))
-    np.testing.assert_allclose(delta, mean - centre, rtol=1e-9)
-    m0, M0, d0 = power_to_central(np.zeros(2), np.zeros((2, 5)), np.array([1.5, -2.0]))  # empty columns
-    assert (m0 == 0).all() and (M0 == 0).all() and (d0 == 0).all()
-
-
 # ------------------------------------------------------------------------------------------- solver thread pool
 def test_solver_threads_do_not_change_results(data, monkeypatch):
     """The nogil per-feature solver gives the same quantiles on 1 thread and on several (no shared state)."""

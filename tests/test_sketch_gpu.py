@@ -23,11 +23,16 @@ def _scale(X, w, l):
     for j in range(X.shape[1]):
         ok = np.isfinite(X[:, j]) & (w > 0)
         x, ww = X[ok, j], w[ok]
+        if x.size == 0:  # an empty column: both sketches hold zeros
+            out.append([0.0] * (l - 1))
+            continue
         m = np.sum(ww * x) / ww.sum()
         delta = 4 * np.spacing(np.abs(x).max())
         out.append([np.sum(ww * (np.abs(x - m) + delta) ** k) for k in range(2, l + 1)])
-    # delta**k underflows to 0 for a constant column at high k (0/0 otherwise): floor at the smallest normal double
-    return np.maximum(np.array(out), np.finfo(np.float64).tiny)
+    # delta**k underflows to 0 for a constant column at high k (0/0 otherwise), and sums in the subnormal double range
+    # (float32 subnormal data at l >= 8) are only determined to a few subnormal ulps (2^-1074) per term and order:
+    # floor the scale where any two correct summations may differ by 1e-12 of it
+    return np.maximum(np.array(out), max(np.finfo(np.float64).tiny, 1e12 * X.shape[0] * l * 2.0**-1074))
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -127,14 +132,11 @@ def test_default_variant_is_fast():
     assert gpu.DEFAULT_VARIANT == "fast"
 
 
-@pytest.mark.xfail(strict=True, reason="known limitation: CuPy compiles kernels with -ftz=true, so float32 "
-                   "subnormals (|x| < 1.18e-38) are read as 0 on the GPU (seen on the H100: the subnormal column's "
-                   "central sums come out 0); v1 converts the same way")
-@pytest.mark.parametrize("opts", [{"unroll": 4, "minb": 2}, {"unroll": 4, "minb": 3}, {"bitcvt": False},
-                                  {"unroll": 8, "minb": 2, "bitcvt": True}])
+@pytest.mark.parametrize("opts", [{"vals": 4, "stages": 2, "minb": 3, "fastpath": False}, {"vals": 16, "stages": 4},
+                                  {"vals": 8, "f2f": True}])
 def test_fast_options_subnormals_and_signed_zero(opts):
-    """Every kernel option gives the twin's sketch on float32 subnormals, -0.0 and zeros (min/max compared
-    exactly)."""
+    """float32 subnormals, -0.0 and zeros give the twin's sketch (min/max and distinct sets compared exactly) under
+    CuPy's -ftz=true: the kernels convert floats by integer bit operations, never by FP32 instructions."""
     import cupy as cp
 
     from kernels.sketch import gpu
@@ -146,13 +148,129 @@ def test_fast_options_subnormals_and_signed_zero(opts):
     mix = rng.normal(size=n).astype(np.float32)
     mix[rng.random(n) < 0.3] = tiny
     mix[rng.random(n) < 0.3] = -0.0
-    X = np.column_stack([sub, mix, rng.lognormal(size=n), np.round(rng.normal(size=n) * 2)]).astype(np.float32)
+    neg = -np.abs(rng.normal(size=n)).astype(np.float32) * np.float32(1e-38)  # normal and subnormal, all negative
+    X = np.column_stack([sub, mix, rng.lognormal(size=n), np.round(rng.normal(size=n) * 2), neg]).astype(np.float32)
     for w in (None, rng.uniform(0, 1, n)):
         g = gpu.sketch(cp.asarray(X), None if w is None else cp.asarray(w), n_moments=15, max_distinct=64,
                        variant="fast", **opts)
         c = cpu.sketch(X, w, n_moments=15, max_distinct=64)
         _assert_same(g, c, X, w, 15)
         assert c.n_distinct[0] == 4  # -tiny, 0 (-0.0 counts as 0.0), tiny, 3 tiny
+        assert g.vmin[0] == -float(tiny) and g.vmax[0] == 3 * float(tiny)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_fast_wide_unaligned_weighted(dtype):
+    """300 columns (two column tiles), discrete columns in both tiles, NaN, an empty column, weights with zeros,
+    and X starting 1 row into a buffer (not 16-byte aligned for odd d: the element-wise copy path)."""
+    import cupy as cp
+
+    from kernels.sketch import gpu
+
+    rng = np.random.default_rng(11)
+    for n, d in [(40_001, 301), (30_001, 49)]:
+        A = rng.normal(size=(n + 1, d))
+        for j in (0, 7, 45, 255, 256, 260, 300):
+            if j < d:
+                A[:, j] = rng.integers(-5, 5 + j % 7, n + 1)
+        A[:, 10] = np.round(A[:, 10] * 20)  # about 180 values: a candidate that stays under 256
+        A[rng.random(n + 1) < 0.1, 3] = np.nan
+        A[:, d - 2] = np.nan
+        A = A.astype(dtype)
+        Xd = cp.asarray(A)[1:]
+        X = A[1:]
+        w = rng.uniform(0, 1, n)
+        w[rng.random(n) < 0.2] = 0.0
+        for ww in (None, w):
+            g = gpu.sketch(Xd, None if ww is None else cp.asarray(ww), n_moments=12, max_distinct=256,
+                           variant="fast")
+            c = cpu.sketch(X, ww, n_moments=12, max_distinct=256)
+            _assert_same(g, c, X, ww, 12)
+            assert c.n_distinct[d - 2] == 0 and c.n_distinct[10] > 100 and c.n_distinct[1] == -1
+
+
+def test_fast_no_tracking_and_large_cap():
+    """max_distinct=0: n_distinct is -1 for a column with data and 0 for an empty one (as the twin); a cap above
+    the device sort's limit (sets sorted on the host) with a column of 4500 distinct values."""
+    import cupy as cp
+
+    from kernels.sketch import gpu, gpu_fast
+
+    rng = np.random.default_rng(12)
+    n = 30_000
+    X = np.column_stack([rng.normal(size=n), np.full(n, np.nan), rng.integers(0, 4500, n).astype(np.float64),
+                         rng.normal(size=n)])
+    g = gpu.sketch(cp.asarray(X), n_moments=10, max_distinct=0, variant="fast")
+    c = cpu.sketch(X, n_moments=10, max_distinct=0)
+    _assert_same(g, c, X, None, 10)
+    assert list(g.n_distinct) == [-1, 0, -1, -1]
+    cap = gpu_fast.EXTRACT_MAX + 904
+    g = gpu.sketch(cp.asarray(X), n_moments=10, max_distinct=cap, variant="fast")
+    c = cpu.sketch(X, n_moments=10, max_distinct=cap)
+    _assert_same(g, c, X, None, 10)
+    assert c.n_distinct[2] == np.unique(X[:, 2]).size and c.n_distinct[0] == -1
+    with pytest.raises(ValueError, match="max_distinct"):
+        gpu.sketch(cp.asarray(X), max_distinct=-1)
+
+
+def test_fast_shared_memory_limit_across_plans():
+    """Plans of one shape share the compiled kernel: a call needing less dynamic shared memory (no distinct sets)
+    must not lower the limit a later call with sets needs (seen on the H100: CUDA_ERROR_INVALID_VALUE)."""
+    import cupy as cp
+
+    from kernels.sketch import gpu
+
+    rng = np.random.default_rng(13)
+    X = rng.normal(size=(20_000, 50)).astype(np.float32)
+    X[:, 3] = np.round(X[:, 3] * 4)
+    Xd = cp.asarray(X)
+    for md in (256, 0, 256):
+        for vals, stages in ((16, 3), (8, 2)):
+            g = gpu.sketch(Xd, n_moments=15, max_distinct=md, variant="fast", vals=vals, stages=stages)
+            c = cpu.sketch(X, n_moments=15, max_distinct=md)
+            _assert_same(g, c, X, None, 15)
+
+
+def test_device_shift_matches_two_pass():
+    """The finish kernel's shift: power sums about a centre near the mean -> mean and central sums, vs a two-pass
+    reference. The power sums come from math.fsum (correctly rounded), so only the shift itself is under test; the
+    centre is 0.05 standard deviations off the mean (inside the re-sketch threshold of 0.1, so no redo flag) and
+    for one column 0.5 (flagged)."""
+    import math
+
+    from kernels.sketch import gpu_fast
+
+    rng = np.random.default_rng(3)
+    n = 6000
+    data = np.column_stack([rng.normal(3, 2, n), rng.lognormal(0, 1, n), rng.normal(1000, 1, n),
+                            np.round(rng.normal(0, 3, n)), rng.pareto(2.0, n) + 1.0])
+    data[rng.random(n) < 0.03, 1] = np.nan
+    w = rng.uniform(0, 2, n)
+    l = 20
+    d = data.shape[1]
+    mean, M, W, scale = np.empty(d), np.empty((d, l - 1)), np.empty(d), np.empty((d, l - 1))
+    for j in range(d):
+        ok = ~np.isnan(data[:, j])
+        x, ww = data[ok, j], w[ok]
+        W[j] = math.fsum(ww)
+        mean[j] = math.fsum(ww * x) / W[j]
+        dl = x - mean[j]
+        M[j] = [math.fsum(ww * dl**k) for k in range(2, l + 1)]
+        scale[j] = [np.sum(ww * np.abs(dl) ** k) for k in range(2, l + 1)]
+    off = np.full(d, 0.05)
+    off[4] = 0.5
+    centre = mean + off * np.sqrt(M[:, 0] / W)
+    S = np.empty((d, l))
+    for j in range(d):
+        ok = ~np.isnan(data[:, j])
+        dl = data[ok, j] - centre[j]
+        S[j] = [math.fsum(w[ok] * dl**k) for k in range(1, l + 1)]
+    m2, M2, redo = gpu_fast.central_from_power_sums(W, S, centre)
+    assert (np.abs(M2 - M) / scale)[:4].max() < 1e-12
+    assert np.all(np.abs(m2 - mean) <= 1e-12 * (np.abs(mean) + np.sqrt(scale[:, 0] / W)))
+    assert list(redo) == [False, False, False, False, True]
+    m0, M0, r0 = gpu_fast.central_from_power_sums(np.zeros(2), np.zeros((2, 5)), np.array([1.5, -2.0]))
+    assert (m0 == 0).all() and (M0 == 0).all() and not r0.any()  # empty columns
 
 
 def test_fast_recentres_unrepresentative_sample_and_all_missing_sample():

@@ -23,9 +23,10 @@ def sketch(X, sample_weight=None, *, n_moments: int = 15, max_distinct: int = 25
            blocks_per_sm: int = 4, chunk: int = R_CHUNK, variant: str = DEFAULT_VARIANT, **fast_opts) -> MomentSketch:
     """Sketch the columns of X (NumPy or CuPy, (n, d)) on the GPU; NaN is missing, inf raises ValueError.
 
-    variant "fast" (default): power sums about a per-column centre from a strided sample, distinct sets in shared
-    memory (sketch_fast.cu; options in ``fast_opts``: minb, unroll, bitcvt, blocks_per_sm); "v1": per-chunk Pebay
-    merge kernel (sketch.cu). Both equal the CPU twin within 1e-12 of each moment's scale.
+    variant "fast" (default): power sums about a per-column centre from a strided sample, one tiled read with the
+    distinct tracking folded in, the shift to central sums on the device (sketch_fast.cu; options in ``fast_opts``:
+    vals, stages, minb, blocks_per_sm); "v1": per-chunk Pebay merge kernel (sketch.cu; float32 subnormals read as
+    0 there, see docs/xgboost_ext.md). Both equal the CPU twin within 1e-12 of each moment's scale.
     """
     if variant == "fast":
         from .gpu_fast import sketch_fast
@@ -73,6 +74,8 @@ def sketch(X, sample_weight=None, *, n_moments: int = 15, max_distinct: int = 25
 def begin(X, sample_weight, n_moments: int, max_distinct: int):
     """Checked n_moments, prepared X / weights, and the empty sketch when X has no rows (else None)."""
     l = _check_n_moments(n_moments)
+    if not isinstance(max_distinct, (int, np.integer)) or max_distinct < 0:
+        raise ValueError(f"max_distinct must be a non-negative integer, got {max_distinct!r}")
     X, w, has_w = _prepare_input(X, sample_weight, cupy_module())
     empty = MomentSketch.empty(X.shape[1], l, max_distinct) if X.shape[0] == 0 else None
     return l, X, w, has_w, empty

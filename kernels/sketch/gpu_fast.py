@@ -1,24 +1,33 @@
-"""GPU moment sketch, variant "fast" (sketch_fast.cu): power sums about a per-column centre from a strided sample,
-distinct sets in shared memory. The host turns the sums into mean and central sums (power_to_central)."""
+"""GPU moment sketch, variant "fast" (sketch_fast.cu): three launches (sample centres and candidate columns; one
+tiled read of X with distinct tracking folded in; sums -> mean, central sums and sorted distinct sets) and one
+device-to-host copy. Device buffers and the pinned result buffer are kept per thread for the last geometry."""
 from __future__ import annotations
 
+import threading
 from functools import lru_cache
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
 from kernels._cuda import get_kernel
-from kernels.device import cupy_module, to_numpy
+from kernels.device import cupy_module
 
-from .gpu import EMPTY_KEY, REDUCE_THREADS, begin, finish
+from .gpu import EMPTY_KEY, begin
 from .state import MomentSketch
 
 SAMPLE_ROWS = 4096  # strided sample: the centre of each column, and which columns can have <= cap distinct values
-TABLE_BUDGET = 40960  # bytes of shared memory for the per-block distinct sets
+PREP_THREADS = 256  # sketch_fast.cu: PREP_THREADS * PREP_PER >= SAMPLE_ROWS
+PREP_TABLE_MAX = 4096  # sample hash-set entries (8 bytes each); caps needing more track every column
+TABLE_BUDGET = 32768  # bytes of shared memory per block for the per-block distinct sets
 MAX_SLOTS = 64  # sketch_fast.cu's shared slot arrays
 MAX_ROWS_PER_THREAD = 8192  # more blocks beyond this, so no thread sums too many terms in one accumulator
 RECENTRE_TOL = 0.1  # re-sketch a column whose mean is farther than this many standard deviations from its centre
+EXTRACT_MAX = 4096  # distinct sets up to this size are sorted on the device; larger caps: on the host
+FINISH_THREADS = 64
+CACHE_BYTES = 64 << 20  # keep the per-thread buffers when they take at most this much device memory
 _DIR = str(Path(__file__).resolve().parent)
+_local = threading.local()
 
 
 def _pow2_at_least(x: int) -> int:
@@ -28,194 +37,241 @@ def _pow2_at_least(x: int) -> int:
     return p
 
 
-def _binom(l: int) -> np.ndarray:
-    b = np.zeros((l + 1, l + 1))
-    for k in range(l + 1):
-        b[k, 0] = 1.0
-        for i in range(1, k + 1):
-            b[k, i] = b[k - 1, i - 1] + b[k - 1, i]
+class _Plan(NamedTuple):
+    nt: int
+    ct: int
+    gx: int
+    gy: int
+    rows_per_block: int
+    vec16: int
+    stage_elems: int
+    wstage: int
+    nslots: int
+    ts: int
+    tshift: int
+    tsize: int
+    tsp: int
+    k: int
+    capx: int
+    stride: int
+    smem: int
+    kernels: tuple
+
+
+_smem_set: dict = {}  # (device, options, kernel name) -> the dynamic shared-memory limit set on that function
+
+
+def _allow_smem(kern, key: tuple, nbytes: int) -> None:
+    """Raise the kernel's dynamic shared-memory limit to at least nbytes (the 48 KiB default counts static shared
+    memory too; plans of other shapes share the compiled function, so a smaller later plan must not lower it)."""
+    if _smem_set.get(key, -1) < nbytes:
+        kern.max_dynamic_shared_size_bytes = nbytes
+        _smem_set[key] = nbytes
+
+
+@lru_cache(maxsize=64)
+def _plan(n, d, l, is_f32, has_w, cap, aligned16, vals, stages, minb, fastpath, f2f, blocks_per_sm,
+          device_id) -> _Plan:
+    """Launch geometry and compiled kernels for one input shape, option set and device."""
+    sms = int(cupy_module().cuda.Device(device_id).attributes["MultiProcessorCount"])
+    nt = 256 if l <= 16 else 128
+    ks = 4 if is_f32 else 8
+    ct = min(d, nt)
+    gy = -(-d // ct)
+    cw_min = d - (gy - 1) * ct
+    kr = nt // ct
+    rt = kr * vals
+    stage_elems = -(-nt * vals // 4) * 4  # >= rows * cw of every tile, 16-byte multiple
+    wstage = -(-((nt // cw_min) * vals) // 2) * 2 if has_w else 0
+    if cap > 0:
+        ts = _pow2_at_least(cap + 1)
+        if 2 * ts < 3 * (cap + 1):
+            ts *= 2
+        nslots = min(MAX_SLOTS, TABLE_BUDGET // (ts * ks))
+        tsize = _pow2_at_least(4 * cap)
+    else:
+        ts, nslots, tsize = 2, 0, 1
+    tshift = 32 - (ts.bit_length() - 1)
+    k = min(n, SAMPLE_ROWS)
+    tsp = _pow2_at_least(2 * (cap + 1)) if 0 < cap < k else 0
+    if tsp > PREP_TABLE_MAX:
+        tsp = 0  # every column is a candidate: tracked until its sets pass cap
+    bps = int(blocks_per_sm or minb)
+    gx = max(bps * sms // gy, -(-n // (kr * MAX_ROWS_PER_THREAD)))
+    gx = max(1, min(gx, -(-n // rt)))
+    rpb = -(-n // gx)
+    rpb = -(-rpb // rt) * rt
+    gx = -(-n // rpb)
+    vec16 = int(gy == 1 and aligned16 and (rt * d * ks) % 16 == 0 and (rpb * d * ks) % 16 == 0)
+    smem = max(stages * (stage_elems * ks + wstage * 8) + nslots * ts * ks, nt * l * 8)
+    capx = cap if cap <= EXTRACT_MAX else 0
+    T = "float" if is_f32 else "double"
+    hw = "true" if has_w else "false"
+    fp = "true" if fastpath else "false"
+    names = (f"sketch_prep<{T},{hw}>", f"sketch_tiles<{T},{l},{nt},{vals},{stages},{hw},{fp}>",
+             f"sketch_finish<{l},{FINISH_THREADS}>")
+    opts = (f"-I{_DIR}", f"-DFAST_MINB={int(minb)}", f"-DFAST_F2F={int(bool(f2f))}")
+    kernels = tuple(get_kernel("sketch/sketch_fast.cu", nm, options=opts, name_expressions=names) for nm in names)
+    _allow_smem(kernels[1], (device_id, opts, names[1]), smem)
+    return _Plan(nt, ct, gx, gy, rpb, vec16, stage_elems, wstage, nslots, ts, tshift, tsize, tsp, k, capx,
+                 l + 5 + capx, smem, kernels)
+
+
+def _buffers(cp, d: int, l: int, p: _Plan) -> dict:
+    """Work arrays for one call (device) and the pinned host buffer of the result, reused by the next call of the
+    same geometry in this thread (the call ends with a synchronising copy, so nothing is still in flight)."""
+    key = (cp.cuda.Device().id, cp.cuda.get_current_stream().ptr, d, l, p.gx, p.tsize, p.stride)
+    cached = getattr(_local, "bufs", None)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    nres = d * p.stride + 1
+    b = {"part": cp.empty(p.gx * d * (l + 3), cp.float64), "center": cp.empty(d, cp.float64),
+         "over": cp.empty(d, cp.int32), "count": cp.empty(d, cp.int32), "bad": cp.empty(1, cp.int32),
+         "table": cp.empty(d * p.tsize if p.tsize > 1 else 1, cp.uint64), "res": cp.empty(nres, cp.float64)}
+    mem = cp.cuda.alloc_pinned_memory(nres * 8)
+    b["pinned"] = mem
+    b["host"] = np.frombuffer(mem, np.float64, nres)
+    if sum(a.nbytes for a in b.values() if isinstance(a, cp.ndarray)) <= CACHE_BYTES:
+        _local.bufs = (key, b)
     return b
 
 
-def power_to_central(W: np.ndarray, S: np.ndarray, center: np.ndarray):
-    """Mean and central sums from power sums about a centre: S (d, l) = sum w (x - c)^k, k = 1..l.
-
-    With delta = S_1 / W (the mean minus c): M_k = sum_{i=0}^{k} C(k, i) S_i (-delta)^(k-i), S_0 = W.
-    Returns (mean (d,), M (d, l-1) for k = 2..l, delta (d,)); empty columns get mean 0 and M 0.
-    """
-    W = np.asarray(W, np.float64)
-    d, l = S.shape
-    full = np.concatenate([W[:, None], S], axis=1)  # S_0..S_l
-    ok = W > 0
-    delta = np.where(ok, S[:, 0] / np.where(ok, W, 1.0), 0.0)
-    B, lag = _shift_tables(l)
-    P = (-delta)[:, None] ** np.arange(l + 1)  # (-delta)^p
-    terms = B[None] * full[:, None, :] * P[:, lag]  # (d, k, i): C(k, i) S_i (-delta)^(k-i), zero for i > k
-    M = terms[:, 2:, :].sum(axis=2)
-    M[~ok] = 0.0
-    mean = np.where(ok, center + delta, 0.0)
-    return mean, M, delta
-
-
-@lru_cache(maxsize=None)
-def _shift_tables(l: int):
-    """Binomials C(k, i) (zero for i > k) and the lag k - i (clipped at 0) for the binomial shift."""
-    k = np.arange(l + 1)
-    return _binom(l), np.maximum(k[:, None] - k[None, :], 0)
-
-
-def _pilot(X, w, has_w: bool, cap: int):
-    """Per column, from a strided row sample: the centre (device float64 (d,)) and whether the column can have at
-    most cap distinct values (host bool (d,); the others have more anyway).
-
-    Centre: the (weighted) sample mean; the value itself where the sample is constant (constant columns stay
-    exact); where the sample has no valid value, the (weighted) mean of the whole column (a read of those columns
-    only); 0 for an empty column.
-    """
-    cp = cupy_module()
+def _launch(X, w, has_w: bool, l: int, cap: int, p: _Plan, b: dict, center=None) -> None:
+    """Queue the three kernels (sketch_prep only without a given centre); the result lands in b["res"]."""
     n, d = X.shape
-    k = min(n, SAMPLE_ROWS)
-    idx = (cp.arange(k, dtype=cp.int64) * n) // k
-    s = X[idx].astype(cp.float64) + 0.0  # (k, d); -0.0 -> +0.0
-    valid = cp.isfinite(s)
-    if has_w:
-        ws = w[idx]
-        valid &= (ws > 0)[:, None]
-        wt = cp.where(valid, ws[:, None], 0.0)
+    prep, tiles, fin = p.kernels
+    if center is None:
+        center = b["center"]
+        prep((d,), (PREP_THREADS,), (X, w, np.int64(n), np.int32(d), np.int32(p.k), np.int32(cap), np.int32(p.tsp),
+                                     center, b["over"], b["count"], b["table"], np.int32(p.tsize), b["bad"]),
+             shared_mem=p.tsp * 8)
+    elif cap > 0:
+        raise ValueError("a given centre runs without distinct tracking (cap 0)")
     else:
-        wt = valid.astype(cp.float64)
-    sv = cp.where(valid, s, 0.0)
-    den = wt.sum(axis=0)
-    with np.errstate(all="ignore"):
-        c = (wt * sv).sum(axis=0) / den
-    srt = cp.sort(cp.where(valid, s, cp.nan), axis=0)  # NaN last
-    nv = valid.sum(axis=0)
-    smin = srt[0]
-    smax = srt[cp.maximum(nv - 1, 0), cp.arange(d)]
-    med = srt[cp.maximum(nv - 1, 0) // 2, cp.arange(d)]  # lower median
-    c = cp.where(smin == smax, smin, c)
-    c = cp.where(cp.isfinite(c), c, med)  # overflowing sums: the sample median instead
-    new = cp.isfinite(srt)
-    new[1:] &= srt[1:] != srt[:-1]
-    cand = new.sum(axis=0) <= cap
-    none = ~(nv > 0)
-    cand_h, none_h = to_numpy(cp.stack([cand, none]))
-    if none_h.any():
-        j = np.flatnonzero(none_h)
-        cols = X[:, cp.asarray(j)].astype(cp.float64)
-        ok = cp.isfinite(cols)
-        if has_w:
-            ok &= (w > 0)[:, None]
-            ww = cp.where(ok, w[:, None], 0.0)
-        else:
-            ww = ok.astype(cp.float64)
-        tot = ww.sum(axis=0)
-        with np.errstate(all="ignore"):
-            cj = (ww * cp.where(ok, cols, 0.0)).sum(axis=0) / tot
-        c[cp.asarray(j)] = cp.where(tot > 0, cj, 0.0)
-    return cp.ascontiguousarray(c), cand_h.astype(bool)
+        b["bad"].fill(0)
+    tiles((p.gx, p.gy), (p.nt,), (X, w, np.int64(n), np.int32(d), np.int32(p.ct), np.int64(p.rows_per_block),
+                                  np.int32(p.vec16), np.int32(p.stage_elems), np.int32(p.wstage), center, b["part"],
+                                  b["bad"], np.int32(p.nslots), np.int32(p.ts), np.int32(p.tshift), b["table"],
+                                  np.int32(p.tsize), b["count"], b["over"], np.int32(cap)), shared_mem=p.smem)
+    fin((d,), (FINISH_THREADS,), (b["part"], np.int32(p.gx), np.int32(d), center, b["over"], b["count"], b["table"],
+                                  np.int32(p.tsize), np.int32(cap), np.int32(p.capx), np.float64(RECENTRE_TOL),
+                                  b["bad"], b["res"]), shared_mem=p.capx * 8)
 
 
-def _slots(cand: np.ndarray, ct: int, max_slots: int) -> tuple[np.ndarray, int]:
-    """Per column: -2 untracked, -1 global table, >= 0 shared set within its tile; and the slots a block needs."""
-    d = cand.size
-    slot = np.full(d, -2, np.int32)
-    used = 0
-    for t0 in range(0, d, ct):
-        j = t0 + np.flatnonzero(cand[t0 : t0 + ct])
-        k = min(j.size, max_slots)
-        slot[j[:k]] = np.arange(k, dtype=np.int32)
-        slot[j[k:]] = -1
-        used = max(used, k)
-    return slot, used
-
-
-def _launch(X, w, has_w, l, center, cand, cap, minb, unroll, bitcvt, blocks_per_sm):
-    """Run sketch_fast + reduce_sums; returns (red (d, l+3) host [W, S1..Sl, min, max], table, count, over, bad)."""
+def _prepare(X, sample_weight, n_moments, max_distinct, vals, stages, minb, fastpath, f2f, blocks_per_sm):
+    """(l, X, w, has_w, cap, plan, buffers), or (l, empty sketch) for X without rows."""
     cp = cupy_module()
-    n, d = X.shape
-    nt = 256 if l <= 16 else 128
-    ct = min(d, nt)
-    gy = -(-d // ct)
-    kr = nt // ct
-    T = "float" if X.dtype == cp.float32 else "double"
-    ks = 4 if T == "float" else 8
-    ts = _pow2_at_least(cap + 1)
-    if 2 * ts < 3 * (cap + 1):
-        ts *= 2
-    if cap > 0 and cand.any():
-        slot, nslots = _slots(cand, ct, min(MAX_SLOTS, TABLE_BUDGET // (ts * ks)))
-    else:
-        slot, nslots = np.full(d, -2, np.int32), 0
-    tsize = _pow2_at_least(4 * max(cap, 1)) if cand.any() else 1
-    table = cp.full((d, tsize) if cand.any() else (1, 1), EMPTY_KEY, dtype=cp.uint64)
-    count = cp.zeros(d, cp.int32)
-    over = cp.asarray((~cand).astype(np.int32))
-    sms = cp.cuda.Device().attributes["MultiProcessorCount"]
-    bps = int(blocks_per_sm or minb)
-    gx = max(bps * sms // gy, -(-n // (kr * MAX_ROWS_PER_THREAD)))
-    gx = int(max(1, min(n, gx)))
-    rows_per_block = -(-n // gx)
-    gx = -(-n // rows_per_block)
-    kname = f"sketch_fast<{T},{l},{nt},{int(unroll)},{'true' if has_w else 'false'}>"
-    rname = f"reduce_sums<{l},{REDUCE_THREADS}>"
-    opts = (f"-I{_DIR}", f"-DFAST_MINB={int(minb)}", f"-DFAST_BITCVT={int(bool(bitcvt))}")
-    kern = get_kernel("sketch/sketch_fast.cu", kname, options=opts, name_expressions=(kname, rname))
-    red = get_kernel("sketch/sketch_fast.cu", rname, options=opts, name_expressions=(kname, rname))
-    smem = max(nslots * ts * ks, nt * l * 8)
-    part = cp.empty((gx, d, l + 3), cp.float64)
-    bad = cp.zeros(1, cp.int32)
-    kern((gx, gy), (nt,), (X, w, np.int64(n), np.int32(d), np.int32(ct), np.int64(rows_per_block), center, part, bad,
-                           cp.asarray(slot), np.int32(nslots), np.int32(ts), np.int32(32 - ts.bit_length() + 1),
-                           table, np.int32(tsize), count, over, np.int32(cap)), shared_mem=smem)
-    out = cp.empty((d, l + 3), cp.float64)
-    red((d,), (REDUCE_THREADS,), (part, np.int32(gx), np.int32(d), out))
-    return out, table, count, over, bad
-
-
-def sketch_fast(X, sample_weight=None, *, n_moments: int = 15, max_distinct: int = 256, minb: int = 2,
-                unroll: int = 8, bitcvt: bool = False, blocks_per_sm: int | None = None) -> MomentSketch:
-    """Same result as gpu.sketch(variant="v1") within 1e-12 of each moment's scale.
-
-    minb: blocks per SM the compiler must fit (registers vs occupancy); unroll: rows loaded per thread at once;
-    bitcvt: float -> double by integer bit operations instead of F2F (the same doubles; on the H100 with distinct
-    tracking F2F measured faster, 11.5 vs 15.0 ms for 10M x 50, so it is off by default).
-    """
-    cp = cupy_module()
+    if not (isinstance(vals, (int, np.integer)) and 1 <= vals <= 32):
+        raise ValueError(f"vals must be an integer in [1, 32], got {vals!r}")
+    if not (isinstance(stages, (int, np.integer)) and 1 <= stages <= 4):
+        raise ValueError(f"stages must be an integer in [1, 4], got {stages!r}")
     l, X, w, has_w, empty = begin(X, sample_weight, n_moments, max_distinct)
     if empty is not None:
-        return empty
+        return l, empty
     n, d = X.shape
     cap = int(max_distinct)
-    center, cand = _pilot(X, w, has_w, cap)
-    if cap <= 0:
-        cand = np.zeros(d, bool)
-    out, table, count, over, bad = _launch(X, w, has_w, l, center, cand, cap, minb, unroll, bitcvt, blocks_per_sm)
-    h = to_numpy(cp.concatenate([out.ravel(), bad.astype(cp.float64), count.astype(cp.float64),
-                             over.astype(cp.float64), center]))  # one transfer
-    if h[d * (l + 3)]:
+    p = _plan(n, d, l, X.dtype == np.float32, has_w, cap, X.data.ptr % 16 == 0, int(vals), int(stages), int(minb),
+              bool(fastpath), bool(f2f), blocks_per_sm, cp.cuda.Device().id)
+    return l, X, w, has_w, cap, p, _buffers(cp, d, l, p)
+
+
+def sketch_fast(X, sample_weight=None, *, n_moments: int = 15, max_distinct: int = 256, vals: int = 16,
+                stages: int = 2, minb: int = 2, fastpath: bool = True, f2f: bool = False,
+                blocks_per_sm: int | None = None) -> MomentSketch:
+    """Same result as gpu.sketch(variant="v1") and the CPU twin within 1e-12 of each moment's scale.
+
+    vals: values per thread per tile; stages: tiles in flight per block (cp.async pipeline depth); minb: blocks
+    per SM the compiler must fit (registers vs occupancy); fastpath: a thread whose values of a tile are all normal
+    floats or zeros (all finite doubles) sums them in straight-line code, else value by value; f2f: that code
+    converts floats by F2F instead of bit operations (both exact there); blocks_per_sm: blocks launched per SM
+    (default minb). All options give the same sketch.
+    """
+    prep = _prepare(X, sample_weight, n_moments, max_distinct, vals, stages, minb, fastpath, f2f, blocks_per_sm)
+    if len(prep) == 2:
+        return prep[1]
+    l, X, w, has_w, cap, p, b = prep
+    _launch(X, w, has_w, l, cap, p, b)
+    h = b["res"].get(out=b["host"])  # the one transfer; waits for the kernels
+    if h[-1]:
         raise ValueError("X contains +/-inf; encode missing values as NaN (inf is not a valid feature value)")
-    red = h[: d * (l + 3)].reshape(d, l + 3)
-    count_h = h[d * (l + 3) + 1 : d * (l + 4) + 1].astype(np.int64)
-    over_h = h[d * (l + 4) + 1 : d * (l + 5) + 1].astype(np.int64)
-    c_host = h[d * (l + 5) + 1 :]
-    mean, M, delta = power_to_central(red[:, 0], red[:, 1 : l + 1], c_host)
-    # a centre far from the mean (e.g. a sample that is not representative) would amplify rounding in the shift:
-    # sketch those columns again about their now known mean
-    with np.errstate(all="ignore"):
-        sd = np.sqrt(np.maximum(M[:, 0], 0.0) / red[:, 0])
-    redo = np.flatnonzero((red[:, 0] > 0) & ~(np.abs(delta) <= RECENTRE_TOL * sd))
+    d = X.shape[1]
+    R = h[:-1].reshape(d, p.stride)
+    W = R[:, 0].copy()
+    mean = R[:, 1].copy()
+    M = R[:, 2 : l + 1].copy()
+    lo, hi = R[:, l + 1].copy(), R[:, l + 2].copy()
+    redo = np.flatnonzero(R[:, l + 3])
+    nd = R[:, l + 4].astype(np.int64)
+    if p.capx == cap:
+        vals_ = R[:, l + 5 :].copy()
+    else:
+        vals_ = _host_sets(b["table"], nd, p.tsize, cap)
     if redo.size:
-        jj = cp.asarray(redo)
-        c2 = cp.asarray(mean[redo])
-        o2 = _launch(cp.ascontiguousarray(X[:, jj]), w, has_w, l, c2, np.zeros(redo.size, bool), 0, minb, unroll,
-                     bitcvt, blocks_per_sm)[0]
-        o2 = to_numpy(o2)
-        m2, M2, _ = power_to_central(o2[:, 0], o2[:, 1 : l + 1], mean[redo])
-        mean[redo], M[redo] = m2, M2
-    full = np.empty((d, l + 3))
-    full[:, 0] = red[:, 0]
-    full[:, 1] = mean
-    full[:, 2 : l + 1] = M
-    full[:, l + 1 :] = red[:, l + 1 :]
-    return finish(full, l, table, count_h, over_h, cap)
+        _recentre(X, w, has_w, l, redo, mean, M, lo, hi, (vals, stages, minb, fastpath, f2f, blocks_per_sm))
+    empty = W <= 0
+    lo[empty] = np.nan
+    hi[empty] = np.nan
+    return MomentSketch(W, mean, M, lo, hi, vals_, nd)
+
+
+def _recentre(X, w, has_w, l, redo, mean, M, lo, hi, opts) -> None:
+    """Sketch the columns ``redo`` again about their now known mean (a centre far from the mean, e.g. from a sample
+    that is not representative, would amplify rounding in the shift); updates mean and M in place."""
+    cp = cupy_module()
+    c2 = mean[redo].copy()
+    off = ~np.isfinite(c2)
+    c2[off] = 0.5 * lo[redo][off] + 0.5 * hi[redo][off]
+    Xs = cp.ascontiguousarray(X[:, cp.asarray(redo)])
+    n, d2 = Xs.shape
+    vals, stages, minb, fastpath, f2f, blocks_per_sm = opts
+    p2 = _plan(n, d2, l, Xs.dtype == np.float32, has_w, 0, Xs.data.ptr % 16 == 0, int(vals), int(stages), int(minb),
+               bool(fastpath), bool(f2f), blocks_per_sm, cp.cuda.Device().id)
+    b2 = _buffers(cp, d2, l, p2)
+    _launch(Xs, w, has_w, l, 0, p2, b2, center=cp.asarray(c2))
+    R2 = b2["res"].get(out=b2["host"])[:-1].reshape(d2, p2.stride)
+    mean[redo] = R2[:, 1]
+    M[redo] = R2[:, 2 : l + 1]
+
+
+def _host_sets(table, nd: np.ndarray, tsize: int, cap: int) -> np.ndarray:
+    """Sorted distinct sets from the global tables (caps above EXTRACT_MAX); NaN padded."""
+    d = nd.size
+    vals = np.full((d, cap), np.nan)
+    keep = np.flatnonzero(nd >= 0)
+    if keep.size:
+        cp = cupy_module()
+        keys = table.reshape(d, tsize)[cp.asarray(keep)].get()
+        for r, j in enumerate(keep):
+            k = keys[r][keys[r] != np.uint64(EMPTY_KEY)]
+            vals[j, : k.size] = np.sort(k.view(np.float64))
+    return vals
+
+
+def kernels_only(X, n_moments: int = 15, max_distinct: int = 256, **opts):
+    """A callable that queues only the three kernels on X (no checks, allocation or transfer): for timing. opts as
+    sketch_fast's, same defaults."""
+    kw = sketch_fast.__kwdefaults__
+    o = {k: opts.get(k, kw[k]) for k in ("vals", "stages", "minb", "fastpath", "f2f", "blocks_per_sm")}
+    prep = _prepare(X, None, n_moments, max_distinct, o["vals"], o["stages"], o["minb"], o["fastpath"], o["f2f"],
+                    o["blocks_per_sm"])
+    l, X, w, has_w, cap, p, b = prep
+    return lambda: _launch(X, w, has_w, l, cap, p, b)
+
+
+def central_from_power_sums(W, S, center):
+    """Test hook: the finish kernel's shift on given power sums S (d, l) about ``center`` (d,) with weights W (d,):
+    returns (mean, M (d, l-1) for k = 2..l, redo flags)."""
+    cp = cupy_module()
+    W = np.asarray(W, np.float64)
+    S = np.asarray(S, np.float64)
+    d, l = S.shape
+    part = np.concatenate([W[:, None], S, np.zeros((d, 2))], axis=1)
+    res = cp.empty(d * (l + 5) + 1, cp.float64)
+    fin = get_kernel("sketch/sketch_fast.cu", f"sketch_finish<{l},{FINISH_THREADS}>", options=(f"-I{_DIR}",),
+                     name_expressions=(f"sketch_finish<{l},{FINISH_THREADS}>",))
+    dummy = cp.zeros(1, cp.int32)
+    fin((d,), (FINISH_THREADS,), (cp.asarray(part), np.int32(1), np.int32(d), cp.asarray(center, np.float64), dummy,
+                                  dummy, cp.zeros(1, cp.uint64), np.int32(1), np.int32(0), np.int32(0),
+                                  np.float64(RECENTRE_TOL), dummy, res))
+    R = res.get()[:-1].reshape(d, l + 5)
+    return R[:, 1], R[:, 2 : l + 1], R[:, l + 3] != 0

@@ -1,91 +1,139 @@
-// Fast moment sketch (variant "fast", the default): one read of X (n, d) row-major, raw power sums about a fixed
-// per-column centre, no merge or re-centring in the hot loop.
-// Centre: c_f, the (weighted) mean of a strided row sample, computed on the host side before the launch; a column
-// whose final mean lies more than 0.1 standard deviations from c_f is re-sketched about its mean (gpu_fast.py), so
-// the shift from c_f to the mean never amplifies rounding. A column constant in the sample gets c_f = that value
-// exactly (constant columns stay exact).
-// Thread layout: a block covers a tile of cw <= NT columns; thread t owns column t % cw and every kr-th row of the
-// block's row strip (kr = NT / cw), so a warp reads consecutive addresses of X. Each thread keeps
-// S_k = sum w (x - c)^k, k = 1..L, and the weight (an integer count without weights). Powers: d, d^2..d^P by P-1
-// products, then q_j = (d^P)^j; S_{jP+a} += d^a q_j is one FMA (about L + 2 sqrt(L) FP64 operations per value
-// instead of 2L). The block adds its kr threads per column (same centre: plain sums) and writes the partial
-// [W, S1..SL, min, max]; reduce_sums adds the partials of each column. The host turns the sums into the mean and
-// central sums (binomial shift by S1/W).
-// float -> double: integer bit operations (the INT pipe) for normal floats and zeros, F2F (a quarter-rate FP64-pipe
-// conversion on sm_80/sm_90) only for subnormals (FAST_BITCVT=1).
-// Distinct values: the host marks columns whose strided sample already has more than `cap` distinct values as done
-// (over = 1: they cost nothing); the remaining candidate columns keep a per-block hash set in shared memory
-// (slot >= 0; lookups of a batch are issued together, misses take the insert path) or, past the shared budget,
-// probe the global table as sketch.cu does (slot -1). A set that passes `cap` values stops its column's tracking.
-// Known limitation: CuPy compiles with -ftz=true, so float32 subnormals (|x| < 1.18e-38) are read as zero here (and
-// in sketch.cu); see docs/xgboost_ext.md.
+// Fast moment sketch (variant "fast", the default): three launches and no host round trip before the result.
+//
+// 1. sketch_prep (one block per column): a strided sample of SAMPLE_ROWS rows gives the column's centre c_f (the
+//    weighted sample mean; the value itself where the sample is constant, so constant columns stay exact; 0 where
+//    the sample holds no valid value) and whether the column can have at most `cap` distinct values (its sample has
+//    at most cap). It also resets the work arrays: over[f] = !candidate, count[f] = 0, the candidate's global table
+//    row, *bad = 0.
+// 2. sketch_tiles: one read of X (n, d) row-major. Each block owns a strip of rows and a tile of cw <= NT columns;
+//    the strip is streamed through shared memory in tiles of RT = kr * V rows by cp.async, NS stages deep (thread
+//    t sums column t % cw over rows t / cw, t / cw + kr, ...). Per value: S_k += w (x - c)^k for k = 1..L by the FMA
+//    power plan (powers d..d^P, then blocks of P orders per product), the weight (an integer count without
+//    weights), min and max; a thread whose V values of a tile are all normal floats or zeros (finite doubles) sums
+//    them in straight-line code so their power chains interleave (FASTPATH), other tiles value by value.
+//    Distinct values: the values of the block's tracked columns (candidates not yet over) in a tile are spread
+//    evenly over all threads (the first probes go out before the sums, their checks come after), each value looked
+//    up in the column's per-block hash set in
+//    shared memory (the first nslots columns of the tile; the rest probe the global table). A set passing cap
+//    values raises the global over flag; every block drops flagged columns from its list after each tile, so a
+//    continuous column stops costing anything once any block has seen cap + 1 values of it.
+// 3. sketch_finish (one block per column): adds the block partials, turns the power sums about c into the mean and
+//    the central sums (binomial shift by delta = S_1 / W), flags a column for re-sketching about its mean when
+//    |delta| > tol * sd (a centre that far off would amplify rounding in the shift; gpu_fast.py does it), and
+//    writes the sorted distinct set. The host copies one buffer back.
+//
+// float32 input: CuPy compiles with -ftz=true, which flushes subnormal floats in F2F and in every FP32 instruction,
+// so floats are never touched by FP32 arithmetic here: float -> double by integer bit operations (subnormals via
+// an exact integer -> double conversion), min and max on order-preserving integer keys, -0.0 folded by bits.
 
 #include "sketch.cu"
 
 #ifndef FAST_MINB
 #define FAST_MINB 2
 #endif
-#ifndef FAST_BITCVT
-#define FAST_BITCVT 1
+#ifndef FAST_F2F
+#define FAST_F2F 0  // 1: the straight-line path converts by F2F (one instruction, FP64 pipe) instead of bit operations
 #endif
 
 #define EMPTY32 0xffffffffu
+#define MAX_SLOTS 64
+#define PREP_THREADS 256
+#define PREP_PER 16  // sample values per prep thread: SAMPLE_ROWS <= PREP_THREADS * PREP_PER
 
+// ------------------------------------------------------------------------ exact float -> double, whatever -ftz says
+__device__ __forceinline__ double f2d_normal(unsigned int u) {  // normal floats only
+    const unsigned int mag = u & 0x7fffffffu;
+    return __hiloint2double((int)(((mag >> 3) + 0x38000000u) | (u & 0x80000000u)), (int)(u << 29));
+}
+__device__ __forceinline__ double f2d_small(unsigned int u) {  // zeros and subnormals: mantissa * 2^-149
+    const double v = (double)(u & 0x7fffffffu) * 0x1p-149;
+    return __hiloint2double(__double2hiint(v) | (int)(u & 0x80000000u), __double2loint(v));
+}
+__device__ __forceinline__ double f2d_exact(unsigned int u) {
+    const unsigned int mag = u & 0x7fffffffu;
+    if (mag >= 0x7f800000u) return mag == 0x7f800000u ? ((u >> 31) ? NEG_INF : POS_INF) : QNAN;
+    return mag >= 0x00800000u ? f2d_normal(u) : f2d_small(u);
+}
+// order-preserving integer key of a non-NaN float (-0.0 sorts just below +0.0) and its inverse
+__device__ __forceinline__ int f_order(unsigned int u) { const int s = (int)u; return s ^ ((s >> 31) & 0x7fffffff); }
+__device__ __forceinline__ unsigned int f_unorder(int k) { return (unsigned int)(k ^ ((k >> 31) & 0x7fffffff)); }
+
+// finite value as an exact double
+__device__ __forceinline__ bool exact_double(float x, double &xd) {
+    const unsigned int u = __float_as_uint(x);
+    const unsigned int mag = u & 0x7fffffffu;
+    xd = mag >= 0x00800000u ? f2d_normal(u) : f2d_small(u);
+    return mag < 0x7f800000u;
+}
+__device__ __forceinline__ bool exact_double(double x, double &xd) {
+    xd = x;
+    return ((unsigned int)__double2hiint(x) & 0x7ff00000u) != 0x7ff00000u;
+}
+
+// ------------------------------------------------------------------------ cp.async (sm_80+; plain copies before)
+__device__ __forceinline__ unsigned int smem_addr(const void *p) {
+    unsigned int a;
+    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+    return a;
+}
+template <int B> __device__ __forceinline__ void cp_async(void *s, const void *g);
+template <> __device__ __forceinline__ void cp_async<16>(void *s, const void *g) {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(s)), "l"(g) : "memory");
+#else
+    *(int4 *)s = *(const int4 *)g;
+#endif
+}
+template <> __device__ __forceinline__ void cp_async<8>(void *s, const void *g) {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(smem_addr(s)), "l"(g) : "memory");
+#else
+    *(long long *)s = *(const long long *)g;
+#endif
+}
+template <> __device__ __forceinline__ void cp_async<4>(void *s, const void *g) {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem_addr(s)), "l"(g) : "memory");
+#else
+    *(int *)s = *(const int *)g;
+#endif
+}
+__device__ __forceinline__ void cp_commit() {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+template <int N> __device__ __forceinline__ void cp_wait() {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+#endif
+}
+
+// ------------------------------------------------------------------------ distinct-set keys
 template <typename T> struct FastKey;
 template <> struct FastKey<float> {
     typedef unsigned int K;
     static __device__ __forceinline__ K empty() { return EMPTY32; }
-    static __device__ __forceinline__ K of(float x) { return __float_as_uint(x + 0.0f); }  // -0 -> +0
-    static __device__ __forceinline__ double value(K k) { return (double)__uint_as_float(k); }
+    // finite values only; -0.0 -> +0.0 (by bits: x + 0.0f would flush subnormals under -ftz)
+    static __device__ __forceinline__ bool of(float x, K &k) {
+        const unsigned int u = __float_as_uint(x);
+        const unsigned int mag = u & 0x7fffffffu;
+        k = mag ? u : 0u;
+        return mag < 0x7f800000u;
+    }
+    static __device__ __forceinline__ double value(K k) { return f2d_exact(k); }
     static __device__ __forceinline__ unsigned int fold(K k) { return k; }
-    static __device__ __forceinline__ float nan() { return __uint_as_float(0x7fc00000u); }
 };
 template <> struct FastKey<double> {
     typedef unsigned long long K;
     static __device__ __forceinline__ K empty() { return EMPTY_KEY; }
-    static __device__ __forceinline__ K of(double x) { return (unsigned long long)__double_as_longlong(x + 0.0); }
+    static __device__ __forceinline__ bool of(double x, K &k) {
+        const unsigned long long b = (unsigned long long)__double_as_longlong(x);
+        k = (b << 1) ? b : 0ull;
+        return ((b >> 52) & 0x7ffull) != 0x7ffull;
+    }
     static __device__ __forceinline__ double value(K k) { return __longlong_as_double((long long)k); }
     static __device__ __forceinline__ unsigned int fold(K k) { return (unsigned int)(k ^ (k >> 32)); }
-    static __device__ __forceinline__ double nan() { return QNAN; }
-};
-
-// float bits -> double bits for normal floats and +-0 (subnormals: flagged, converted by the caller)
-__device__ __forceinline__ double bits_to_double(float x, bool &sub) {
-    const unsigned int u = __float_as_uint(x);
-    const unsigned int mag = u & 0x7fffffffu;
-    sub = mag != 0u && mag < 0x00800000u;
-    unsigned int hi = (((u >> 3) & 0x0fffffffu) + 0x38000000u) | (u & 0x80000000u);
-    unsigned int lo = u << 29;
-    hi = mag ? hi : (u & 0x80000000u);
-    lo = mag ? lo : 0u;
-    return __hiloint2double((int)hi, (int)lo);
-}
-
-template <typename T, int U> struct ToDouble {
-    static __device__ __forceinline__ void run(const T *x, double *out) {
-#pragma unroll
-        for (int u = 0; u < U; ++u) out[u] = (double)x[u];
-    }
-};
-template <int U> struct ToDouble<float, U> {
-    static __device__ __forceinline__ void run(const float *x, double *out) {
-#if FAST_BITCVT
-        bool any_sub = false;
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-            bool s;
-            out[u] = bits_to_double(x[u], s);
-            any_sub |= s;
-        }
-        if (__builtin_expect(any_sub, 0)) {
-#pragma unroll
-            for (int u = 0; u < U; ++u) out[u] = (double)x[u];
-        }
-#else
-#pragma unroll
-        for (int u = 0; u < U; ++u) out[u] = (double)x[u];
-#endif
-    }
 };
 
 // P = floor(sqrt(L + 1)): powers d..d^P by products, blocks of P orders per further product
@@ -122,6 +170,105 @@ __device__ __forceinline__ void add_powers(double *S, double dl, double wt) {
     }
 }
 
+// Per-thread accumulator of one column: S[1..L] about c, S[0] = weight sum (weights given), min, max, the count of
+// invalid values (no weights: weight = values seen - invalid), whether an inf was seen.
+template <int L, bool HAS_W> struct PowerSums {
+    double S[L + 1];
+    int ninv;
+    bool bad;
+    __device__ __forceinline__ void init_sums() {
+#pragma unroll
+        for (int k = 0; k <= L; ++k) S[k] = 0.0;
+        ninv = 0;
+        bad = false;
+    }
+    __device__ __forceinline__ void put(double dl, double wt) {  // one value at distance dl from the centre
+        add_powers<L, HAS_W>(S, dl, wt);
+        if (HAS_W) S[0] += wt;
+    }
+    __device__ __forceinline__ void put_invalid() {  // NaN, inf or a zero weight: adds exactly nothing
+        put(0.0, 0.0);
+        ++ninv;
+    }
+};
+template <typename T, int L, bool HAS_W> struct Moments;
+template <int L, bool HAS_W> struct Moments<float, L, HAS_W> : PowerSums<L, HAS_W> {
+    int lo, hi;
+    __device__ __forceinline__ void init() {
+        this->init_sums();
+        lo = 0x7fffffff;
+        hi = (int)0x80000000;
+    }
+    __device__ __forceinline__ void minmax(unsigned int u) {
+        const int k = f_order(u);
+        lo = min(lo, k);
+        hi = max(hi, k);
+    }
+    __device__ __forceinline__ void add(float x, double wt, double c) {
+        const unsigned int u = __float_as_uint(x);
+        const unsigned int mag = u & 0x7fffffffu;
+        if (__builtin_expect(mag - 0x00800000u < 0x7f000000u && (!HAS_W || wt > 0.0), 1)) {  // normal, finite
+            minmax(u);
+            this->put(f2d_normal(u) - c, wt);
+            return;
+        }
+        this->bad |= mag == 0x7f800000u;
+        if (mag < 0x00800000u && (!HAS_W || wt > 0.0)) {  // zero or subnormal
+            minmax(u);
+            this->put(f2d_small(u) - c, wt);
+        } else {
+            this->put_invalid();
+        }
+    }
+    // a normal finite float or a zero (with a positive weight): add_fast applies
+    static __device__ __forceinline__ bool fast(float x) {
+        const unsigned int mag = __float_as_uint(x) & 0x7fffffffu;
+        return mag - 0x00800000u < 0x7f000000u || mag == 0u;
+    }
+    __device__ __forceinline__ void add_fast(float x, double wt, double c) {  // branch-free
+        const unsigned int u = __float_as_uint(x);
+        minmax(u);
+#if FAST_F2F
+        const double xd = (double)x;  // F2F: exact for normal floats and zeros (-ftz only flushes subnormals)
+#else
+        const unsigned int mag = u & 0x7fffffffu;
+        const double xd = __hiloint2double((int)(mag ? ((mag >> 3) + 0x38000000u) | (u & 0x80000000u)
+                                                     : (u & 0x80000000u)), (int)(u << 29));
+#endif
+        this->put(xd - c, wt);
+    }
+    __device__ __forceinline__ double lo_value() const { return lo == 0x7fffffff ? POS_INF : f2d_exact(f_unorder(lo)); }
+    __device__ __forceinline__ double hi_value() const {
+        return hi == (int)0x80000000 ? NEG_INF : f2d_exact(f_unorder(hi));
+    }
+};
+template <int L, bool HAS_W> struct Moments<double, L, HAS_W> : PowerSums<L, HAS_W> {
+    double lo, hi;
+    __device__ __forceinline__ void init() {
+        this->init_sums();
+        lo = POS_INF;
+        hi = NEG_INF;
+    }
+    static __device__ __forceinline__ bool fast(double x) {
+        return ((unsigned int)__double2hiint(x) & 0x7ff00000u) != 0x7ff00000u;
+    }
+    __device__ __forceinline__ void add_fast(double x, double wt, double c) {
+        lo = fmin(lo, x);
+        hi = fmax(hi, x);
+        this->put(x - c, wt);
+    }
+    __device__ __forceinline__ void add(double x, double wt, double c) {
+        if (__builtin_expect(fast(x) && (!HAS_W || wt > 0.0), 1)) {
+            add_fast(x, wt, c);
+            return;
+        }
+        this->bad |= ((unsigned int)__double2hiint(x) & 0x7fffffffu) == 0x7ff00000u && __double2loint(x) == 0;
+        this->put_invalid();
+    }
+    __device__ __forceinline__ double lo_value() const { return lo; }
+    __device__ __forceinline__ double hi_value() const { return hi; }
+};
+
 // 0: key present, 1: inserted, 2: table full (more distinct values than it can hold)
 template <typename K>
 __device__ __forceinline__ int shared_insert(K *tab, int ts, K key, K empty, unsigned int h) {
@@ -138,182 +285,403 @@ __device__ __forceinline__ int shared_insert(K *tab, int ts, K key, K empty, uns
     return 2;
 }
 
-// grid (gx, n_tiles), block NT, dynamic shared memory: max(nslots * ts * sizeof(K), NT * L * 8) bytes.
-// center (d,): the per-column shift. slot (d,): -2 untracked, -1 global table, >= 0 shared set index (< nslots).
-// part (gx, d, L + 3): [W, S1..SL, min, max] about center.
-template <typename T, int L, int NT, int U, bool HAS_W>
+// One distinct value of column f into its block set (slot sl >= 0) or the global table (sl = -1); true once the
+// column has more than cap values (its tracking stops).
+template <typename T>
+__device__ __forceinline__ bool track_insert(typename FastKey<T>::K key, int sl, typename FastKey<T>::K *tab, int ts,
+                                             int tshift, typename FastKey<T>::K EMPTY, int *sCnt, int *sOver, int f,
+                                             unsigned long long *table, int tsize, int *count, int *over, int cap) {
+    if (sl >= 0) {
+        const unsigned int h = (FastKey<T>::fold(key) * 0x9E3779B1u) >> tshift;
+        const int res = shared_insert<typename FastKey<T>::K>(tab, ts, key, EMPTY, h);
+        if (res == 2 || (res == 1 && atomicAdd(sCnt + sl, 1) + 1 > cap)) {
+            sOver[sl] = 1;
+            atomicExch(over + f, 1);
+            return true;
+        }
+        return false;
+    }
+    return distinct_insert(FastKey<T>::value(key), f, table, tsize, count, over, cap);
+}
+
+// ------------------------------------------------------------------------ 1. centres, candidates, resets
+// grid (d), block PREP_THREADS, dynamic shared memory tsp * 8 bytes (tsp = 0: every column is a candidate).
+template <typename T, bool HAS_W>
+__global__ void __launch_bounds__(PREP_THREADS)
+sketch_prep(const T *__restrict__ X, const double *__restrict__ w, long long n, int d, int k, int cap, int tsp,
+            double *__restrict__ center, int *__restrict__ over, int *__restrict__ count,
+            unsigned long long *__restrict__ table, int tsize, int *__restrict__ bad) {
+    extern __shared__ unsigned long long ptab[];
+    __shared__ double rS[PREP_THREADS / 32], rW[PREP_THREADS / 32], rLo[PREP_THREADS / 32], rHi[PREP_THREADS / 32];
+    __shared__ int rN[PREP_THREADS / 32], sDist, sCand;
+    const int f = blockIdx.x, t = threadIdx.x, lane = t & 31, wid = t >> 5;
+    if (f == 0 && t == 0) *bad = 0;
+    for (int i = t; i < tsp; i += PREP_THREADS) ptab[i] = EMPTY_KEY;
+    if (t == 0) sDist = 0;
+    T xs[PREP_PER];
+    double ws[HAS_W ? PREP_PER : 1];
+#pragma unroll
+    for (int u = 0; u < PREP_PER; ++u) {  // all loads first: they overlap
+        const int i = t + u * PREP_THREADS;
+        const long long r = i < k ? (long long)i * n / k : 0;
+        xs[u] = i < k ? X[r * d + f] : (T)0;
+        if (HAS_W) ws[HAS_W ? u : 0] = i < k ? w[r] : 0.0;
+    }
+    __syncthreads();
+    double sx = 0.0, sw = 0.0, lo = POS_INF, hi = NEG_INF;
+    int nv = 0;
+#pragma unroll
+    for (int u = 0; u < PREP_PER; ++u) {
+        if (t + u * PREP_THREADS >= k) continue;
+        double xd;
+        const bool fin = exact_double(xs[u], xd);
+        const double wt = HAS_W ? ws[HAS_W ? u : 0] : 1.0;
+        if (!fin || !(wt > 0.0)) continue;
+        sx += wt * xd;
+        sw += wt;
+        lo = fmin(lo, xd);
+        hi = fmax(hi, xd);
+        ++nv;
+        if (tsp > 0 && *((volatile int *)&sDist) <= cap) {
+            unsigned long long key = (unsigned long long)__double_as_longlong(xd);
+            if ((key << 1) == 0ull) key = 0ull;  // -0.0 -> +0.0
+            unsigned int h = (unsigned int)(mix64(key) & (unsigned long long)(tsp - 1));
+            for (int p = 0; p < tsp; ++p) {
+                const unsigned long long cur = ((volatile unsigned long long *)ptab)[h];
+                if (cur == key) break;
+                if (cur == EMPTY_KEY) {
+                    const unsigned long long old = atomicCAS(ptab + h, EMPTY_KEY, key);
+                    if (old == EMPTY_KEY) { atomicAdd(&sDist, 1); break; }
+                    if (old == key) break;
+                }
+                h = (h + 1) & (unsigned int)(tsp - 1);
+            }
+        }
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        sx += __shfl_down_sync(0xffffffffu, sx, o);
+        sw += __shfl_down_sync(0xffffffffu, sw, o);
+        lo = fmin(lo, __shfl_down_sync(0xffffffffu, lo, o));
+        hi = fmax(hi, __shfl_down_sync(0xffffffffu, hi, o));
+        nv += __shfl_down_sync(0xffffffffu, nv, o);
+    }
+    if (lane == 0) { rS[wid] = sx; rW[wid] = sw; rLo[wid] = lo; rHi[wid] = hi; rN[wid] = nv; }
+    __syncthreads();
+    if (t == 0) {
+        double S = 0.0, W = 0.0, L0 = POS_INF, H0 = NEG_INF;
+        int N = 0;
+        for (int i = 0; i < PREP_THREADS / 32; ++i) {
+            S += rS[i]; W += rW[i]; L0 = fmin(L0, rLo[i]); H0 = fmax(H0, rHi[i]); N += rN[i];
+        }
+        double c = S / W;
+        if (L0 == H0) c = L0;                      // constant sample: the value itself
+        if (!isfinite(c)) c = 0.5 * L0 + 0.5 * H0;  // overflowing sums: the mid-range
+        if (N == 0) c = 0.0;                        // nothing valid sampled: the finish step re-sketches if needed
+        center[f] = c;
+        const int cand = cap > 0 && (tsp == 0 || sDist <= cap);
+        over[f] = !cand;
+        count[f] = 0;
+        sCand = cand;
+    }
+    __syncthreads();
+    if (sCand)
+        for (int i = t; i < tsize; i += PREP_THREADS) table[(size_t)f * tsize + i] = EMPTY_KEY;
+}
+
+// ------------------------------------------------------------------------ 2. the read
+// grid (gx, n_tiles), block NT, dynamic shared memory: max(NS * (stage_elems * sizeof(T) + wstage * 8) +
+// nslots * ts * sizeof(K), NT * L * 8) bytes. part (gx, d, L + 3): [W, S1..SL, min, max] about center.
+template <typename T, int L, int NT, int V, int NS, bool HAS_W, bool FASTPATH>
 __global__ void __launch_bounds__(NT, (L <= 16 ? FAST_MINB : 4))
-sketch_fast(const T *__restrict__ X, const double *__restrict__ w, long long n, int d, int ct, long long rows_per_block,
-            const double *__restrict__ center, double *__restrict__ part, int *__restrict__ bad,
-            const int *__restrict__ slot, int nslots, int ts, int tshift, unsigned long long *table, int tsize,
-            int *count, int *over, int cap) {
+sketch_tiles(const T *__restrict__ X, const double *__restrict__ w, long long n, int d, int ct, long long rows_per_block,
+             int vec16, int stage_elems, int wstage, const double *__restrict__ center, double *__restrict__ part,
+             int *__restrict__ bad, int nslots, int ts, int tshift, unsigned long long *table, int tsize, int *count,
+             int *over, int cap) {
     typedef typename FastKey<T>::K K;
+    constexpr int TI = V >= 8 ? V / 4 : 1;  // tracked items per thread and tile whose probes go out before the sums
     extern __shared__ __align__(16) unsigned char fast_smem[];
+    T *stage = (T *)fast_smem;
+    double *wst = (double *)(fast_smem + (size_t)NS * stage_elems * sizeof(T));
+    K *tabs = (K *)(wst + (size_t)NS * wstage);
     __shared__ double sW[NT], sLo[NT], sHi[NT];
-    __shared__ int sCnt[64], sOver[64], sCol[64];
-    K *tabs = (K *)fast_smem;
+    __shared__ int sCnt[MAX_SLOTS], sOver[MAX_SLOTS], sCol[MAX_SLOTS];
+    __shared__ int lstC[NT], lstS[NT], sWarp[NT / 32], sNtr;
     const K EMPTY = FastKey<T>::empty();
 
-    const int t = threadIdx.x;
+    const int t = threadIdx.x, lane = t & 31, wid = t >> 5;
     const int tile0 = blockIdx.y * ct;
     const int cw = min(ct, d - tile0);
     const int kr = NT / cw;
+    const int KC = kr * cw;
     const int rg = t / cw;
     const int col = t - rg * cw;
-    const bool active = rg < kr;
-    const int f = tile0 + col;
+    const bool active = t < KC;
+    const int RT = kr * V;
     const long long r_begin = (long long)blockIdx.x * rows_per_block;
     const long long r_end = min(n, r_begin + rows_per_block);
+    const int ntiles = (int)((r_end - r_begin + RT - 1) / RT);
 
     for (int i = t; i < nslots * ts; i += NT) tabs[i] = EMPTY;
-    if (t < 64) { sCnt[t] = 0; sOver[t] = 0; sCol[t] = -1; }
+    if (t < MAX_SLOTS) { sCnt[t] = 0; sOver[t] = 0; sCol[t] = -1; }
+    // the tile's columns still tracked, in column order: the first nslots get a shared set, the rest the global table
+    const bool want = cap > 0 && t < cw && !*((volatile int *)(over + tile0 + t));
+    const unsigned int wb = __ballot_sync(0xffffffffu, want);
+    if (lane == 0) sWarp[wid] = __popc(wb);
     __syncthreads();
-    const int my_slot = active ? slot[f] : -2;
-    if (my_slot >= 0 && rg == 0) sCol[my_slot] = f;
-    bool track = my_slot >= -1 && cap > 0 && !*((volatile int *)(over + f));
-    K *my_tab = tabs + (my_slot >= 0 ? my_slot : 0) * ts;
-    const double c = active ? center[f] : 0.0;
-
-    double S[L + 1];
-#pragma unroll
-    for (int k = 0; k <= L; ++k) S[k] = 0.0;
-    long long cnt = 0;
-    T lo = (T)POS_INF, hi = (T)NEG_INF;
-    int any_bad = 0;
-    int batch = 0;
-    const long long step = (long long)kr * U;
-    const T tnan = FastKey<T>::nan();
-
-    T xn[U];
-    double wn[HAS_W ? U : 1];
-    long long r0 = r_begin + rg;
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-        const long long r = r0 + (long long)u * kr;
-        const bool in = active && r < r_end;
-        xn[u] = in ? X[r * d + f] : tnan;
-        if (HAS_W) wn[HAS_W ? u : 0] = in ? w[r] : 0.0;
+    {
+        int base = 0, tot = 0;
+        for (int i = 0; i < NT / 32; ++i) {
+            if (i < wid) base += sWarp[i];
+            tot += sWarp[i];
+        }
+        if (want) {
+            const int pos = base + __popc(wb & ((1u << lane) - 1u));
+            const int s = pos < nslots ? pos : -1;
+            lstC[pos] = t;
+            lstS[pos] = s;
+            if (s >= 0) sCol[s] = tile0 + t;
+        }
+        if (t == 0) sNtr = tot;
     }
-    for (; active && r0 < r_end; r0 += step) {
-        T xv[U];
-        double wv[HAS_W ? U : 1];
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-            xv[u] = xn[u];
-            if (HAS_W) wv[HAS_W ? u : 0] = wn[HAS_W ? u : 0];
-        }
-        // prefetch the next batch while this one is summed
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-            const long long r = r0 + step + (long long)u * kr;
-            const bool in = r < r_end;
-            xn[u] = in ? X[r * d + f] : tnan;
-            if (HAS_W) wn[HAS_W ? u : 0] = in ? w[r] : 0.0;
-        }
-        double xd[U];
-        ToDouble<T, U>::run(xv, xd);
-        unsigned int valid = 0u;
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-            const T x = xv[u];
-            bool ok = !isnan(x);
-            if (ok && isinf(x)) { any_bad = 1; ok = false; }
-            const double wt = HAS_W ? wv[HAS_W ? u : 0] : 1.0;
-            if (HAS_W) ok = ok && wt > 0.0;
-            if (ok) {
-                valid |= 1u << u;
-                lo = x < lo ? x : lo;
-                hi = x > hi ? x : hi;
+    __syncthreads();
+
+    const double c = active ? center[tile0 + col] : 0.0;
+    Moments<T, L, HAS_W> acc;
+    acc.init();
+    int nproc = 0;
+    int ntr = -1, tj = 0, tr0 = 0, rstep = 1;
+    bool tact = false;
+
+    auto issue = [&](int k) {  // tile k -> stage k % NS
+        const int s = k % NS;
+        const long long row0 = r_begin + (long long)k * RT;
+        const int rows = (int)min((long long)RT, r_end - row0);
+        T *dst = stage + (size_t)s * stage_elems;
+        if (cw == d) {  // the tile is one contiguous piece of X
+            const T *src = X + row0 * d;
+            const int elems = rows * d;
+            int i0 = 0;
+            if (vec16) {
+                constexpr int E = 16 / sizeof(T);
+                const int nvec = elems / E;
+                for (int i = t; i < nvec; i += NT) cp_async<16>(dst + i * E, src + i * E);
+                i0 = nvec * E;
             }
-            const double dl = ok ? xd[u] - c : 0.0;
-            add_powers<L, HAS_W>(S, dl, ok ? wt : 0.0);
-            if (HAS_W) S[0] += ok ? wt : 0.0;
-            else cnt += ok ? 1 : 0;
+            for (int i = i0 + t; i < elems; i += NT) cp_async<(int)sizeof(T)>(dst + i, src + i);
+        } else if (cw == NT) {
+            for (int r = 0; r < rows; ++r) cp_async<(int)sizeof(T)>(dst + r * NT + t, X + (row0 + r) * d + tile0 + t);
+        } else {
+            for (int i = t; i < rows * cw; i += NT) {
+                const int r = i / cw;
+                cp_async<(int)sizeof(T)>(dst + i, X + (row0 + r) * d + tile0 + (i - r * cw));
+            }
         }
-        if (track && valid) {
-            if (my_slot >= 0) {
-                K keys[U];
-                unsigned int miss = 0u;
+        if (HAS_W) {
+            double *wd = wst + (size_t)s * wstage;
+            for (int i = t; i < rows; i += NT) cp_async<8>(wd + i, w + row0 + i);
+        }
+    };
+
 #pragma unroll
-                for (int u = 0; u < U; ++u) {  // all lookups of the batch at once; present keys end here
-                    keys[u] = FastKey<T>::of(xv[u]);
-                    const unsigned int h = (FastKey<T>::fold(keys[u]) * 0x9E3779B1u) >> tshift;
-                    if (((valid >> u) & 1u) && ((volatile K *)my_tab)[h] != keys[u]) miss |= 1u << u;
-                }
-                if (miss) {
+    for (int k = 0; k < NS - 1; ++k) {
+        if (k < ntiles) issue(k);
+        cp_commit();
+    }
+    for (int k = 0; k < ntiles; ++k) {
+        if (k + NS - 1 < ntiles) issue(k + NS - 1);
+        cp_commit();
+        cp_wait<NS - 1>();
+        __syncthreads();  // tile k is in shared memory; the list is settled
+        const int s = k % NS;
+        const long long row0 = r_begin + (long long)k * RT;
+        const int rows = (int)min((long long)RT, r_end - row0);
+        const T *tile = stage + (size_t)s * stage_elems;
+        const double *wt = wst + (size_t)s * wstage;
+        const int nt_now = sNtr;
+        if (nt_now != ntr) {  // tracked items of a tile: (row, list entry); thread t takes entry t % ntr
+            ntr = nt_now;
+            tact = ntr > 0;
+            if (tact) {
+                rstep = NT / ntr;
+                tj = t % ntr;
+                tr0 = t / ntr;
+                tact = t < rstep * ntr;
+            }
+        }
+        unsigned int pre = 0u;  // warp 0: other blocks' over flags of the tracked columns, read now, used below
+        if (wid == 0 && ntr > 0) {
 #pragma unroll
-                    for (int u = 0; u < U; ++u) {
-                        if (((miss >> u) & 1u) && track) {
-                            const unsigned int h = (FastKey<T>::fold(keys[u]) * 0x9E3779B1u) >> tshift;
-                            const int res = shared_insert<K>(my_tab, ts, keys[u], EMPTY, h);
-                            if (res == 2 || (res == 1 && atomicAdd(sCnt + my_slot, 1) + 1 > cap)) {
-                                sOver[my_slot] = 1;
-                                track = false;
-                            }
-                        }
+            for (int m = 0; m < NT / 32; ++m) {
+                const int j = lane + 32 * m;
+                if (j < ntr) pre |= (unsigned int)(*((volatile int *)(over + tile0 + lstC[j])) != 0) << m;
+            }
+        }
+        // distinct tracking, part 1: the first TI items' keys and home-slot probes (plain loads: a stale probe only
+        // sends the item to the insert path); their latency hides behind the sums below
+        int lc = 0, sl = -1;
+        K *tab = tabs;
+        K tkey[TI], tprobe[TI];
+        unsigned int tmask = 0u;
+        if (tact) {
+            lc = lstC[tj];
+            sl = lstS[tj];
+            tab = tabs + (sl >= 0 ? sl : 0) * ts;
+#pragma unroll
+            for (int i = 0; i < TI; ++i) {
+                const int r = tr0 + i * rstep;
+                tkey[i] = EMPTY;
+                tprobe[i] = EMPTY;
+                if (r < rows) {
+                    K key;
+                    if (FastKey<T>::of(tile[r * cw + lc], key) && (!HAS_W || wt[r] > 0.0)) {
+                        tkey[i] = key;
+                        if (sl >= 0) tprobe[i] = tab[(FastKey<T>::fold(key) * 0x9E3779B1u) >> tshift];
+                        tmask |= 1u << i;
                     }
                 }
-                track = track && !*((volatile int *)(sOver + my_slot));
+            }
+        }
+        if (active) {
+            if (rows == RT) {
+                if (FASTPATH) {
+                    T xv[V];
+                    bool allfast = true;
+#pragma unroll
+                    for (int v = 0; v < V; ++v) {
+                        xv[v] = tile[t + v * KC];
+                        allfast = allfast && Moments<T, L, HAS_W>::fast(xv[v]) && (!HAS_W || wt[rg + v * kr] > 0.0);
+                    }
+                    if (__builtin_expect(allfast, 1)) {  // straight-line: the V power chains interleave
+#pragma unroll
+                        for (int v = 0; v < V; ++v) acc.add_fast(xv[v], HAS_W ? wt[rg + v * kr] : 1.0, c);
+                    } else {
+#pragma unroll
+                        for (int v = 0; v < V; ++v) acc.add(xv[v], HAS_W ? wt[rg + v * kr] : 1.0, c);
+                    }
+                } else {
+#pragma unroll
+                    for (int v = 0; v < V; ++v) acc.add(tile[t + v * KC], HAS_W ? wt[rg + v * kr] : 1.0, c);
+                }
+                nproc += V;
             } else {
 #pragma unroll
-                for (int u = 0; u < U; ++u) {
-                    if (track && ((valid >> u) & 1u)) {
-                        if (distinct_insert(FastKey<T>::value(FastKey<T>::of(xv[u])), f, table, tsize, count, over, cap))
-                            track = false;
+                for (int v = 0; v < V; ++v) {
+                    const int r = rg + v * kr;
+                    if (r < rows) {
+                        acc.add(tile[t + v * KC], HAS_W ? wt[r] : 1.0, c);
+                        ++nproc;
                     }
                 }
             }
-            if ((++batch & 31) == 0) track = track && !*((volatile int *)(over + f));  // another block overflowed it
+        }
+        // distinct tracking, part 2: items whose probe missed go to the insert path; then items past TI
+        if (tact) {
+            bool done = false;
+#pragma unroll
+            for (int i = 0; i < TI; ++i) {
+                if (!done && ((tmask >> i) & 1u) && (sl < 0 || tprobe[i] != tkey[i]))
+                    done = track_insert<T>(tkey[i], sl, tab, ts, tshift, EMPTY, sCnt, sOver, tile0 + lc, table, tsize,
+                                           count, over, cap);
+            }
+            for (int r = tr0 + TI * rstep; !done && r < rows; r += rstep) {
+                K key;
+                if (!FastKey<T>::of(tile[r * cw + lc], key)) continue;
+                if (HAS_W && !(wt[r] > 0.0)) continue;
+                if (sl >= 0 && ((volatile K *)tab)[(FastKey<T>::fold(key) * 0x9E3779B1u) >> tshift] == key) continue;
+                done = track_insert<T>(key, sl, tab, ts, tshift, EMPTY, sCnt, sOver, tile0 + lc, table, tsize, count,
+                                       over, cap);
+            }
+        }
+        __syncthreads();  // stage s is free; every insert of this tile is done
+        if (wid == 0 && ntr > 0) {  // drop columns that went over (here or in another block) from the list
+            unsigned int dead = 0u;
+#pragma unroll
+            for (int m = 0; m < NT / 32; ++m) {
+                const int j = lane + 32 * m;
+                if (j < ntr && (((pre >> m) & 1u) || (lstS[j] >= 0 && sOver[lstS[j]]))) dead |= 1u << m;
+            }
+            if (__any_sync(0xffffffffu, dead != 0u)) {
+                int nn = 0;
+                for (int m = 0; m < NT / 32 && 32 * m < ntr; ++m) {
+                    const int j = lane + 32 * m;
+                    const bool keep = j < ntr && !((dead >> m) & 1u);
+                    const int cj = keep ? lstC[j] : 0, sj = keep ? lstS[j] : 0;
+                    const unsigned int kb = __ballot_sync(0xffffffffu, keep);
+                    __syncwarp();
+                    if (keep) {
+                        const int pos = nn + __popc(kb & ((1u << lane) - 1u));
+                        lstC[pos] = cj;
+                        lstS[pos] = sj;
+                    }
+                    nn += __popc(kb);
+                    __syncwarp();
+                }
+                if (lane == 0) sNtr = nn;
+            }
         }
     }
-    if (any_bad) atomicExch(bad, 1);
-    __syncthreads();  // every shared-set insert is done
+    cp_wait<0>();
+    __syncthreads();
+    if (acc.bad) atomicExch(bad, 1);
     // flush the shared distinct sets into the global table
     for (int i = t; i < nslots * ts; i += NT) {
-        const int s = i / ts;
+        const int s = i >> (32 - tshift);  // ts = 2^(32 - tshift)
         const int fs = sCol[s];
         const K key = tabs[i];
         if (fs < 0 || key == EMPTY || sOver[s]) continue;
         if (*((volatile int *)(over + fs))) continue;
         distinct_insert(FastKey<T>::value(key), fs, table, tsize, count, over, cap);
     }
-    if (t < nslots && sCol[t] >= 0 && sOver[t]) atomicExch(over + sCol[t], 1);
     __syncthreads();
     // block sums per column: the kr threads of a column share its centre, so their sums simply add
-    double *buf = (double *)fast_smem;  // reuses the shared sets: (L, NT)
-    sW[t] = active ? (HAS_W ? S[0] : (double)cnt) : 0.0;
-    sLo[t] = (double)lo;
-    sHi[t] = (double)hi;
+    double *buf = (double *)fast_smem;  // (L, NT), reusing the stages and sets
+    sW[t] = active ? (HAS_W ? acc.S[0] : (double)(nproc - acc.ninv)) : 0.0;
+    sLo[t] = active ? acc.lo_value() : POS_INF;
+    sHi[t] = active ? acc.hi_value() : NEG_INF;
 #pragma unroll
-    for (int k = 0; k < L; ++k) buf[k * NT + t] = active ? S[k + 1] : 0.0;
+    for (int k = 0; k < L; ++k) buf[k * NT + t] = active ? acc.S[k + 1] : 0.0;
     __syncthreads();
     if (active && rg == 0) {
-        double acc[L];
+        double a[L];
 #pragma unroll
-        for (int k = 0; k < L; ++k) acc[k] = 0.0;
+        for (int k = 0; k < L; ++k) a[k] = 0.0;
         double Wb = 0.0, blo = POS_INF, bhi = NEG_INF;
         for (int g = 0; g < kr; ++g) {
             const int tt = g * cw + col;
             Wb += sW[tt];
 #pragma unroll
-            for (int k = 0; k < L; ++k) acc[k] += buf[k * NT + tt];
+            for (int k = 0; k < L; ++k) a[k] += buf[k * NT + tt];
             blo = fmin(blo, sLo[tt]);
             bhi = fmax(bhi, sHi[tt]);
         }
-        double *p = part + ((size_t)blockIdx.x * d + f) * (L + 3);
+        double *p = part + ((size_t)blockIdx.x * d + tile0 + col) * (L + 3);
         p[0] = Wb;
 #pragma unroll
-        for (int k = 0; k < L; ++k) p[1 + k] = acc[k];
+        for (int k = 0; k < L; ++k) p[1 + k] = a[k];
         p[L + 1] = blo;
         p[L + 2] = bhi;
     }
 }
 
-// One block of RT threads per column: strided sums over the partials, then a shared-memory tree (fixed order).
-// out (d, L + 3): [W, S1..SL, min, max].
+// ------------------------------------------------------------------------ 3. sums -> moments, distinct sets
+// grid (d), block RT, dynamic shared memory capx * 8 bytes. res row f (stride L + 5 + capx):
+// [W, mean, M2..ML, min, max, redo, n_distinct, capx sorted distinct values (NaN padded)]; res[d * stride] = *bad.
+// n_distinct: the set size, -1 once over cap; with cap = 0, -1 for a column with data and 0 for an empty one (as
+// the CPU twin); with capx = 0 < cap the host sorts the kept tables itself.
 template <int L, int RT>
-__global__ void reduce_sums(const double *__restrict__ part, int nblk, int d, double *__restrict__ out) {
+__global__ void sketch_finish(const double *__restrict__ part, int nblk, int d, const double *__restrict__ center,
+                              const int *__restrict__ over, const int *__restrict__ count,
+                              const unsigned long long *__restrict__ table, int tsize, int cap, int capx, double tol,
+                              const int *__restrict__ bad, double *__restrict__ res) {
+    extern __shared__ double fvals[];
+    __shared__ double sh[RT][L + 3];
+    __shared__ double pw[L + 1];
+    __shared__ double sDelta, sM2;
+    __shared__ int nk;
     const int f = blockIdx.x, t = threadIdx.x;
+    const int stride = L + 5 + capx;
+    double *out = res + (size_t)f * stride;
     double s[L + 1];
 #pragma unroll
     for (int k = 0; k <= L; ++k) s[k] = 0.0;
@@ -325,20 +693,74 @@ __global__ void reduce_sums(const double *__restrict__ part, int nblk, int d, do
         lo = fmin(lo, p[L + 1]);
         hi = fmax(hi, p[L + 2]);
     }
-    __shared__ double sh[RT][L + 3];
 #pragma unroll
     for (int k = 0; k <= L; ++k) sh[t][k] = s[k];
     sh[t][L + 1] = lo;
     sh[t][L + 2] = hi;
     __syncthreads();
-    for (int stride = RT / 2; stride > 0; stride >>= 1) {
-        if (t < stride) {
+    for (int st = RT / 2; st > 0; st >>= 1) {
+        if (t < st) {
 #pragma unroll
-            for (int k = 0; k <= L; ++k) sh[t][k] += sh[t + stride][k];
-            sh[t][L + 1] = fmin(sh[t][L + 1], sh[t + stride][L + 1]);
-            sh[t][L + 2] = fmax(sh[t][L + 2], sh[t + stride][L + 2]);
+            for (int k = 0; k <= L; ++k) sh[t][k] += sh[t + st][k];
+            sh[t][L + 1] = fmin(sh[t][L + 1], sh[t + st][L + 1]);
+            sh[t][L + 2] = fmax(sh[t][L + 2], sh[t + st][L + 2]);
         }
         __syncthreads();
     }
-    if (t < L + 3) out[(size_t)f * (L + 3) + t] = sh[0][t];
+    const double W = sh[0][0];
+    if (t == 0) {
+        const double delta = W > 0.0 ? sh[0][1] / W : 0.0;
+        pw[0] = 1.0;
+        for (int e = 1; e <= L; ++e) pw[e] = pw[e - 1] * -delta;
+        sDelta = delta;
+        nk = 0;
+    }
+    __syncthreads();
+    // M_k = sum_{i=0}^{k} C(k, i) S_i (-delta)^(k-i), S_0 = W: one thread per order
+    if (t >= 2 && t <= L) {
+        double a = W * pw[t];
+        double cb = 1.0;
+        for (int i = 1; i <= t; ++i) {
+            cb = cb * (double)(t - i + 1) / (double)i;
+            a += cb * sh[0][i] * pw[t - i];
+        }
+        a = W > 0.0 ? a : 0.0;
+        out[t] = a;
+        if (t == 2) sM2 = a;
+    }
+    __syncthreads();
+    if (t == 0) {
+        const double delta = sDelta;
+        out[0] = W;
+        out[1] = W > 0.0 ? center[f] + delta : 0.0;
+        out[L + 1] = sh[0][L + 1];
+        out[L + 2] = sh[0][L + 2];
+        const double sd = sqrt(fmax(sM2, 0.0) / W);
+        out[L + 3] = (W > 0.0 && !(fabs(delta) <= tol * sd)) ? 1.0 : 0.0;
+        if (f == 0) res[(size_t)d * stride] = (double)*bad;
+    }
+    const bool keep = cap > 0 && !over[f] && count[f] <= cap;
+    if (capx > 0) {
+        if (keep) {
+            for (int i = t; i < tsize; i += RT) {
+                const unsigned long long key = table[(size_t)f * tsize + i];
+                if (key != EMPTY_KEY) {
+                    const int p = atomicAdd(&nk, 1);
+                    if (p < capx) fvals[p] = __longlong_as_double((long long)key);
+                }
+            }
+        }
+        __syncthreads();
+        const int m = keep ? min(nk, capx) : 0;
+        for (int i = t; i < m; i += RT) {  // rank sort: the values are distinct
+            const double v = fvals[i];
+            int rank = 0;
+            for (int j = 0; j < m; ++j) rank += fvals[j] < v;
+            out[L + 5 + rank] = v;
+        }
+        for (int i = m + t; i < capx; i += RT) out[L + 5 + i] = QNAN;
+        if (t == 0) out[L + 4] = keep ? (double)m : -1.0;
+    } else if (t == 0) {
+        out[L + 4] = cap > 0 ? (keep ? (double)count[f] : -1.0) : (W > 0.0 ? -1.0 : 0.0);
+    }
 }

@@ -1,6 +1,7 @@
 """Moment sketch state per feature (weight, mean, central sums M2..Ml, min, max, bounded distinct set) and its merge."""
 from __future__ import annotations
 
+import functools
 import io
 from dataclasses import dataclass
 
@@ -15,6 +16,21 @@ def _check_n_moments(n_moments: int) -> int:
     return int(n_moments)
 
 
+def _one_weight(xp):
+    """The unread one-element weight array for unweighted input (on the GPU: one per device, made once)."""
+    if xp is np:
+        return np.ones(1)
+    return _device_one(xp.cuda.Device().id)
+
+
+@functools.lru_cache(maxsize=None)
+def _device_one(device_id: int):
+    import cupy  # noqa: PLC0415  (only reached with CuPy input)
+
+    with cupy.cuda.Device(device_id):
+        return cupy.ones(1)
+
+
 def _prepare_input(X, sample_weight, xp=np):
     """Checked contiguous X (float32/float64) and weights (float64) in array module ``xp`` (NumPy or CuPy), and
     whether weights were given; without weights the weight array is a one-element dummy the kernels never read."""
@@ -25,7 +41,7 @@ def _prepare_input(X, sample_weight, xp=np):
         X = X.astype(np.float64)
     X = xp.ascontiguousarray(X)
     if sample_weight is None:
-        return X, xp.ones(1), False
+        return X, _one_weight(xp), False
     w = xp.ascontiguousarray(xp.asarray(sample_weight, np.float64).reshape(-1))
     if w.shape[0] != X.shape[0]:
         raise ValueError(f"sample_weight has {w.shape[0]} entries, X has {X.shape[0]} rows")
