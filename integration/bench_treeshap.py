@@ -255,8 +255,8 @@ def bench_model(name, size, args, data_cache):
         sync()
         rec["pack_s"] = time.perf_counter() - t
         rec["bins"], rec["utilisation"], rec["long_paths"] = pk.n_bins, pk.utilisation, pk.n_long
-        rec["variant"] = gpu._shap_variant(pk, M, num_class)
-        rec["split_share"] = pk.split_share      # share of elements in paths short enough for a table
+        rec["variant"] = list(gpu._shap_variant(pk, M, num_class))   # (variant, longest path with a table)
+        rec["table_share"] = float(pk.path_m[pk.path_m <= rec["variant"][1]].sum() / max(1, pk.path_m.sum()))
         gpu._CACHE.clear()
         # first call: packing + upload + compile-cached kernel
         rec["ours_first_s"], t_ours = run_ours(lambda: gpu.shap_values(ps, Xt, progress=False), args.repeats, sync,
@@ -270,15 +270,20 @@ def bench_model(name, size, args, data_cache):
         rec["variant_rows"] = len(Xv)
         rec["variants"] = {}
         for v in ("dp", "smem", "table", "split"):
-            if (v == "smem" and M * num_class > gpu._SMEM_MAX_OUTPUTS) or (v == "table" and
-                                                                         pk.table_bytes is None):
-                continue
-            if v == "split" and (pk.table_bytes is not None or pk.split_share == 0.0):
-                continue
             gpu.SHAP_VARIANT = v
-            rec["variants"][v] = run_ours(lambda: gpu.shap_values(ps, Xv, progress=False), args.repeats, sync,
-                                          light)[1]
+            if gpu._shap_variant(pk, M, num_class)[0] == v:       # not one that falls back to another
+                rec["variants"][v] = run_ours(lambda: gpu.shap_values(ps, Xv, progress=False), args.repeats, sync,
+                                              light)[1]
             gpu.SHAP_VARIANT = "auto"
+        # issue 4: the interaction variants on the interaction rows (auto's choice and what it falls back from)
+        rec["inter_variant"] = list(gpu._inter_plan(pk))
+        rec["inter_variants"] = {}
+        for v in ("dp", "table", "split"):
+            gpu.INTER_VARIANT = v
+            if gpu._inter_plan(pk)[0] == v:
+                rec["inter_variants"][v] = run_ours(lambda: gpu.interaction_values(ps, Xi, progress=False),
+                                                    args.repeats, sync, light)[1]
+            gpu.INTER_VARIANT = "auto"
         Xg = cp.asarray(Xv)
         rec["ours_cupy_in_out_s"] = run_ours(lambda: gpu.shap_values(ps, Xg, progress=False), args.repeats, sync,
                                              light)[1]
@@ -393,8 +398,10 @@ def write_outputs(report, out_dir: Path, tag: str):
     keys = ["ours", "shap_cuda", "xgb_gpu", "xgb_cpu", "shap_cpu"] if tag.startswith("gpu") else \
         ["ours", "xgb_cpu", "shap_cpu"]
     for key, title, nrow in (("shap", "SHAP values", "rows"), ("inter", "SHAP interaction values", "inter_rows")):
-        lines += [f"## {title}", "", "| model | trees | paths | " + " | ".join(keys) + " | fastest anchor | ratio |",
-                  "|---" * (len(keys) + 5) + "|"]
+        gpu_keys = [k for k in ("shap_cuda", "xgb_gpu") if k in keys]
+        extra = " x fastest GPU anchor |" if gpu_keys else ""
+        lines += [f"## {title}", "", "| model | trees | paths | " + " | ".join(keys) + " | fastest anchor | ratio |"
+                  + extra, "|---" * (len(keys) + 5 + bool(gpu_keys)) + "|"]
         for r in report["models"]:
             if key not in r:
                 continue
@@ -403,8 +410,12 @@ def write_outputs(report, out_dir: Path, tag: str):
                 v = r[key].get(k)
                 cells.append("-" if v is None else f"{v['rows_per_s']:.3g}" +
                              ("" if v["rows"] == r[nrow] else f" ({v['rows']})"))
-            lines.append(f"| {r['model']} | {r['trees']} | {r['paths']} | " + " | ".join(cells) +
-                         f" | {r[key + '_fastest_anchor']} | {r[key + '_ratio']:.3g} |")
+            row = (f"| {r['model']} | {r['trees']} | {r['paths']} | " + " | ".join(cells) +
+                   f" | {r[key + '_fastest_anchor']} | {r[key + '_ratio']:.3g} |")
+            if gpu_keys:    # issue 4: our rows/s over the faster GPU anchor's (target >= 2)
+                g = [r[key][k]["rows_per_s"] for k in gpu_keys if k in r[key]]
+                row += f" {r[key]['ours']['rows_per_s'] / max(g):.3g} |" if g else " - |"
+            lines.append(row)
         lines.append("")
     if tag.startswith("gpu"):
         lines += ["## First call (path extraction excluded) and packing", "",
@@ -421,8 +432,20 @@ def write_outputs(report, out_dir: Path, tag: str):
         for r in report["models"]:
             v = r.get("variants", {})
             cells = " | ".join(f"{v[k]:.4g}" if k in v else "-" for k in ("dp", "smem", "table", "split"))
-            lines.append(f"| {r['model']} | {r.get('variant_rows', r['rows'])} | {r.get('variant')} | {cells} | "
+            pick = r.get("variant")
+            pick = f"{pick[0]} ({pick[1]})" if isinstance(pick, list) else pick
+            lines.append(f"| {r['model']} | {r.get('variant_rows', r['rows'])} | {pick} | {cells} | "
                          f"{r.get('ours_cupy_in_out_s', float('nan')):.4g} |")
+        lines.append("")
+        lines += ["## Interaction kernel variants (issue 4), seconds for the interaction rows (NumPy in/out)", "",
+                  "| model | rows | auto picks (table length) | dp | tables | tables + dp (split) |", "|---" * 6 + "|"]
+        for r in report["models"]:
+            v = r.get("inter_variants")
+            if v is None:
+                continue
+            cells = " | ".join(f"{v[k]:.4g}" if k in v else "-" for k in ("dp", "table", "split"))
+            pick = r.get("inter_variant", ["-", 0])
+            lines.append(f"| {r['model']} | {r['inter_rows']} | {pick[0]} ({pick[1]}) | {cells} |")
         lines.append("")
     if report.get("crossover"):
         c = report["crossover"]

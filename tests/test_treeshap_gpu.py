@@ -97,23 +97,27 @@ def test_interventional(reg, transform):
            cpu.interventional_shap_values(ps, Xt, R, transform=transform, y=y))
 
 
-def test_multiclass_dense_and_sparse():
+def _multiclass_models(n_forest: int, n_boost: int, depth: int):
+    """(random-forest paths with dense K=4 leaves, XGBoost-style paths with one nonzero group per tree) on 7 features."""
     from sklearn.ensemble import RandomForestClassifier
     from sklearn.tree import DecisionTreeRegressor
     X, y = _data(600, 7, 3, nan=0.0)
     cls = np.digitize(y, [-0.7, 0.0, 0.8])
-    rf = RandomForestClassifier(n_estimators=5, max_depth=6, random_state=0).fit(X, cls)
+    rf = RandomForestClassifier(n_estimators=n_forest, max_depth=depth + 1, random_state=0).fit(X, cls)
     K = 4
     dense = _paths_from([_sk_tree(e, K) for e in rf.estimators_], 7, K)
-    # XGBoost-style: one tree per class per round, each leaf value nonzero in one group only
     trees = []
-    for i in range(8):
-        m = DecisionTreeRegressor(max_depth=5, random_state=i).fit(X, (cls == i % K) * 1.0)
+    for i in range(n_boost):
+        m = DecisionTreeRegressor(max_depth=depth, random_state=i).fit(X, (cls == i % K) * 1.0)
         cl, cr, cd, f, t, w, v = _sk_tree(m, 1)
         vk = np.zeros((len(v), K))
         vk[:, i % K] = v[:, 0]
         trees.append((cl, cr, cd, f, t, w, vk))
-    sparse = _paths_from(trees, 7, K, base=np.arange(K) * 0.1)
+    return dense, _paths_from(trees, 7, K, base=np.arange(K) * 0.1), X
+
+
+def test_multiclass_dense_and_sparse():
+    dense, sparse, X = _multiclass_models(5, 8, 5)
     Xt, _ = _data(200, 7, 4, nan=0.1)
     g = _gpu()
     for ps in (dense, sparse):
@@ -193,7 +197,11 @@ def test_paths_longer_than_a_warp():
         g.SHAP_VARIANT = variant
         _close(g.shap_values(ps, X), cpu.shap_values(ps, X))
     g.SHAP_VARIANT = "auto"
-    _close(g.interaction_values(ps, X[:6]), cpu.interaction_values(ps, X[:6]))
+    ref = cpu.interaction_values(ps, X[:6])
+    for variant in ("dp", "auto"):         # auto: tables for the paths of <= 12 elements, the DP and long kernel else
+        g.INTER_VARIANT = variant
+        _close(g.interaction_values(ps, X[:6]), ref)
+    g.INTER_VARIANT = "auto"
     for tr in ("identity", "logistic"):
         _close(g.interventional_shap_values(ps, X[:10], X[20:30], transform=tr),
                cpu.interventional_shap_values(ps, X[:10], X[20:30], transform=tr))
@@ -308,19 +316,72 @@ def test_xgboost_against_shap_cext():
         np.testing.assert_allclose(_gpu().shap_values(ps, X[:100]).sum(1), margin, atol=2e-5)
 
 
-def test_split_variant_tables_for_short_paths_dp_for_long():
-    """Mixed path lengths (some > TABLE_DMAX elements): "split" and auto agree with the CPU twin."""
+def test_split_variant_tables_for_short_paths_dp_for_long(monkeypatch):
+    """Mixed path lengths (some > TABLE_DMAX elements): "split" and auto agree with the CPU twin; a table cap that
+    fits only the shortest paths' tables lowers dmax."""
     ps, _ = _regression_paths(M=20, depths=(3, 6, 16, 18), seed=3)
     g = _gpu()
-    share = g.packed_paths(ps).split_share
-    assert 0.0 < share < 1.0 and ps.max_length > g.TABLE_DMAX
+    pk = g.packed_paths(ps)
+    assert ps.max_length > g.TABLE_DMAX and (pk.path_m <= g.TABLE_DMAX).any()
     Xt, _ = _data(257, 20, 9, nan=0.1)
     ref = cpu.shap_values(ps, Xt)
-    for variant, min_share in (("split", 0.5), ("auto", 0.0)):
-        g.SHAP_VARIANT, old = variant, g.SPLIT_MIN_SHARE
-        g.SPLIT_MIN_SHARE = min_share
-        try:
-            assert g._shap_variant(g.packed_paths(ps), 20, 1) == "split"
-            _close(g.shap_values(ps, Xt), ref)
-        finally:
-            g.SHAP_VARIANT, g.SPLIT_MIN_SHARE = "auto", old
+    monkeypatch.setattr(g, "SPLIT_MIN_SHARE", 0.0)
+    for variant in ("split", "auto", "table"):
+        monkeypatch.setattr(g, "SHAP_VARIANT", variant)
+        assert g._shap_variant(pk, 20, 1) == ("split", g.TABLE_DMAX)
+        _close(g.shap_values(ps, Xt), ref)
+    monkeypatch.setattr(g, "TABLE_BYTES", int(g._table_bytes(pk.path_m[pk.path_m <= 4], "shap").sum()))
+    assert g._shap_variant(pk, 20, 1) == ("split", 4)
+    _close(g.shap_values(ps, Xt), ref)
+
+
+@pytest.mark.parametrize("variant,dmax,expect", [("dp", 12, "dp"), ("table", 12, "table"), ("split", 4, "split"),
+                                                 ("auto", 5, "split"), ("table", 3, "split")])
+def test_interaction_variants(variant, dmax, expect, monkeypatch):
+    """Interaction tables (whole and split) and the DP against the CPU twin: regression, XGBoost-style sparse and
+    random-forest dense multiclass leaves, a float64 model, NaN rows."""
+    g = _gpu()
+    monkeypatch.setattr(g, "INTER_VARIANT", variant)
+    monkeypatch.setattr(g, "INTER_TABLE_DMAX", dmax)
+    monkeypatch.setattr(g, "SPLIT_MIN_SHARE", 0.0)
+    dense, sparse, _ = _multiclass_models(4, 6, 6)
+    models = [_regression_paths()[0], dense, sparse, _regression_paths(input_dtype=np.float64)[0]]
+    for ps in models:
+        assert ps.max_length <= 7
+        pk = g.packed_paths(ps)
+        short = (pk.path_m <= dmax).any()     # a split needs some path of <= dmax elements
+        assert g._inter_plan(pk)[0] == (expect if short or expect != "split" else "dp")
+        Xt, _ = _data(37, ps.n_features, 4, nan=0.1)
+        if np.dtype(ps.input_dtype) == np.float64:
+            Xt = Xt.astype(np.float64) + 1e-9
+        got = g.interaction_values(ps, Xt)
+        _close(got, cpu.interaction_values(ps, Xt))
+        got = got.get() if hasattr(got, "get") else got
+        np.testing.assert_array_equal(got, got.transpose(0, 2, 1, 3))       # mirrored exactly
+
+
+def test_cupy_output_larger_than_the_gpu_is_a_clear_error():
+    import cupy as cp
+    from sklearn.tree import DecisionTreeRegressor
+    M = 3000                                            # (M + 1)^2 doubles per row: 72 MB; 2000 rows > any GPU
+    X, y = _data(400, M, 1)
+    ps = _paths_from([_sk_tree(DecisionTreeRegressor(max_depth=3, random_state=0).fit(X, y), 1)], M, 1)
+    with pytest.raises(MemoryError, match="pass NumPy input"):
+        _gpu().interaction_values(ps, cp.zeros((2000, M), cp.float32))
+
+
+@pytest.mark.parametrize("group", [1, 3, 1 << 30])
+def test_row_block_groups(reg, group, monkeypatch):
+    """warp_task's schedule (row blocks in groups, the last one partial) covers every (bin, row) once."""
+    ps, X = reg
+    g = _gpu()
+    monkeypatch.setattr(g, "_bank_group", lambda rpw, rb: group)
+    monkeypatch.setattr(g, "_rows_per_warp", lambda n, bins, cap: 7)    # 37 row blocks for 257 rows
+    Xt, _ = _data(257, ps.n_features, 21, nan=0.05)
+    for variant in ("dp", "table"):
+        monkeypatch.setattr(g, "SHAP_VARIANT", variant)
+        _close(g.shap_values(ps, Xt), cpu.shap_values(ps, Xt))
+    for variant in ("dp", "table"):
+        monkeypatch.setattr(g, "INTER_VARIANT", variant)
+        _close(g.interaction_values(ps, Xt[:50]), cpu.interaction_values(ps, Xt[:50]))
+    _close(g.interventional_shap_values(ps, Xt[:40], X[:9]), cpu.interventional_shap_values(ps, Xt[:40], X[:9]))

@@ -81,3 +81,38 @@ def test_bad_sizes():
         bfd_bins([0, 3])
     with pytest.raises(ValueError, match="sizes"):
         bfd_bins([33])
+
+
+@pytest.mark.parametrize("kind", ["inter", "shap"])
+def test_table_plan(kind, monkeypatch):
+    """_inter_plan / _shap_variant: the longest path length whose tables fit the cap, and table / split / dp as
+    documented (SHAP_VARIANT's comment)."""
+    from types import SimpleNamespace
+
+    from kernels.treeshap import gpu as g
+    rng = np.random.default_rng(0)
+    m = rng.integers(1, 16, size=500)
+    per = [(1 << d) * d * 8 * (d // 2 + 1 if kind == "inter" else 1) for d in range(13)]
+    knob = "INTER_VARIANT" if kind == "inter" else "SHAP_VARIANT"
+
+    def plan(path_m):
+        pk = SimpleNamespace(path_m=path_m)
+        return g._inter_plan(pk) if kind == "inter" else g._shap_variant(pk, 5, 1)
+
+    for cap in (10, 10_000, 300_000, 3_000_000, 1 << 33):
+        monkeypatch.setattr(g, "_table_cap", lambda c=cap: c)
+        want = max([d for d in range(1, 13) if sum(per[k] for k in m if k <= d) <= cap], default=0)
+        share = m[m <= want].sum() / m.sum()
+        for variant in ("auto", "table", "split", "dp"):
+            monkeypatch.setattr(g, knob, variant)
+            got = plan(m)
+            if variant == "dp" or want == 0 or (variant == "auto" and share < g.SPLIT_MIN_SHARE):
+                assert got == ("dp", 0), (cap, variant, got)
+            else:
+                assert got == ("split", want), (cap, variant, got)    # some paths are longer than 12
+    monkeypatch.setattr(g, "_table_cap", lambda: 1 << 40)
+    monkeypatch.setattr(g, knob, "auto")
+    assert plan(np.array([3, 5, 8])) == ("table", 12)
+    monkeypatch.setattr(g, knob, "bogus")
+    with pytest.raises(ValueError, match=knob):
+        plan(m)

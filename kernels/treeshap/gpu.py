@@ -7,9 +7,10 @@ that fit a device-memory budget. CuPy input gives CuPy output; NumPy/pandas inpu
 """
 from __future__ import annotations
 
+import functools
 import math
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -26,17 +27,24 @@ _SRC = "treeshap/treeshap.cu"
 _WARP = 32
 _THREADS = 256
 MEMORY_BUDGET: int | None = None   # bytes per chunk of rows; None = half of the free device memory
-# SHAP kernel variants (issue 4; docs/design/treeshap.md has the measurements):
-#  "table": per-path tables of phi for every pattern of satisfied elements (paths of <= TABLE_DMAX elements);
-#  "dp": shuffle EXTEND/UNWOUNDSUM per row with one global atomic per element ("global");
-#  "smem": the DP with per-warp shared-memory row sums (measured slower; kept selectable and tested).
-#  "split": tables for the paths of <= TABLE_DMAX elements, the DP for the longer ones (two packings, one output);
-#  "auto": "table" when every warp-packed path is short enough and the tables fit TABLE_BYTES; else "split" when the
-#          short paths hold at least SPLIT_MIN_SHARE of the path elements and their tables fit; else "dp".
+# Kernel variants (issue 4; docs/design/treeshap.md has the measurements). SHAP values (SHAP_VARIANT):
+#  "table": per-path tables of phi for every pattern of satisfied elements;
+#  "dp": shuffle EXTEND/UNWOUNDSUM per row with one global atomic per element;
+#  "smem": the DP with per-warp shared-memory row sums (measured slower; kept selectable and tested);
+#  "split": tables for the paths of <= dmax elements, the DP for the longer ones (two packings, one output).
+# Interactions (INTER_VARIANT): "table" (per-path tables of the d(d+1)/2 distinct entries of the path's symmetric
+#  interaction matrix for every pattern), "dp" (the shuffle DP per row) and "split", as above.
+# "auto" (both): dmax is the largest path length <= TABLE_DMAX (INTER_TABLE_DMAX) whose tables fit the cap
+#  (TABLE_BYTES, and TABLE_FREE_SHARE of the free device memory when the model is first explained); "table" when every
+#  path is that short, else "split" when those paths hold at least SPLIT_MIN_SHARE of the path elements, else "dp".
+#  A forced "table" or "split" falls back the same way. The tables are built once per model and stay cached with it.
 SHAP_VARIANT = "auto"
+INTER_VARIANT = "auto"
 TABLE_DMAX = 12                    # must not exceed TABLE_DMAX in treeshap.cu
-TABLE_BYTES = 16 << 30            # and at most a quarter of the free device memory (_budget() // 2)
-SPLIT_MIN_SHARE = 0.2              # measured: split beat dp on adult-large (2.9x) and fashion_mnist-large (1.3x, share < 0.5)
+INTER_TABLE_DMAX = 12              # at most TABLE_DMAX
+TABLE_BYTES = 32 << 30
+TABLE_FREE_SHARE = 0.5
+SPLIT_MIN_SHARE = 0.2              # split beat dp on adult-large (2.9x) and fashion_mnist-large (1.3x, share < 0.5)
 _SMEM_MAX_OUTPUTS = 512            # smem variant only when M * K <= this (8 warps x 512 doubles = 32 KiB per block)
 _CACHE: dict[tuple[int, int | None], "_Packed"] = {}
 
@@ -60,14 +68,13 @@ class _Packed:
     n_paths: int
     max_len: int
     utilisation: float
-    bias: np.ndarray
+    bias_d: object           # the bias (K,) on the device
     short_root: np.ndarray   # host: packed position of each warp-packed path's root, in packed order
     short_size: np.ndarray   # host: its length in lanes (root included)
-    table_bytes: int | None  # bytes of the pattern tables (None: some warp-packed path is too long for one)
-    split_share: float       # share of path elements in paths of <= TABLE_DMAX elements ("split" variant)
-    split_bytes: int         # bytes of those paths' tables
-    tables: tuple | None = None
-    split: tuple | None = None      # ("split" variant) packings of the short and the long paths, built on first use
+    path_m: np.ndarray       # host: stored elements of each path that carries values (all packings' paths)
+    plans: dict = field(default_factory=dict)    # variant choices, per setting of the module's knobs
+    tables: dict = field(default_factory=dict)   # "shap" / "inter" -> (etoff, table), built on first use
+    split: dict = field(default_factory=dict)    # dmax -> packings of the paths of <= dmax elements and the others
 
 
 def _down32(t: np.ndarray) -> np.ndarray:
@@ -143,7 +150,6 @@ def _pack(ps: PathSet) -> _Packed:
              d(glen), d(item), d(vptr), d(vgroup if vgroup.size else np.zeros(1, np.int32)),
              d(vval if vval.size else np.zeros(1)))
     long_sizes = size[~short]
-    table_bytes, split_share, split_bytes = _table_stats(m, sizes[: s_ids.size])
     return _Packed(
         ps=ps, xdtype=xdtype, elems=elems, bin_ptr=d(plan.bin_ptr.astype(np.int64)), n_bins=plan.n_bins,
         long_start=d(starts[s_ids.size:].astype(np.int64) if l_ids.size else np.zeros(1, np.int64)),
@@ -151,9 +157,9 @@ def _pack(ps: PathSet) -> _Packed:
         long_item=d(l_ids.astype(np.int32) if l_ids.size else np.zeros(1, np.int32)),
         n_long=int(l_ids.size), long_max=int(long_sizes.max()) if l_ids.size else 0,
         pred_start=d(pred_start), pred_len=d(pred_len), n_paths=P, max_len=int(m.max()) if P else 0,
-        utilisation=plan.utilisation if n_short_elems else 1.0, bias=ps.bias(),
+        utilisation=plan.utilisation if n_short_elems else 1.0, bias_d=d(ps.bias()),
         short_root=starts[: s_ids.size].copy(), short_size=sizes[: s_ids.size].copy(),
-        table_bytes=table_bytes, split_share=split_share, split_bytes=split_bytes)
+        path_m=m[work].copy())
 
 
 def packed_paths(paths: PathSet, tree_limit: int | None = None) -> _Packed:
@@ -218,55 +224,66 @@ def _launch_warp(kern, pk: _Packed, n_rows: int, rpw: int, args: tuple, shared_m
     kern((blocks,), (_THREADS,), args, shared_mem=shared_mem)
 
 
-def _table_stats(m: np.ndarray, short_size: np.ndarray) -> tuple[int | None, float, int]:
-    """From stored elements per path (m) and the warp-packed lengths: (bytes of the pattern tables, or None when some
-    warp-packed path is longer than TABLE_DMAX elements; share of path elements in paths of <= TABLE_DMAX elements;
-    bytes of those paths' tables)."""
-    d = short_size - 1
-    nbytes = None if d.size == 0 or d.max() > TABLE_DMAX else int(np.sum((1 << d) * d)) * 8
-    short = m <= TABLE_DMAX
-    share = float(m[short].sum()) / max(1, int(m.sum()))
-    return nbytes, share, int(np.sum((1 << m[short]) * m[short])) * 8
+def _table_bytes(m: np.ndarray, kind: str) -> np.ndarray:
+    """Bytes of the table of a path of m elements: 2^m patterns x m lanes ("shap"), x (m/2 + 1) steps ("inter")."""
+    m = np.asarray(m, np.int64)
+    return (np.int64(1) << m) * m * 8 * (m // 2 + 1 if kind == "inter" else 1)
 
 
-def _shap_variant(pk: _Packed, M: int, K: int) -> str:
+def _table_cap() -> int:
+    return int(min(TABLE_BYTES, free_gpu_bytes(TABLE_FREE_SHARE)))
+
+
+def _plan_tables(m: np.ndarray, kind: str, variant: str, top: int) -> tuple[str, int]:
+    """(variant, dmax) for paths of m elements: see the comment at SHAP_VARIANT."""
+    if variant == "dp" or m.size == 0:
+        return "dp", 0
+    per_len = np.bincount(np.minimum(m, top + 1), weights=_table_bytes(np.minimum(m, top), kind),
+                          minlength=top + 2)
+    fits = np.flatnonzero(np.cumsum(per_len)[1 : top + 1] <= _table_cap())
+    dmax = int(fits[-1]) + 1 if fits.size else 0
+    if dmax == 0:
+        return "dp", 0
+    if m.max() <= dmax:
+        return "table", dmax
+    share = float(m[m <= dmax].sum()) / float(m.sum())
+    if share == 0.0 or (variant == "auto" and share < SPLIT_MIN_SHARE):
+        return "dp", 0
+    return "split", dmax
+
+
+def _shap_variant(pk: _Packed, M: int, K: int) -> tuple[str, int]:
+    """(SHAP variant, dmax of its tables); see SHAP_VARIANT."""
     if SHAP_VARIANT not in ("auto", "dp", "smem", "table", "split"):
         raise ValueError(f"SHAP_VARIANT must be 'auto', 'dp', 'smem', 'table' or 'split', got {SHAP_VARIANT!r}")
-    nbytes = pk.table_bytes
-    cap = min(TABLE_BYTES, _budget() // 2)
-    if SHAP_VARIANT == "auto":
-        if nbytes is not None and nbytes <= cap:
-            return "table"
-        if nbytes is None:
-            if pk.split_share >= SPLIT_MIN_SHARE and pk.split_bytes <= cap:
-                return "split"
-        return "dp"
-    if SHAP_VARIANT == "table" and nbytes is None:
-        return "dp"
-    if SHAP_VARIANT == "split" and nbytes is not None:
-        return "table"                  # nothing to split: every warp-packed path has a table
-    if SHAP_VARIANT == "split" and pk.split_share == 0.0:
-        return "dp"                     # no path short enough for a table
-    if SHAP_VARIANT == "smem" and M * K > _SMEM_MAX_OUTPUTS:
-        return "dp"
-    return SHAP_VARIANT
+    if SHAP_VARIANT == "smem":
+        return ("smem", 0) if M * K <= _SMEM_MAX_OUTPUTS else ("dp", 0)
+    return _plan_tables(pk.path_m, "shap", SHAP_VARIANT, TABLE_DMAX)
 
 
-def _split_packs(pk: _Packed) -> tuple[_Packed, _Packed]:
-    """Packings of pk's paths of <= TABLE_DMAX elements and of the longer ones (cached on pk)."""
-    if pk.split is None:
-        short = np.diff(pk.ps.path_ptr) <= TABLE_DMAX
-        pk.split = (_pack(pk.ps.select(short)), _pack(pk.ps.select(~short)))
-    return pk.split
+def _inter_plan(pk: _Packed) -> tuple[str, int]:
+    """(interaction variant, dmax of its tables); see INTER_VARIANT."""
+    if INTER_VARIANT not in ("auto", "dp", "table", "split"):
+        raise ValueError(f"INTER_VARIANT must be 'auto', 'dp', 'table' or 'split', got {INTER_VARIANT!r}")
+    return _plan_tables(pk.path_m, "inter", INTER_VARIANT, min(INTER_TABLE_DMAX, TABLE_DMAX))
 
 
-def _tables(pk: _Packed):
-    """(etoff per packed element, table) for the table variant, built on the device once per packing."""
-    if pk.tables is not None:
-        return pk.tables
+def _split_packs(pk: _Packed, dmax: int = TABLE_DMAX) -> tuple[_Packed, _Packed]:
+    """Packings of pk's paths of <= dmax elements and of the longer ones (cached on pk)."""
+    if dmax not in pk.split:
+        short = np.diff(pk.ps.path_ptr) <= dmax
+        pk.split[dmax] = (_pack(pk.ps.select(short)), _pack(pk.ps.select(~short)))
+    return pk.split[dmax]
+
+
+def _tables(pk: _Packed, kind: str = "shap"):
+    """(etoff per packed element, table) for the SHAP ("shap") or interaction ("inter") table variant, built on the
+    device once per packing."""
+    if kind in pk.tables:
+        return pk.tables[kind]
     cp = cupy_module()
     d = (pk.short_size - 1).astype(np.int64)
-    sizes = (1 << d) * d
+    sizes = _table_bytes(d, kind) // 8
     t_off = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
     t_pat = np.concatenate([[0], np.cumsum(1 << d)]).astype(np.int64)
     n_elems = int(pk.short_root[-1] + pk.short_size[-1])
@@ -275,11 +292,12 @@ def _tables(pk: _Packed):
     etoff = np.where(local > 0, t_off[item] + local - 1, 0).astype(np.int64)
     table = cp.empty(max(1, int(sizes.sum())), dtype=cp.float64)
     total = int(t_pat[-1])
-    get_kernel(_SRC, "build_tables")((_grid_for(total),), (_THREADS,),
-                                     (cp.asarray(pk.short_root.astype(np.int64)), cp.asarray(d.astype(np.int32)),
-                                      cp.asarray(t_off), cp.asarray(t_pat), np.int64(d.size), pk.elems[7], table))
-    pk.tables = (cp.asarray(etoff), table)
-    return pk.tables
+    build = "build_inter_tables" if kind == "inter" else "build_tables"
+    get_kernel(_SRC, build)((_grid_for(total),), (_THREADS,),
+                            (cp.asarray(pk.short_root.astype(np.int64)), cp.asarray(d.astype(np.int32)),
+                             cp.asarray(t_off), cp.asarray(t_pat), np.int64(d.size), pk.elems[7], table))
+    pk.tables[kind] = (cp.asarray(etoff), table)
+    return pk.tables[kind]
 
 
 def _grid_for(n_work: int) -> int:
@@ -327,19 +345,30 @@ def _bar(progress, n: int, n_chunks: int):
 
 
 def _driver(paths: PathSet, X, tree_limit, progress, desc: str, out_cols: tuple, bytes_per_row_extra: int,
-            compute):
-    """Shared chunk loop: validates X, packs paths, allocates the output, calls compute(pk, Xd, out_chunk)."""
+            compute, prepare=None):
+    """Shared chunk loop: validates X, packs paths, calls prepare(pk) (tables, before the chunk budget is taken),
+    allocates the output, calls compute(pk, Xd, out_chunk, a, b) per chunk of rows."""
     tl = check_tree_limit(tree_limit)
     pk = packed_paths(paths, tl)
     ps = pk.ps
     X = _check_x(X, ps)
+    if prepare is not None:
+        prepare(pk)
     cp = cupy_module()
     on_gpu = is_cupy_array(X)
     n, M = X.shape
     shape = (n,) + out_cols
     row_bytes = int(np.prod(out_cols)) * 8 + M * pk.xdtype.itemsize + bytes_per_row_extra
     chunks = _chunks(n, row_bytes)
-    out = cp.zeros(shape, dtype=cp.float64) if on_gpu else np.empty(shape, dtype=np.float64)
+    if on_gpu:
+        need = int(np.prod(shape)) * 8
+        if need > free_gpu_bytes(1.0):
+            raise MemoryError(f"{desc} for {n} CuPy rows need {need / 1e9:.3g} GB of GPU memory for the output "
+                              f"{shape} float64, more than is free ({free_gpu_bytes(1.0) / 1e9:.3g} GB); pass NumPy "
+                              "input (the output then streams to host memory in chunks) or fewer rows")
+        out = cp.zeros(shape, dtype=cp.float64)
+    else:
+        out = np.empty(shape, dtype=np.float64)
     with progress_bar(n, desc, _bar(progress, n, len(chunks))) as bar:
         for a, b in chunks:
             Xd = _to_device(X[a:b], pk.xdtype)
@@ -351,43 +380,100 @@ def _driver(paths: PathSet, X, tree_limit, progress, desc: str, out_cols: tuple,
     return out
 
 
+@functools.lru_cache(maxsize=None)
+def _l2_bytes() -> int:
+    return int(cupy_module().cuda.Device().attributes["L2CacheSize"])
+
+
+def _bank_group(rows_per_warp: int, row_out_bytes: int) -> int:
+    """Row blocks per group in warp_task: as many as keep the group's outputs within a quarter of the L2 cache."""
+    return int(min(1 << 30, max(1, (_l2_bytes() // 4) // max(1, rows_per_warp * row_out_bytes))))
+
+
+def _warp_args(pk: _Packed, Xd, M: int, K: int, rows_per_warp: int, row_out_bytes: int) -> tuple:
+    return (Xd, np.int64(Xd.shape[0]), np.int32(M), np.int32(K), pk.bin_ptr, np.int64(pk.n_bins),
+            np.int32(rows_per_warp), np.int32(_bank_group(rows_per_warp, row_out_bytes)), *pk.elems)
+
+
+def _planned(pk: _Packed, kind: str):
+    """_shap_variant / _inter_plan for pk, decided once per packing and setting of the knobs (free memory is read
+    when first decided, as the tables built then stay cached)."""
+    knobs = (kind, SHAP_VARIANT, INTER_VARIANT, TABLE_DMAX, INTER_TABLE_DMAX, TABLE_BYTES, TABLE_FREE_SHARE,
+             SPLIT_MIN_SHARE)
+    if knobs not in pk.plans:
+        pk.plans[knobs] = _inter_plan(pk) if kind == "inter" else _shap_variant(pk, pk.ps.n_features,
+                                                                                pk.ps.n_outputs)
+    return pk.plans[knobs]
+
+
+def _setup(pk: _Packed, kind: str) -> tuple[str, _Packed | None, _Packed | None]:
+    """Plan the variant and build its tables (before the chunk budget is taken): (variant, packing with tables or
+    None, packing for the DP or None)."""
+    variant, dmax = _planned(pk, kind)
+    tp, dp = None, pk
+    if variant == "table":
+        tp, dp = pk, None
+    elif variant == "split":
+        tp, dp = _split_packs(pk, dmax)
+    if tp is not None:
+        _tables(tp, kind)
+    return variant, tp, dp
+
+
+def _shap_chunk(pk: _Packed, Xd, phi, M: int, K: int) -> None:
+    """Path-dependent SHAP values of device rows Xd into phi (n, M+1, K), with the variant _shap_variant picks."""
+    n = Xd.shape[0]
+    variant, pk_s, pk_l = _setup(pk, "shap")
+    rb = (M + 1) * K * 8
+    if variant == "split":
+        r_s, r_l = _rows_per_warp(n, pk_s.n_bins, 1024), _rows_per_warp(n, pk_l.n_bins, 1024)
+        _launch_warp(_kernel("shap_table", pk.xdtype), pk_s, n, r_s,
+                     _warp_args(pk_s, Xd, M, K, r_s, rb) + (*_tables(pk_s), phi))
+        _launch_warp(_kernel("shap", pk.xdtype), pk_l, n, r_l, _warp_args(pk_l, Xd, M, K, r_l, rb) + (phi,))
+        _run_long(pk_l, Xd, M, K, phi, False)   # short paths (<= TABLE_DMAX elements) are never long
+    else:
+        rpw = _rows_per_warp(n, pk.n_bins, 1024)
+        head = _warp_args(pk, Xd, M, K, rpw, rb)
+        if variant == "table":
+            _launch_warp(_kernel("shap_table", pk.xdtype), pk, n, rpw, head + (*_tables(pk), phi))
+        elif variant == "smem":
+            _launch_warp(_kernel("shap_smem", pk.xdtype), pk, n, rpw, head + (phi,), 8 * M * K * (_THREADS // _WARP))
+        else:
+            _launch_warp(_kernel("shap", pk.xdtype), pk, n, rpw, head + (phi,))
+        _run_long(pk, Xd, M, K, phi, False)
+    phi[:, M, :] += pk.bias_d[None, :]
+
+
+def _interactions_chunk(pk: _Packed, Xd, phi, M: int, K: int) -> None:
+    """Interaction values of device rows Xd into phi (n, M+1, M+1, K), with the variant _inter_plan picks. Every
+    kernel writes the diagonal and the upper triangle; mirror_upper then fills the lower triangle."""
+    n = Xd.shape[0]
+    variant, tp, dp = _setup(pk, "inter")
+    rb = (M + 1) * (M + 1) * K * 8
+    if tp is not None:
+        r_t = _rows_per_warp(n, tp.n_bins, 1024)
+        _launch_warp(_kernel("inter_table", pk.xdtype), tp, n, r_t,
+                     _warp_args(tp, Xd, M, K, r_t, rb) + (*_tables(tp, "inter"), phi))
+    if dp is not None:
+        r_d = _rows_per_warp(n, dp.n_bins, 64)
+        _launch_warp(_kernel("interactions", pk.xdtype), dp, n, r_d, _warp_args(dp, Xd, M, K, r_d, rb) + (phi,))
+        _run_long(dp, Xd, M, K, phi, True)
+    n_out = n * (M + 1) * (M + 1) * K
+    get_kernel(_SRC, "mirror_upper")((_grid_for(n_out),), (_THREADS,),
+                                     (phi, np.int64(n), np.int32(M + 1), np.int32(K), pk.bias_d))
+
+
 def _path_dependent(paths: PathSet, X, tree_limit, progress, interactions: bool):
     M, K = paths.n_features, paths.n_outputs
-    name = "interactions" if interactions else "shap"
+    chunk = _interactions_chunk if interactions else _shap_chunk
 
     def compute(pk, Xd, phi, a, b):
-        n = Xd.shape[0]
-        rpw = _rows_per_warp(n, pk.n_bins, 64 if interactions else 1024)
-        variant = "dp" if interactions else _shap_variant(pk, M, K)
-
-        def head(p, rows_per_warp):
-            return (Xd, np.int64(n), np.int32(M), np.int32(K), p.bin_ptr, np.int64(p.n_bins),
-                    np.int32(rows_per_warp), *p.elems)
-
-        if variant == "split":
-            pk_s, pk_l = _split_packs(pk)
-            r_s, r_l = _rows_per_warp(n, pk_s.n_bins, 1024), _rows_per_warp(n, pk_l.n_bins, 1024)
-            _launch_warp(_kernel("shap_table", pk.xdtype), pk_s, n, r_s, head(pk_s, r_s) + (*_tables(pk_s), phi))
-            _launch_warp(_kernel("shap", pk.xdtype), pk_l, n, r_l, head(pk_l, r_l) + (phi,))
-            _run_long(pk_l, Xd, M, K, phi, False)   # short paths (<= TABLE_DMAX elements) are never long
-        else:
-            if variant == "table":
-                _launch_warp(_kernel("shap_table", pk.xdtype), pk, n, rpw, head(pk, rpw) + (*_tables(pk), phi))
-            elif variant == "smem":
-                _launch_warp(_kernel("shap_smem", pk.xdtype), pk, n, rpw, head(pk, rpw) + (phi,),
-                             8 * M * K * (_THREADS // _WARP))
-            else:
-                _launch_warp(_kernel(name, pk.xdtype), pk, n, rpw, head(pk, rpw) + (phi,))
-            _run_long(pk, Xd, M, K, phi, interactions)
-        bias = cupy_module().asarray(pk.bias)[None, :]
-        if interactions:
-            phi[:, M, M, :] += bias
-        else:
-            phi[:, M, :] += bias
+        chunk(pk, Xd, phi, M, K)
 
     cols = (M + 1, M + 1, K) if interactions else (M + 1, K)
     desc = "GPU TreeSHAP interactions" if interactions else "GPU TreeSHAP"
-    return _driver(paths, X, tree_limit, progress, desc, cols, 0, compute)
+    kind = "inter" if interactions else "shap"
+    return _driver(paths, X, tree_limit, progress, desc, cols, 0, compute, lambda pk: _setup(pk, kind))
 
 
 def shap_values(paths: PathSet, X, *, tree_limit=None, progress=None):
@@ -459,7 +545,8 @@ def interventional_shap_values(paths: PathSet, X, background, *, transform="iden
         rpw = _rows_per_warp(nc, pk.n_bins, 64)
         _launch_warp(_kernel("interventional", pk.xdtype), pk, nc, rpw,
                      (Xd, np.int64(nc), Rd, np.int64(nR), np.int32(M), np.int32(K), pk.bin_ptr,
-                      np.int64(pk.n_bins), np.int32(rpw), *pk.elems, scale, Wt, wstride, phi))
+                      np.int64(pk.n_bins), np.int32(rpw), np.int32(_bank_group(rpw, (M + 1) * K * 8)), *pk.elems,
+                      scale, Wt, wstride, phi))
         if pk.n_long:
             threads = int(min(nc * pk.n_long, 1 << 16))
             blocks = math.ceil(threads / _THREADS)

@@ -7,7 +7,8 @@
 //  * "long" items (paths of more than 32 elements, root included) are handled one thread per (row, item) with
 //    scratch memory in global memory.
 //  * Output: phi[(row * (M + 1) + feature) * K + group] (SHAP) and
-//    phi[((row * (M + 1) + i) * (M + 1) + j) * K + group] (interactions), accumulated with double atomics.
+//    phi[((row * (M + 1) + i) * (M + 1) + j) * K + group] (interactions), accumulated with double atomics; the
+//    interaction kernels write the diagonal and the upper triangle (i < j), and mirror_upper fills the lower one.
 // The DP (EXTEND / UNWOUNDSUM, digest sections 3.5-3.6) runs in double precision.
 
 #define FULL_MASK 0xffffffffu
@@ -158,10 +159,21 @@ __device__ __forceinline__ double group_unwound(double w, double o, double z, do
 
 // The bin and row block of this warp (false when the block is past the last row), and the lane's element.
 template <typename XT>
-__device__ __forceinline__ bool warp_task(long long n_rows, const long long* bin_ptr, long long n_bins, int rpw,
+__device__ __forceinline__ bool warp_task(long long n_rows, const long long* bin_ptr, long long n_bins,
+                                          int rpw, int bgroup,
                                           const Elems& E, int lane, long long& row0, long long& row1, Lane<XT>& L) {
   long long gw = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-  long long bin = gw % n_bins, bank = gw / n_bins;
+  // Row blocks ("banks") are taken in groups of bgroup: within a group, neighbouring warps take the same bin for
+  // different banks, so warps running at once add into different rows' outputs (fewer atomics on one address), while
+  // the outputs of one group stay within the L2 cache (the host sizes bgroup; 1 = bins first, as before).
+  long long n_banks = (n_rows + rpw - 1) / rpw;
+  long long G = bgroup < n_banks ? (long long)bgroup : n_banks;
+  long long rg = gw / (G * n_bins);
+  long long first = rg * G;
+  if (first >= n_banks) return false;
+  long long Ge = min(G, n_banks - first);
+  long long rem = gw - first * n_bins;
+  long long bin = rem / Ge, bank = first + rem % Ge;
   row0 = bank * rpw;
   if (row0 >= n_rows) return false;
   row1 = min(n_rows, row0 + (long long)rpw);
@@ -177,12 +189,13 @@ struct Vals {
 
 template <typename XT>
 __device__ __forceinline__ void shap_body(const XT* X, long long n_rows, int M, int K, const long long* bin_ptr,
-                                          long long n_bins, int rpw, const Elems& E, const Vals& V, double* phi,
+                                          long long n_bins, int rpw, int bgroup, const Elems& E, const Vals& V,
+double* phi,
                                           const double* s_inv) {
   int lane = threadIdx.x & 31;
   long long row0, row1;
   Lane<XT> L;
-  if (!warp_task<XT>(n_rows, bin_ptr, n_bins, rpw, E, lane, row0, row1, L)) return;
+  if (!warp_task<XT>(n_rows, bin_ptr, n_bins, rpw, bgroup, E, lane, row0, row1, L)) return;
   int maxn = warp_max(L.n);
   int va = 0, vb = 0;
   if (L.active && L.r > 0) { va = V.vptr[L.it]; vb = V.vptr[L.it + 1]; }
@@ -203,7 +216,7 @@ __device__ __forceinline__ void shap_body(const XT* X, long long n_rows, int M, 
 // atomics, then writes each touched output once (fewer global atomics when paths of a bin share features).
 template <typename XT>
 __device__ __forceinline__ void shap_smem_body(const XT* X, long long n_rows, int M, int K, const long long* bin_ptr,
-                                               long long n_bins, int rpw, const Elems& E, const Vals& V,
+                                               long long n_bins, int rpw, int bgroup, const Elems& E, const Vals& V,
                                                double* phi, const double* s_inv, double* s_acc) {
   int lane = threadIdx.x & 31;
   int MK = M * K;
@@ -212,7 +225,7 @@ __device__ __forceinline__ void shap_smem_body(const XT* X, long long n_rows, in
   __syncwarp();
   long long row0, row1;
   Lane<XT> L;
-  if (!warp_task<XT>(n_rows, bin_ptr, n_bins, rpw, E, lane, row0, row1, L)) return;
+  if (!warp_task<XT>(n_rows, bin_ptr, n_bins, rpw, bgroup, E, lane, row0, row1, L)) return;
   int maxn = warp_max(L.n);
   int va = 0, vb = 0;
   if (L.active && L.r > 0) { va = V.vptr[L.it]; vb = V.vptr[L.it + 1]; }
@@ -245,13 +258,13 @@ __device__ __forceinline__ void shap_smem_body(const XT* X, long long n_rows, in
 
 template <typename XT>
 __device__ __forceinline__ void shap_table_body(const XT* X, long long n_rows, int M, int K,
-                                                const long long* bin_ptr, long long n_bins, int rpw,
+                                                const long long* bin_ptr, long long n_bins, int rpw, int bgroup,
                                                 const Elems& E, const Vals& V, const long long* etoff,
                                                 const double* table, double* phi) {
   int lane = threadIdx.x & 31;
   long long row0, row1;
   Lane<XT> L;
-  if (!warp_task<XT>(n_rows, bin_ptr, n_bins, rpw, E, lane, row0, row1, L)) return;
+  if (!warp_task<XT>(n_rows, bin_ptr, n_bins, rpw, bgroup, E, lane, row0, row1, L)) return;
   bool el = L.active && L.r > 0;
   int d = L.n - 1;
   unsigned int dmask = el ? ((1u << d) - 1u) : 0u;
@@ -270,14 +283,70 @@ __device__ __forceinline__ void shap_table_body(const XT* X, long long n_rows, i
   }
 }
 
+// Interaction-table variant (issue 4): for a path of d <= TABLE_DMAX elements the interaction matrix of its elements
+// depends only on the pattern of satisfied elements, and it is symmetric, so a table holds its d(d+1)/2 distinct
+// entries per pattern, laid out [pattern][t][r] for lane r = 0..d-1 and step t = 0..d/2: step 0 is the diagonal of
+// element r, step t >= 1 the pair (r, (r + t) mod d) (pair_slot picks one slot per unordered pair). A row costs one
+// comparison, one ballot and at most d/2 + 1 loads per lane. Off-diagonal entries go to the upper triangle of phi
+// (feature i < j); mirror_upper copies them to the lower one.
+#define ITABLE_TMAX (TABLE_DMAX / 2 + 1)
+
+__device__ __forceinline__ bool pair_slot(int r, int t, int d) { return t == 0 || 2 * t < d || (2 * t == d && r < t); }
+
+template <typename XT>
+__device__ __forceinline__ void inter_table_body(const XT* X, long long n_rows, int M, int K,
+                                                 const long long* bin_ptr, long long n_bins, int rpw, int bgroup,
+                                                 const Elems& E, const Vals& V, const long long* etoff,
+                                                 const double* table, double* phi) {
+  int lane = threadIdx.x & 31;
+  long long row0, row1;
+  Lane<XT> L;
+  if (!warp_task<XT>(n_rows, bin_ptr, n_bins, rpw, bgroup, E, lane, row0, row1, L)) return;
+  bool el = L.active && L.r > 0;
+  int d = el ? L.n - 1 : 1;
+  int r = el ? L.r - 1 : 0;
+  int T = d / 2 + 1;
+  unsigned int dmask = el ? ((1u << d) - 1u) : 0u;
+  long long toff = el ? etoff[L.e] : 0;
+  long long M1 = M + 1;
+  int cell[ITABLE_TMAX];
+#pragma unroll
+  for (int t = 0; t < ITABLE_TMAX; ++t) {
+    int src = el ? L.start + 1 + (r + t) % d : lane;
+    int pf = __shfl_sync(FULL_MASK, L.f, src);
+    bool ok = el && t < T && pair_slot(r, t, d);
+    cell[t] = ok ? (int)(min(L.f, pf) * M1 + max(L.f, pf)) : -1;
+  }
+  int va = 0, vb = 0;
+  if (el) { va = V.vptr[L.it]; vb = V.vptr[L.it + 1]; }
+  for (long long row = row0; row < row1; ++row) {
+    bool sat = el && satisfies<XT>(X[row * M + (el ? L.f : 0)], L.lo, L.hi, L.flags, L.cptr, L.cnw, E.cwords);
+    unsigned int m = __ballot_sync(FULL_MASK, sat);
+    if (va < vb) {
+      unsigned int pat = (m >> (L.start + 1)) & dmask;
+      const double* tp = table + toff + (long long)pat * (T * d);
+      double s[ITABLE_TMAX];
+#pragma unroll
+      for (int t = 0; t < ITABLE_TMAX; ++t) s[t] = cell[t] >= 0 ? __ldg(tp + t * d) : 0.0;
+      double* prow = phi + row * M1 * M1 * K;
+#pragma unroll
+      for (int t = 0; t < ITABLE_TMAX; ++t) {
+        if (s[t] == 0.0) continue;
+        double* base = prow + (long long)cell[t] * K;
+        for (int q = va; q < vb; ++q) atomicAdd(base + V.vgroup[q], s[t] * V.vval[q]);
+      }
+    }
+  }
+}
+
 template <typename XT>
 __device__ __forceinline__ void interactions_body(const XT* X, long long n_rows, int M, int K,
-                                                  const long long* bin_ptr, long long n_bins, int rpw,
+                                                  const long long* bin_ptr, long long n_bins, int rpw, int bgroup,
                                                   const Elems& E, const Vals& V, double* phi, const double* s_inv) {
   int lane = threadIdx.x & 31;
   long long row0, row1;
   Lane<XT> L;
-  if (!warp_task<XT>(n_rows, bin_ptr, n_bins, rpw, E, lane, row0, row1, L)) return;
+  if (!warp_task<XT>(n_rows, bin_ptr, n_bins, rpw, bgroup, E, lane, row0, row1, L)) return;
   int maxn = warp_max(L.n);
   int va = 0, vb = 0;
   if (L.active && L.r > 0) { va = V.vptr[L.it]; vb = V.vptr[L.it + 1]; }
@@ -302,8 +371,10 @@ __device__ __forceinline__ void interactions_body(const XT* X, long long n_rows,
       if (cv && va < vb && re >= 1 && re <= L.n - 2) {
         double x = t2 * (o - L.z) * (oj - zj) * 0.5;
         diag -= x;
-        double* base = phi + ((row * M1 + L.f) * M1 + fj) * K;
-        for (int q = va; q < vb; ++q) atomicAdd(base + V.vgroup[q], x * V.vval[q]);
+        if (L.f < fj) {   // upper triangle only: the lane of fj computes the same value; mirror_upper copies it
+          double* base = phi + ((row * M1 + L.f) * M1 + fj) * K;
+          for (int q = va; q < vb; ++q) atomicAdd(base + V.vgroup[q], x * V.vval[q]);
+        }
       }
     }
     if (va < vb) {
@@ -319,12 +390,13 @@ __device__ __forceinline__ void interactions_body(const XT* X, long long n_rows,
 template <typename XT>
 __device__ __forceinline__ void interventional_body(const XT* X, long long n_rows, const XT* R, long long n_bg,
                                                     int M, int K, const long long* bin_ptr, long long n_bins,
-                                                    int rpw, const Elems& E, const Vals& V, const double* scale,
+                                                    int rpw, int bgroup, const Elems& E, const Vals& V,
+const double* scale,
                                                     const double* Wt, int wstride, double* phi) {
   int lane = threadIdx.x & 31;
   long long row0, row1;
   Lane<XT> L;
-  if (!warp_task<XT>(n_rows, bin_ptr, n_bins, rpw, E, lane, row0, row1, L)) return;
+  if (!warp_task<XT>(n_rows, bin_ptr, n_bins, rpw, bgroup, E, lane, row0, row1, L)) return;
   bool el = L.active && L.f >= 0;
   unsigned int gmask = (unsigned int)((((1ull << (L.n - 1)) - 1ull) << (L.start + 1)) & 0xffffffffull);
   int va = 0, vb = 0;
@@ -455,7 +527,7 @@ __device__ __forceinline__ void long_body(const XT* X, long long n_rows, int M, 
         double* off = phi + ((row * M1 + f) * M1 + fj) * K;
         double* dia = phi + ((row * M1 + f) * M1 + f) * K;
         for (int q = va; q < vb; ++q) {
-          atomicAdd(off + V.vgroup[q], x * V.vval[q]);
+          if (f < fj) atomicAdd(off + V.vgroup[q], x * V.vval[q]);   // upper triangle (see mirror_upper)
           atomicAdd(dia + V.vgroup[q], -x * V.vval[q]);
         }
       }
@@ -546,75 +618,135 @@ extern "C" __global__ void build_tables(const long long* t_root, const int* t_d,
   }
 }
 
+// Builds the interaction tables (layout: inter_table_body): one thread per (path, pattern). Same arithmetic as the
+// long-path kernel: the diagonal is phi_k minus the pair terms, a pair term extends the path without its partner.
+extern "C" __global__ void build_inter_tables(const long long* t_root, const int* t_d, const long long* t_off,
+                                              const long long* t_pat_ptr, long long n_items, const double* zf,
+                                              double* table) {
+  long long total = t_pat_ptr[n_items];
+  long long nthreads = (long long)gridDim.x * blockDim.x;
+  double w[TABLE_DMAX + 1], o[TABLE_DMAX + 1], w2[TABLE_DMAX + 1], diag[TABLE_DMAX];
+  for (long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x; idx < total; idx += nthreads) {
+    long long lo = 0, hi = n_items - 1;
+    while (lo < hi) {
+      long long mid = (lo + hi + 1) >> 1;
+      if (t_pat_ptr[mid] <= idx) lo = mid; else hi = mid - 1;
+    }
+    int d = t_d[lo], T = d / 2 + 1;
+    long long pat = idx - t_pat_ptr[lo];
+    const double* z = zf + t_root[lo];
+    double* out = table + t_off[lo] + pat * (long long)(T * d);
+    o[0] = 1.0;
+    for (int k = 1; k <= d; ++k) o[k] = (double)((pat >> (k - 1)) & 1);
+    serial_extend(w, z, o, d + 1, -1);
+    for (int k = 1; k <= d; ++k) diag[k - 1] = serial_unwound(w, z[k], o[k], d + 1) * (o[k] - z[k]);
+    for (int q = d; q < T * d; ++q) out[q] = 0.0;
+    for (int c = 1; c <= d; ++c) {
+      serial_extend(w2, z, o, d, c);
+      double dj = o[c] - z[c];
+      for (int k = 1; k <= d; ++k) {
+        if (k == c) continue;
+        double x = serial_unwound(w2, z[k], o[k], d) * (o[k] - z[k]) * dj * 0.5;
+        diag[k - 1] -= x;
+        int rr = k - 1, t = (c - k + d) % d;
+        if (pair_slot(rr, t, d)) out[t * d + rr] = x;
+      }
+    }
+    for (int k = 0; k < d; ++k) out[k] = diag[k];
+  }
+}
+
+// Copies the upper triangle of each row's (M1 x M1 x K) interaction matrix to the lower one (which is still zero),
+// and adds the bias at [M, M].
+extern "C" __global__ void mirror_upper(double* phi, long long n_rows, int M1, int K, const double* bias) {
+  long long per = (long long)M1 * M1 * K;
+  long long total = n_rows * per;
+  long long nthreads = (long long)gridDim.x * blockDim.x;
+  for (long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x; idx < total; idx += nthreads) {
+    long long row = idx / per, rem = idx - row * per;
+    long long ij = rem / K;
+    int g = (int)(rem - ij * K), i = (int)(ij / M1), j = (int)(ij - (long long)i * M1);
+    if (j < i) phi[idx] = phi[row * per + ((long long)j * M1 + i) * K + g];
+    else if (i == M1 - 1 && j == M1 - 1) phi[idx] += bias[g];
+  }
+}
+
 // ------------------------------------------------------------------------------------------------------------------
 // extern "C" entry points, one per input precision
 // ------------------------------------------------------------------------------------------------------------------
 
-#define ELEM_PARAMS(XT)                                                                                           \
-  const int *feat, const XT *lo, const XT *hi, const unsigned char *flags, const int *cptr, const int *cnw,       \
-      const unsigned int *cwords, const double *zf, const int *gstart, const int *glen, const int *item,          \
+#define ELEM_PARAMS(XT)                                                                                               \
+  const int *feat, const XT *lo, const XT *hi, const unsigned char *flags, const int *cptr, const int *cnw,           \
+      const unsigned int *cwords, const double *zf, const int *gstart, const int *glen, const int *item,              \
       const int *vptr, const int *vgroup, const double *vval
-#define MAKE_EV                                                                                                   \
-  Elems E{feat, lo, hi, flags, cptr, cnw, cwords, zf, gstart, glen, item};                                        \
+#define MAKE_EV                                                                                                       \
+  Elems E{feat, lo, hi, flags, cptr, cnw, cwords, zf, gstart, glen, item};                                            \
   Vals V{vptr, vgroup, vval};
 
-#define DEFINE_KERNELS(XT, SUF)                                                                                   \
-  extern "C" __global__ void shap_##SUF(const XT* X, long long n_rows, int M, int K, const long long* bin_ptr,    \
-                                        long long n_bins, int rpw, ELEM_PARAMS(XT), double* phi) {               \
-    __shared__ double s_inv[64];                                                                                  \
-    fill_inv(s_inv);                                                                                              \
-    MAKE_EV                                                                                                       \
-    shap_body<XT>(X, n_rows, M, K, bin_ptr, n_bins, rpw, E, V, phi, s_inv);                                       \
-  }                                                                                                               \
-  extern "C" __global__ void shap_smem_##SUF(const XT* X, long long n_rows, int M, int K,                      \
-                                             const long long* bin_ptr, long long n_bins, int rpw,                 \
-                                             ELEM_PARAMS(XT), double* phi) {                                      \
-    __shared__ double s_inv[64];                                                                                  \
-    extern __shared__ double s_acc[];                                                                             \
-    fill_inv(s_inv);                                                                                              \
-    MAKE_EV                                                                                                       \
-    shap_smem_body<XT>(X, n_rows, M, K, bin_ptr, n_bins, rpw, E, V, phi, s_inv, s_acc);                           \
-  }                                                                                                               \
-  extern "C" __global__ void shap_table_##SUF(const XT* X, long long n_rows, int M, int K,                     \
-                                              const long long* bin_ptr, long long n_bins, int rpw,                \
-                                              ELEM_PARAMS(XT), const long long* etoff, const double* table,       \
-                                              double* phi) {                                                      \
-    MAKE_EV                                                                                                       \
-    shap_table_body<XT>(X, n_rows, M, K, bin_ptr, n_bins, rpw, E, V, etoff, table, phi);                          \
-  }                                                                                                               \
-  extern "C" __global__ void interactions_##SUF(const XT* X, long long n_rows, int M, int K,                     \
-                                                const long long* bin_ptr, long long n_bins, int rpw,              \
-                                                ELEM_PARAMS(XT), double* phi) {                                   \
-    __shared__ double s_inv[64];                                                                                  \
-    fill_inv(s_inv);                                                                                              \
-    MAKE_EV                                                                                                       \
-    interactions_body<XT>(X, n_rows, M, K, bin_ptr, n_bins, rpw, E, V, phi, s_inv);                               \
-  }                                                                                                               \
-  extern "C" __global__ void interventional_##SUF(const XT* X, long long n_rows, const XT* R, long long n_bg,    \
-                                                  int M, int K, const long long* bin_ptr, long long n_bins,       \
-                                                  int rpw, ELEM_PARAMS(XT), const double* scale,                  \
-                                                  const double* Wt, int wstride, double* phi) {                   \
-    MAKE_EV                                                                                                       \
-    interventional_body<XT>(X, n_rows, R, n_bg, M, K, bin_ptr, n_bins, rpw, E, V, scale, Wt, wstride, phi);       \
-  }                                                                                                               \
-  extern "C" __global__ void predict_##SUF(const XT* X, long long n_rows, int M, int K, const long long* istart,  \
-                                           const int* ilen, long long n_items, ELEM_PARAMS(XT), double* out) {    \
-    MAKE_EV                                                                                                       \
-    predict_body<XT>(X, n_rows, M, K, istart, ilen, n_items, E, V, out);                                          \
-  }                                                                                                               \
-  extern "C" __global__ void long_##SUF(const XT* X, long long n_rows, int M, int K, const long long* lstart,     \
-                                        const int* llen, const int* litem, long long n_long, ELEM_PARAMS(XT),     \
-                                        double* phi, double* scratch, int lmax, int interactions) {              \
-    MAKE_EV                                                                                                       \
-    long_body<XT>(X, n_rows, M, K, lstart, llen, litem, n_long, E, V, phi, scratch, lmax, interactions);          \
-  }                                                                                                               \
-  extern "C" __global__ void long_interventional_##SUF(                                                           \
-      const XT* X, long long n_rows, const XT* R, long long n_bg, int M, int K, const long long* lstart,          \
-      const int* llen, const int* litem, long long n_long, ELEM_PARAMS(XT), const double* scale,                  \
-      const double* Wt, int wstride, double* phi, double* scratch, int lmax) {                                    \
-    MAKE_EV                                                                                                       \
-    long_interventional_body<XT>(X, n_rows, R, n_bg, M, K, lstart, llen, litem, n_long, E, V, scale, Wt,         \
-                                 wstride, phi, scratch, lmax);                                                    \
+#define DEFINE_KERNELS(XT, SUF)                                                                                       \
+  extern "C" __global__ void shap_##SUF(const XT* X, long long n_rows, int M, int K, const long long* bin_ptr,        \
+                                        long long n_bins, int rpw, int bgroup, ELEM_PARAMS(XT), double* phi) {        \
+    __shared__ double s_inv[64];                                                                                      \
+    fill_inv(s_inv);                                                                                                  \
+    MAKE_EV                                                                                                           \
+    shap_body<XT>(X, n_rows, M, K, bin_ptr, n_bins, rpw, bgroup, E, V, phi, s_inv);                                   \
+  }                                                                                                                   \
+  extern "C" __global__ void shap_smem_##SUF(const XT* X, long long n_rows, int M, int K,                             \
+                                             const long long* bin_ptr, long long n_bins, int rpw, int bgroup,         \
+                                             ELEM_PARAMS(XT), double* phi) {                                          \
+    __shared__ double s_inv[64];                                                                                      \
+    extern __shared__ double s_acc[];                                                                                 \
+    fill_inv(s_inv);                                                                                                  \
+    MAKE_EV                                                                                                           \
+    shap_smem_body<XT>(X, n_rows, M, K, bin_ptr, n_bins, rpw, bgroup, E, V, phi, s_inv, s_acc);                       \
+  }                                                                                                                   \
+  extern "C" __global__ void shap_table_##SUF(const XT* X, long long n_rows, int M, int K,                            \
+                                              const long long* bin_ptr, long long n_bins, int rpw, int bgroup,        \
+                                              ELEM_PARAMS(XT), const long long* etoff, const double* table,           \
+                                              double* phi) {                                                          \
+    MAKE_EV                                                                                                           \
+    shap_table_body<XT>(X, n_rows, M, K, bin_ptr, n_bins, rpw, bgroup, E, V, etoff, table, phi);                      \
+  }                                                                                                                   \
+  extern "C" __global__ void inter_table_##SUF(const XT* X, long long n_rows, int M, int K,                           \
+                                               const long long* bin_ptr, long long n_bins, int rpw, int bgroup,       \
+                                               ELEM_PARAMS(XT), const long long* etoff, const double* table,          \
+                                               double* phi) {                                                         \
+    MAKE_EV                                                                                                           \
+    inter_table_body<XT>(X, n_rows, M, K, bin_ptr, n_bins, rpw, bgroup, E, V, etoff, table, phi);                     \
+  }                                                                                                                   \
+  extern "C" __global__ void interactions_##SUF(const XT* X, long long n_rows, int M, int K,                          \
+                                                const long long* bin_ptr, long long n_bins, int rpw, int bgroup,      \
+                                                ELEM_PARAMS(XT), double* phi) {                                       \
+    __shared__ double s_inv[64];                                                                                      \
+    fill_inv(s_inv);                                                                                                  \
+    MAKE_EV                                                                                                           \
+    interactions_body<XT>(X, n_rows, M, K, bin_ptr, n_bins, rpw, bgroup, E, V, phi, s_inv);                           \
+  }                                                                                                                   \
+  extern "C" __global__ void interventional_##SUF(const XT* X, long long n_rows, const XT* R, long long n_bg,         \
+                                                  int M, int K, const long long* bin_ptr, long long n_bins,           \
+                                                  int rpw, int bgroup, ELEM_PARAMS(XT), const double* scale,          \
+                                                  const double* Wt, int wstride, double* phi) {                       \
+    MAKE_EV                                                                                                           \
+    interventional_body<XT>(X, n_rows, R, n_bg, M, K, bin_ptr, n_bins, rpw, bgroup, E, V, scale, Wt, wstride, phi);   \
+  }                                                                                                                   \
+  extern "C" __global__ void predict_##SUF(const XT* X, long long n_rows, int M, int K, const long long* istart,      \
+                                           const int* ilen, long long n_items, ELEM_PARAMS(XT), double* out) {        \
+    MAKE_EV                                                                                                           \
+    predict_body<XT>(X, n_rows, M, K, istart, ilen, n_items, E, V, out);                                              \
+  }                                                                                                                   \
+  extern "C" __global__ void long_##SUF(const XT* X, long long n_rows, int M, int K, const long long* lstart,         \
+                                        const int* llen, const int* litem, long long n_long, ELEM_PARAMS(XT),         \
+                                        double* phi, double* scratch, int lmax, int interactions) {                   \
+    MAKE_EV                                                                                                           \
+    long_body<XT>(X, n_rows, M, K, lstart, llen, litem, n_long, E, V, phi, scratch, lmax, interactions);              \
+  }                                                                                                                   \
+  extern "C" __global__ void long_interventional_##SUF(                                                               \
+      const XT* X, long long n_rows, const XT* R, long long n_bg, int M, int K, const long long* lstart,              \
+      const int* llen, const int* litem, long long n_long, ELEM_PARAMS(XT), const double* scale,                      \
+      const double* Wt, int wstride, double* phi, double* scratch, int lmax) {                                        \
+    MAKE_EV                                                                                                           \
+    long_interventional_body<XT>(X, n_rows, R, n_bg, M, K, lstart, llen, litem, n_long, E, V, scale, Wt,              \
+                                 wstride, phi, scratch, lmax);                                                        \
   }
 
 DEFINE_KERNELS(float, f32)
