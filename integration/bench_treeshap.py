@@ -255,8 +255,6 @@ def bench_model(name, size, args, data_cache):
         sync()
         rec["pack_s"] = time.perf_counter() - t
         rec["bins"], rec["utilisation"], rec["long_paths"] = pk.n_bins, pk.utilisation, pk.n_long
-        rec["variant"] = list(gpu._shap_variant(pk, M, num_class))   # (variant, longest path with a table)
-        rec["table_share"] = float(pk.path_m[pk.path_m <= rec["variant"][1]].sum() / max(1, pk.path_m.sum()))
         gpu._CACHE.clear()
         # first call: packing + upload + compile-cached kernel
         rec["ours_first_s"], t_ours = run_ours(lambda: gpu.shap_values(ps, Xt, progress=False), args.repeats, sync,
@@ -264,30 +262,39 @@ def bench_model(name, size, args, data_cache):
         res["ours"] = (len(Xt), t_ours)
         stage(f"ours SHAP: {len(Xt) / t_ours:.3g} rows/s (first call {rec['ours_first_s']:.2f} s)")
         res_i = {"ours": (len(Xi), run_ours(lambda: gpu.interaction_values(ps, Xi, progress=False), args.repeats,
-                                            sync, light)[1])}
+                                            sync, False)[1])}      # --inter-rows rows: repeats even when large
+        # the plans those calls used: (variant, tables for paths of <= dmax elements, + extra of dmax + 1)
+        rec["variant"] = list(gpu._planned(gpu.packed_paths(ps), "shap"))
+        rec["inter_variant"] = list(gpu._planned(gpu.packed_paths(ps), "inter"))
+
+        def fresh():                              # each variant plans and builds its tables from a clean cache
+            gpu._CACHE.clear()
+            cp.get_default_memory_pool().free_all_blocks()
         # issue 4: the SHAP kernel variants, timed on the same rows (large models: on --variant-rows rows, once)
         Xv = Xt[: args.variant_rows] if light else Xt
         rec["variant_rows"] = len(Xv)
         rec["variants"] = {}
         for v in ("dp", "smem", "table", "split"):
             gpu.SHAP_VARIANT = v
+            fresh()
             if gpu._shap_variant(pk, M, num_class)[0] == v:       # not one that falls back to another
                 rec["variants"][v] = run_ours(lambda: gpu.shap_values(ps, Xv, progress=False), args.repeats, sync,
                                               light)[1]
             gpu.SHAP_VARIANT = "auto"
         # issue 4: the interaction variants on the interaction rows (auto's choice and what it falls back from)
-        rec["inter_variant"] = list(gpu._inter_plan(pk))
         rec["inter_variants"] = {}
         for v in ("dp", "table", "split"):
             gpu.INTER_VARIANT = v
+            fresh()
             if gpu._inter_plan(pk)[0] == v:
                 rec["inter_variants"][v] = run_ours(lambda: gpu.interaction_values(ps, Xi, progress=False),
-                                                    args.repeats, sync, light)[1]
+                                                    args.repeats, sync, False)[1]
             gpu.INTER_VARIANT = "auto"
         Xg = cp.asarray(Xv)
         rec["ours_cupy_in_out_s"] = run_ours(lambda: gpu.shap_values(ps, Xg, progress=False), args.repeats, sync,
                                              light)[1]
         stage(f"ours interactions + variants done: {rec['variants']}")
+        fresh()                                   # free our cached packings and tables for the anchors
         # GPU anchors
         run = xgb_contribs(bst, "cuda", args.threads)
         res["xgb_gpu"] = timed_rows(run, Xt, len(Xt), budget, args.repeats)
@@ -385,6 +392,16 @@ def profile(model: str, args):
         gpu.shap_values(ps, Xt, progress=False)
 
 
+def _pick(plan) -> str:
+    """A recorded plan [variant, dmax, extra] as text."""
+    if not isinstance(plan, list):
+        return str(plan)
+    text = f"{plan[0]}" + (f" (<= {plan[1]}" if plan[0] in ("table", "split") else "")
+    if len(plan) > 2 and plan[2]:
+        text += f", +{plan[2]} of {plan[1] + 1}"
+    return text + (")" if plan[0] in ("table", "split") else "")
+
+
 def write_outputs(report, out_dir: Path, tag: str):
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / f"treeshap_{tag}.json").write_text(json.dumps(report, indent=1))
@@ -432,20 +449,19 @@ def write_outputs(report, out_dir: Path, tag: str):
         for r in report["models"]:
             v = r.get("variants", {})
             cells = " | ".join(f"{v[k]:.4g}" if k in v else "-" for k in ("dp", "smem", "table", "split"))
-            pick = r.get("variant")
-            pick = f"{pick[0]} ({pick[1]})" if isinstance(pick, list) else pick
+            pick = _pick(r.get("variant"))
             lines.append(f"| {r['model']} | {r.get('variant_rows', r['rows'])} | {pick} | {cells} | "
                          f"{r.get('ours_cupy_in_out_s', float('nan')):.4g} |")
         lines.append("")
         lines += ["## Interaction kernel variants (issue 4), seconds for the interaction rows (NumPy in/out)", "",
-                  "| model | rows | auto picks (table length) | dp | tables | tables + dp (split) |", "|---" * 6 + "|"]
+                  "| model | rows | auto picks (tables for paths of) | dp | tables | tables + dp (split) |", "|---" * 6 + "|"]
         for r in report["models"]:
             v = r.get("inter_variants")
             if v is None:
                 continue
             cells = " | ".join(f"{v[k]:.4g}" if k in v else "-" for k in ("dp", "table", "split"))
-            pick = r.get("inter_variant", ["-", 0])
-            lines.append(f"| {r['model']} | {r['inter_rows']} | {pick[0]} ({pick[1]}) | {cells} |")
+            pick = _pick(r.get("inter_variant"))
+            lines.append(f"| {r['model']} | {r['inter_rows']} | {pick} | {cells} |")
         lines.append("")
     if report.get("crossover"):
         c = report["crossover"]

@@ -328,16 +328,23 @@ def test_split_variant_tables_for_short_paths_dp_for_long(monkeypatch):
     monkeypatch.setattr(g, "SPLIT_MIN_SHARE", 0.0)
     for variant in ("split", "auto", "table"):
         monkeypatch.setattr(g, "SHAP_VARIANT", variant)
-        assert g._shap_variant(pk, 20, 1) == ("split", g.TABLE_DMAX)
+        assert g._shap_variant(pk, 20, 1)[:2] == ("split", g.TABLE_DMAX)
         _close(g.shap_values(ps, Xt), ref)
-    monkeypatch.setattr(g, "TABLE_BYTES", int(g._table_bytes(pk.path_m[pk.path_m <= 4], "shap").sum()))
-    assert g._shap_variant(pk, 20, 1) == ("split", 4)
+    # a cap that fits the tables of the paths of <= 4 elements and two of the 5-element paths
+    five = g._table_bytes(5, "shap")
+    assert (pk.path_m == 5).sum() > 2
+    monkeypatch.setattr(g, "TABLE_BYTES", int(g._table_bytes(pk.path_m[pk.path_m <= 4], "shap").sum() + 2 * five))
+    assert g._shap_variant(pk, 20, 1) == ("split", 4, 2)
     _close(g.shap_values(ps, Xt), ref)
+    monkeypatch.setattr(g, "INTER_VARIANT", "split")
+    monkeypatch.setattr(g, "TABLE_BYTES", int(g._table_bytes(pk.path_m[pk.path_m <= 3], "inter").sum()
+                                              + 3 * g._table_bytes(4, "inter")))
+    assert g._inter_plan(pk) == ("split", 3, 3)
+    _close(g.interaction_values(ps, Xt[:20]), cpu.interaction_values(ps, Xt[:20]))
 
 
-@pytest.mark.parametrize("variant,dmax,expect", [("dp", 12, "dp"), ("table", 12, "table"), ("split", 4, "split"),
-                                                 ("auto", 5, "split"), ("table", 3, "split")])
-def test_interaction_variants(variant, dmax, expect, monkeypatch):
+@pytest.mark.parametrize("variant,dmax", [("dp", 12), ("table", 12), ("split", 4), ("auto", 5), ("table", 3)])
+def test_interaction_variants(variant, dmax, monkeypatch):
     """Interaction tables (whole and split) and the DP against the CPU twin: regression, XGBoost-style sparse and
     random-forest dense multiclass leaves, a float64 model, NaN rows."""
     g = _gpu()
@@ -349,8 +356,9 @@ def test_interaction_variants(variant, dmax, expect, monkeypatch):
     for ps in models:
         assert ps.max_length <= 7
         pk = g.packed_paths(ps)
-        short = (pk.path_m <= dmax).any()     # a split needs some path of <= dmax elements
-        assert g._inter_plan(pk)[0] == (expect if short or expect != "split" else "dp")
+        m = pk.path_m          # tables for every path when all are short enough, a split when some are
+        expect = "dp" if variant == "dp" else "table" if m.max() <= dmax else "split" if m.min() <= dmax else "dp"
+        assert g._inter_plan(pk)[:2] == (expect, 0 if expect == "dp" else dmax)
         Xt, _ = _data(37, ps.n_features, 4, nan=0.1)
         if np.dtype(ps.input_dtype) == np.float64:
             Xt = Xt.astype(np.float64) + 1e-9

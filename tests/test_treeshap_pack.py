@@ -102,17 +102,20 @@ def test_table_plan(kind, monkeypatch):
     for cap in (10, 10_000, 300_000, 3_000_000, 1 << 33):
         monkeypatch.setattr(g, "_table_cap", lambda c=cap: c)
         want = max([d for d in range(1, 13) if sum(per[k] for k in m if k <= d) <= cap], default=0)
-        share = m[m <= want].sum() / m.sum()
         for variant in ("auto", "table", "split", "dp"):
             monkeypatch.setattr(g, knob, variant)
             got = plan(m)
-            if variant == "dp" or want == 0 or (variant == "auto" and share < g.SPLIT_MIN_SHARE):
-                assert got == ("dp", 0), (cap, variant, got)
+            # and the first paths of want + 1 elements whose tables fit what is left of the cap
+            room = cap - sum(per[k] for k in m if k <= want)
+            extra = min(int((m == want + 1).sum()), room // per[want + 1]) if want < 12 else 0
+            share = (m[m <= want].sum() + extra * (want + 1)) / m.sum()
+            if variant == "dp" or share == 0 or (variant == "auto" and share < g.SPLIT_MIN_SHARE):
+                assert got == ("dp", 0, 0), (cap, variant, got)
             else:
-                assert got == ("split", want), (cap, variant, got)    # some paths are longer than 12
+                assert got == ("split", want, extra), (cap, variant, got)    # some paths are longer than 12
     monkeypatch.setattr(g, "_table_cap", lambda: 1 << 40)
     monkeypatch.setattr(g, knob, "auto")
-    assert plan(np.array([3, 5, 8])) == ("table", 12)
+    assert plan(np.array([3, 5, 8])) == ("table", 12, 0)
     monkeypatch.setattr(g, knob, "bogus")
     with pytest.raises(ValueError, match=knob):
         plan(m)

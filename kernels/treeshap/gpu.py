@@ -42,8 +42,8 @@ SHAP_VARIANT = "auto"
 INTER_VARIANT = "auto"
 TABLE_DMAX = 12                    # must not exceed TABLE_DMAX in treeshap.cu
 INTER_TABLE_DMAX = 12              # at most TABLE_DMAX
-TABLE_BYTES = 32 << 30
-TABLE_FREE_SHARE = 0.5
+TABLE_BYTES = 16 << 30
+TABLE_FREE_SHARE = 0.25           # half of the free memory measured faster, but left other GPU work too little
 SPLIT_MIN_SHARE = 0.2              # split beat dp on adult-large (2.9x) and fashion_mnist-large (1.3x, share < 0.5)
 _SMEM_MAX_OUTPUTS = 512            # smem variant only when M * K <= this (8 warps x 512 doubles = 32 KiB per block)
 _CACHE: dict[tuple[int, int | None], "_Packed"] = {}
@@ -74,7 +74,7 @@ class _Packed:
     path_m: np.ndarray       # host: stored elements of each path that carries values (all packings' paths)
     plans: dict = field(default_factory=dict)    # variant choices, per setting of the module's knobs
     tables: dict = field(default_factory=dict)   # "shap" / "inter" -> (etoff, table), built on first use
-    split: dict = field(default_factory=dict)    # dmax -> packings of the paths of <= dmax elements and the others
+    split: dict = field(default_factory=dict)    # (dmax, extra) -> packings of the paths of <= dmax elements and the others
 
 
 def _down32(t: np.ndarray) -> np.ndarray:
@@ -234,46 +234,53 @@ def _table_cap() -> int:
     return int(min(TABLE_BYTES, free_gpu_bytes(TABLE_FREE_SHARE)))
 
 
-def _plan_tables(m: np.ndarray, kind: str, variant: str, top: int) -> tuple[str, int]:
-    """(variant, dmax) for paths of m elements: see the comment at SHAP_VARIANT."""
+def _plan_tables(m: np.ndarray, kind: str, variant: str, top: int) -> tuple[str, int, int]:
+    """(variant, dmax, extra) for paths of m elements (see the comment at SHAP_VARIANT): tables for the paths of
+    <= dmax elements and, filling what is left of the cap, for the first ``extra`` paths of dmax + 1 elements."""
     if variant == "dp" or m.size == 0:
-        return "dp", 0
+        return "dp", 0, 0
     per_len = np.bincount(np.minimum(m, top + 1), weights=_table_bytes(np.minimum(m, top), kind),
                           minlength=top + 2)
-    fits = np.flatnonzero(np.cumsum(per_len)[1 : top + 1] <= _table_cap())
+    cum = np.cumsum(per_len)
+    cap = _table_cap()
+    fits = np.flatnonzero(cum[1 : top + 1] <= cap)
     dmax = int(fits[-1]) + 1 if fits.size else 0
-    if dmax == 0:
-        return "dp", 0
     if m.max() <= dmax:
-        return "table", dmax
-    share = float(m[m <= dmax].sum()) / float(m.sum())
+        return "table", dmax, 0
+    extra = 0
+    if dmax < top:
+        extra = int(min(np.count_nonzero(m == dmax + 1), (cap - cum[dmax]) // _table_bytes(dmax + 1, kind)))
+    share = (float(m[m <= dmax].sum()) + extra * (dmax + 1)) / float(m.sum())
     if share == 0.0 or (variant == "auto" and share < SPLIT_MIN_SHARE):
-        return "dp", 0
-    return "split", dmax
+        return "dp", 0, 0
+    return "split", dmax, extra
 
 
-def _shap_variant(pk: _Packed, M: int, K: int) -> tuple[str, int]:
-    """(SHAP variant, dmax of its tables); see SHAP_VARIANT."""
+def _shap_variant(pk: _Packed, M: int, K: int) -> tuple[str, int, int]:
+    """(SHAP variant, dmax, extra) of its tables; see SHAP_VARIANT and _plan_tables."""
     if SHAP_VARIANT not in ("auto", "dp", "smem", "table", "split"):
         raise ValueError(f"SHAP_VARIANT must be 'auto', 'dp', 'smem', 'table' or 'split', got {SHAP_VARIANT!r}")
     if SHAP_VARIANT == "smem":
-        return ("smem", 0) if M * K <= _SMEM_MAX_OUTPUTS else ("dp", 0)
+        return ("smem", 0, 0) if M * K <= _SMEM_MAX_OUTPUTS else ("dp", 0, 0)
     return _plan_tables(pk.path_m, "shap", SHAP_VARIANT, TABLE_DMAX)
 
 
-def _inter_plan(pk: _Packed) -> tuple[str, int]:
-    """(interaction variant, dmax of its tables); see INTER_VARIANT."""
+def _inter_plan(pk: _Packed) -> tuple[str, int, int]:
+    """(interaction variant, dmax, extra) of its tables; see INTER_VARIANT and _plan_tables."""
     if INTER_VARIANT not in ("auto", "dp", "table", "split"):
         raise ValueError(f"INTER_VARIANT must be 'auto', 'dp', 'table' or 'split', got {INTER_VARIANT!r}")
     return _plan_tables(pk.path_m, "inter", INTER_VARIANT, min(INTER_TABLE_DMAX, TABLE_DMAX))
 
 
-def _split_packs(pk: _Packed, dmax: int = TABLE_DMAX) -> tuple[_Packed, _Packed]:
-    """Packings of pk's paths of <= dmax elements and of the longer ones (cached on pk)."""
-    if dmax not in pk.split:
-        short = np.diff(pk.ps.path_ptr) <= dmax
-        pk.split[dmax] = (_pack(pk.ps.select(short)), _pack(pk.ps.select(~short)))
-    return pk.split[dmax]
+def _split_packs(pk: _Packed, dmax: int, extra: int = 0) -> tuple[_Packed, _Packed]:
+    """Packings of pk's paths of <= dmax elements (and the first ``extra`` of dmax + 1 elements) and of the others
+    (cached on pk)."""
+    if (dmax, extra) not in pk.split:
+        m = np.diff(pk.ps.path_ptr)
+        short = m <= dmax
+        short[np.flatnonzero(m == dmax + 1)[:extra]] = True
+        pk.split[(dmax, extra)] = (_pack(pk.ps.select(short)), _pack(pk.ps.select(~short)))
+    return pk.split[(dmax, extra)]
 
 
 def _tables(pk: _Packed, kind: str = "shap"):
@@ -409,12 +416,12 @@ def _planned(pk: _Packed, kind: str):
 def _setup(pk: _Packed, kind: str) -> tuple[str, _Packed | None, _Packed | None]:
     """Plan the variant and build its tables (before the chunk budget is taken): (variant, packing with tables or
     None, packing for the DP or None)."""
-    variant, dmax = _planned(pk, kind)
+    variant, dmax, extra = _planned(pk, kind)
     tp, dp = None, pk
     if variant == "table":
         tp, dp = pk, None
     elif variant == "split":
-        tp, dp = _split_packs(pk, dmax)
+        tp, dp = _split_packs(pk, dmax, extra)
     if tp is not None:
         _tables(tp, kind)
     return variant, tp, dp
