@@ -412,6 +412,8 @@ def write_outputs(report, out_dir: Path, tag: str):
              "where slow (rows in parentheses). shap_cpu is shap's C++ dense_tree_shap on the TreeEnsemble (not the "
              "XGBoost short-circuit); it is single-threaded, while ours (CPU) and xgb_cpu use all the CPU threads.",
              ""]
+    if report.get("notes"):
+        lines += [f"- {n}" for n in report["notes"]] + [""]
     keys = ["ours", "shap_cuda", "xgb_gpu", "xgb_cpu", "shap_cpu"] if tag.startswith("gpu") else \
         ["ours", "xgb_cpu", "shap_cpu"]
     for key, title, nrow in (("shap", "SHAP values", "rows"), ("inter", "SHAP interaction values", "inter_rows")):

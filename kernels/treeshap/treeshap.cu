@@ -174,6 +174,7 @@ __device__ __forceinline__ bool warp_task(long long n_rows, const long long* bin
   long long Ge = min(G, n_banks - first);
   long long rem = gw - first * n_bins;
   long long bin = rem / Ge, bank = first + rem % Ge;
+  if (bin >= n_bins) return false;   // the grid's last block runs past the last (bin, bank) of a partial group
   row0 = bank * rpw;
   if (row0 >= n_rows) return false;
   row1 = min(n_rows, row0 + (long long)rpw);
