@@ -267,9 +267,7 @@ def bench_model(name, size, args, data_cache):
         rec["variant"] = list(gpu._planned(gpu.packed_paths(ps), "shap"))
         rec["inter_variant"] = list(gpu._planned(gpu.packed_paths(ps), "inter"))
 
-        def fresh():                              # each variant plans and builds its tables from a clean cache
-            gpu._CACHE.clear()
-            cp.get_default_memory_pool().free_all_blocks()
+        fresh = gpu.clear_cache                   # each variant plans and builds its tables from a clean cache
         # issue 4: the SHAP kernel variants, timed on the same rows (large models: on --variant-rows rows, once)
         Xv = Xt[: args.variant_rows] if light else Xt
         rec["variant_rows"] = len(Xv)

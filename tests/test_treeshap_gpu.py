@@ -376,6 +376,8 @@ def test_cupy_output_larger_than_the_gpu_is_a_clear_error():
     ps = _paths_from([_sk_tree(DecisionTreeRegressor(max_depth=3, random_state=0).fit(X, y), 1)], M, 1)
     with pytest.raises(MemoryError, match="pass NumPy input"):
         _gpu().interaction_values(ps, cp.zeros((2000, M), cp.float32))
+    _gpu().clear_cache()
+    assert not _gpu()._CACHE
 
 
 @pytest.mark.parametrize("group", [1, 3, 1 << 30])

@@ -21,7 +21,7 @@ from ._inputs import as_model_input, check_transform, check_tree_limit
 from .pack import plan_packing
 from .paths import PathSet
 
-__all__ = ["shap_values", "interaction_values", "interventional_shap_values", "packed_paths"]
+__all__ = ["shap_values", "interaction_values", "interventional_shap_values", "packed_paths", "clear_cache"]
 
 _SRC = "treeshap/treeshap.cu"
 _WARP = 32
@@ -173,6 +173,13 @@ def packed_paths(paths: PathSet, tree_limit: int | None = None) -> _Packed:
         weakref.finalize(paths, _drop, id(paths))
     _CACHE[key] = packed
     return packed
+
+
+def clear_cache() -> None:
+    """Free the cached packings and tables of every model (they are rebuilt on the next call), and return CuPy's
+    pooled blocks to the device."""
+    _CACHE.clear()
+    cupy_module().get_default_memory_pool().free_all_blocks()
 
 
 def _drop(pid: int) -> None:
