@@ -1,7 +1,6 @@
 """treelite models (from scikit-learn, XGBoost and treelite's builder) in shap_ext.TreeExplainer vs independent references."""
 from __future__ import annotations
 
-import itertools
 import json
 import math
 import operator
@@ -23,6 +22,7 @@ from sklearn.ensemble import (  # noqa: E402
 
 import shap_ext  # noqa: E402
 from shap_ext._treelite import TreeliteModel  # noqa: E402
+from _shapley import exact_shapley  # noqa: E402
 
 
 def _rel(a, b) -> float:
@@ -217,17 +217,6 @@ def _json_cond_exp(tree, x, S):
     return rec(0)
 
 
-def _brute_force_shap(value, M):
-    phi = np.zeros(M)
-    for i in range(M):
-        others = [j for j in range(M) if j != i]
-        for r in range(M):
-            for S in itertools.combinations(others, r):
-                w = math.factorial(r) * math.factorial(M - r - 1) / math.factorial(M)
-                phi[i] += w * (value(set(S) | {i}) - value(set(S)))
-    return phi
-
-
 @pytest.mark.parametrize("ops", [("<", "<", "<"), (">", ">=", "<="), (">=", ">", "<")])
 def test_comparison_operators_brute_force(ops):
     tm = _built_model(ops)
@@ -243,7 +232,7 @@ def test_comparison_operators_brute_force(ops):
         def value(S, x=x):
             return 0.25 + sum(_json_cond_exp(tree, x, S) for tree in doc["trees"])
 
-        assert np.allclose(sv[r], _brute_force_shap(value, 3), rtol=1e-6, atol=1e-9)
+        assert np.allclose(sv[r], exact_shapley(value, 3), rtol=1e-6, atol=1e-9)
         assert np.isclose(sv[r].sum() + explainer.expected_value, margin[r], rtol=1e-6)
     # interventional with one background row: v(S) = f(x_S, b_rest), f = treelite's own predictor
     b = np.array([[0.1, 0.3, -0.4]], dtype=np.float32)
@@ -254,7 +243,7 @@ def test_comparison_operators_brute_force(ops):
             z[0, list(S)] = x[list(S)]
             return float(gtil.predict(tm, z, pred_margin=True).reshape(-1)[0])
 
-        assert np.allclose(inter[r], _brute_force_shap(hybrid, 3), rtol=1e-6, atol=1e-9)
+        assert np.allclose(inter[r], exact_shapley(hybrid, 3), rtol=1e-6, atol=1e-9)
 
 
 def test_missing_covers_needs_background():

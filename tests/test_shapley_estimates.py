@@ -14,6 +14,7 @@ from sklearn.tree import DecisionTreeRegressor
 from kernels import permutations as kp
 from kernels.permutations.coalitions import estimate_shapley, permutation_coalitions
 from sklearn_ext import ShapleyExplainer, ShapleySampler
+from _shapley import exact_shapley
 
 METHODS = list(kp.METHODS)
 
@@ -32,14 +33,7 @@ def brute_force_shapley(f, x, background):
             cache[key] = float(np.mean(f(rows)))
         return cache[key]
 
-    phi = np.zeros(d)
-    for i in range(d):
-        others = [j for j in range(d) if j != i]
-        for size in range(d):
-            wgt = math.factorial(size) * math.factorial(d - size - 1) / math.factorial(d)
-            for S in itertools.combinations(others, size):
-                phi[i] += wgt * (v(S + (i,)) - v(S))
-    return phi, v(())
+    return exact_shapley(v, d), v(())
 
 
 def _models(d):

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from kernels.treeshap import extract_paths, interaction_values, interventional_shap_values, shap_values
 
 from _trees import basic_tree, duplicates_tree
+from _shapley import exact_shapley
 
 # --------------------------------------------------------------------------------------------- fixtures
 
@@ -102,12 +103,8 @@ def _predict(tree, x):
 def _brute_shap(v, M):
     """Shapley values of the set function v (dict frozenset -> (K,)) over M players, plus v(empty)."""
     phi = np.zeros((M + 1, len(v[frozenset()])))
-    for i in range(M):
-        others = [j for j in range(M) if j != i]
-        for r in range(M):
-            for S in itertools.combinations(others, r):
-                wgt = math.factorial(r) * math.factorial(M - r - 1) / math.factorial(M)
-                phi[i] += wgt * (v[frozenset(S) | {i}] - v[frozenset(S)])
+    if M:
+        phi[:M] = exact_shapley(v.__getitem__, M)
     phi[M] = v[frozenset()]
     return phi
 

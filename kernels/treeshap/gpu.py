@@ -375,10 +375,10 @@ def _driver(paths: PathSet, X, tree_limit, progress, desc: str, out_cols: tuple,
     row_bytes = int(np.prod(out_cols)) * 8 + M * pk.xdtype.itemsize + bytes_per_row_extra
     chunks = _chunks(n, row_bytes)
     if on_gpu:
-        need = int(np.prod(shape)) * 8
-        if need > free_gpu_bytes(1.0):
+        need, free = int(np.prod(shape)) * 8, free_gpu_bytes(1.0)
+        if need > free:
             raise MemoryError(f"{desc} for {n} CuPy rows need {need / 1e9:.3g} GB of GPU memory for the output "
-                              f"{shape} float64, more than is free ({free_gpu_bytes(1.0) / 1e9:.3g} GB); pass NumPy "
+                              f"{shape} float64, more than is free ({free / 1e9:.3g} GB); pass NumPy "
                               "input (the output then streams to host memory in chunks) or fewer rows")
         out = cp.zeros(shape, dtype=cp.float64)
     else:
@@ -434,46 +434,37 @@ def _setup(pk: _Packed, kind: str) -> tuple[str, _Packed | None, _Packed | None]
     return variant, tp, dp
 
 
+def _launch_variant(pk: _Packed, Xd, phi, M: int, K: int, kind: str) -> None:
+    """The table kernel on the packing that has tables and the DP (then the long-path) kernel on the rest, as
+    _setup plans them for ``kind`` ("shap" or "inter")."""
+    n = Xd.shape[0]
+    inter = kind == "inter"
+    variant, tp, dp = _setup(pk, kind)
+    rb = (M + 1) * (M + 1 if inter else 1) * K * 8          # output bytes per row
+    if tp is not None:
+        r = _rows_per_warp(n, tp.n_bins, 1024)
+        _launch_warp(_kernel("inter_table" if inter else "shap_table", pk.xdtype), tp, n, r,
+                     _warp_args(tp, Xd, M, K, r, rb) + (*_tables(tp, kind), phi))
+    if dp is not None:
+        r = _rows_per_warp(n, dp.n_bins, 64 if inter else 1024)
+        name = "interactions" if inter else "shap_smem" if variant == "smem" else "shap"
+        smem = 8 * M * K * (_THREADS // _WARP) if variant == "smem" else 0
+        _launch_warp(_kernel(name, pk.xdtype), dp, n, r, _warp_args(dp, Xd, M, K, r, rb) + (phi,), smem)
+        _run_long(dp, Xd, M, K, phi, inter)
+
+
 def _shap_chunk(pk: _Packed, Xd, phi, M: int, K: int) -> None:
     """Path-dependent SHAP values of device rows Xd into phi (n, M+1, K), with the variant _shap_variant picks."""
-    n = Xd.shape[0]
-    variant, pk_s, pk_l = _setup(pk, "shap")
-    rb = (M + 1) * K * 8
-    if variant == "split":
-        r_s, r_l = _rows_per_warp(n, pk_s.n_bins, 1024), _rows_per_warp(n, pk_l.n_bins, 1024)
-        _launch_warp(_kernel("shap_table", pk.xdtype), pk_s, n, r_s,
-                     _warp_args(pk_s, Xd, M, K, r_s, rb) + (*_tables(pk_s), phi))
-        _launch_warp(_kernel("shap", pk.xdtype), pk_l, n, r_l, _warp_args(pk_l, Xd, M, K, r_l, rb) + (phi,))
-        _run_long(pk_l, Xd, M, K, phi, False)   # short paths (<= TABLE_DMAX elements) are never long
-    else:
-        rpw = _rows_per_warp(n, pk.n_bins, 1024)
-        head = _warp_args(pk, Xd, M, K, rpw, rb)
-        if variant == "table":
-            _launch_warp(_kernel("shap_table", pk.xdtype), pk, n, rpw, head + (*_tables(pk), phi))
-        elif variant == "smem":
-            _launch_warp(_kernel("shap_smem", pk.xdtype), pk, n, rpw, head + (phi,), 8 * M * K * (_THREADS // _WARP))
-        else:
-            _launch_warp(_kernel("shap", pk.xdtype), pk, n, rpw, head + (phi,))
-        _run_long(pk, Xd, M, K, phi, False)
+    _launch_variant(pk, Xd, phi, M, K, "shap")
     phi[:, M, :] += pk.bias_d[None, :]
 
 
 def _interactions_chunk(pk: _Packed, Xd, phi, M: int, K: int) -> None:
     """Interaction values of device rows Xd into phi (n, M+1, M+1, K), with the variant _inter_plan picks. Every
     kernel writes the diagonal and the upper triangle; mirror_upper then fills the lower triangle."""
+    _launch_variant(pk, Xd, phi, M, K, "inter")
     n = Xd.shape[0]
-    variant, tp, dp = _setup(pk, "inter")
-    rb = (M + 1) * (M + 1) * K * 8
-    if tp is not None:
-        r_t = _rows_per_warp(n, tp.n_bins, 1024)
-        _launch_warp(_kernel("inter_table", pk.xdtype), tp, n, r_t,
-                     _warp_args(tp, Xd, M, K, r_t, rb) + (*_tables(tp, "inter"), phi))
-    if dp is not None:
-        r_d = _rows_per_warp(n, dp.n_bins, 64)
-        _launch_warp(_kernel("interactions", pk.xdtype), dp, n, r_d, _warp_args(dp, Xd, M, K, r_d, rb) + (phi,))
-        _run_long(dp, Xd, M, K, phi, True)
-    n_out = n * (M + 1) * (M + 1) * K
-    get_kernel(_SRC, "mirror_upper")((_grid_for(n_out),), (_THREADS,),
+    get_kernel(_SRC, "mirror_upper")((_grid_for(n * (M + 1) * (M + 1) * K),), (_THREADS,),
                                      (phi, np.int64(n), np.int32(M + 1), np.int32(K), pk.bias_d))
 
 

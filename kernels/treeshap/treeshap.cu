@@ -684,6 +684,15 @@ extern "C" __global__ void mirror_upper(double* phi, long long n_rows, int M1, i
   Elems E{feat, lo, hi, flags, cptr, cnw, cwords, zf, gstart, glen, item};                                            \
   Vals V{vptr, vgroup, vval};
 
+// The two table kernels (SHAP values, interactions) share one signature: NAME##_body does the work.
+#define TABLE_KERNEL(XT, SUF, NAME)                                                                                   \
+  extern "C" __global__ void NAME##_##SUF(const XT* X, long long n_rows, int M, int K, const long long* bin_ptr,      \
+                                          long long n_bins, int rpw, int bgroup, ELEM_PARAMS(XT),                     \
+                                          const long long* etoff, const double* table, double* phi) {                 \
+    MAKE_EV                                                                                                           \
+    NAME##_body<XT>(X, n_rows, M, K, bin_ptr, n_bins, rpw, bgroup, E, V, etoff, table, phi);                          \
+  }
+
 #define DEFINE_KERNELS(XT, SUF)                                                                                       \
   extern "C" __global__ void shap_##SUF(const XT* X, long long n_rows, int M, int K, const long long* bin_ptr,        \
                                         long long n_bins, int rpw, int bgroup, ELEM_PARAMS(XT), double* phi) {        \
@@ -701,20 +710,8 @@ extern "C" __global__ void mirror_upper(double* phi, long long n_rows, int M1, i
     MAKE_EV                                                                                                           \
     shap_smem_body<XT>(X, n_rows, M, K, bin_ptr, n_bins, rpw, bgroup, E, V, phi, s_inv, s_acc);                       \
   }                                                                                                                   \
-  extern "C" __global__ void shap_table_##SUF(const XT* X, long long n_rows, int M, int K,                            \
-                                              const long long* bin_ptr, long long n_bins, int rpw, int bgroup,        \
-                                              ELEM_PARAMS(XT), const long long* etoff, const double* table,           \
-                                              double* phi) {                                                          \
-    MAKE_EV                                                                                                           \
-    shap_table_body<XT>(X, n_rows, M, K, bin_ptr, n_bins, rpw, bgroup, E, V, etoff, table, phi);                      \
-  }                                                                                                                   \
-  extern "C" __global__ void inter_table_##SUF(const XT* X, long long n_rows, int M, int K,                           \
-                                               const long long* bin_ptr, long long n_bins, int rpw, int bgroup,       \
-                                               ELEM_PARAMS(XT), const long long* etoff, const double* table,          \
-                                               double* phi) {                                                         \
-    MAKE_EV                                                                                                           \
-    inter_table_body<XT>(X, n_rows, M, K, bin_ptr, n_bins, rpw, bgroup, E, V, etoff, table, phi);                     \
-  }                                                                                                                   \
+  TABLE_KERNEL(XT, SUF, shap_table)                                                                                   \
+  TABLE_KERNEL(XT, SUF, inter_table)                                                                                  \
   extern "C" __global__ void interactions_##SUF(const XT* X, long long n_rows, int M, int K,                          \
                                                 const long long* bin_ptr, long long n_bins, int rpw, int bgroup,      \
                                                 ELEM_PARAMS(XT), double* phi) {                                       \
