@@ -280,14 +280,16 @@ def bench_model(name, size, args, data_cache):
                                               light)[1]
             gpu.SHAP_VARIANT = "auto"
         # issue 4: the interaction variants on the interaction rows (auto's choice and what it falls back from)
+        # keys: (INTER_VARIANT, INTER_ROW_KERNEL) -> "dp" / "quad" (per row only), "table", "split_dp" / "split"
         rec["inter_variants"] = {}
-        for v in ("dp", "table", "split"):
-            gpu.INTER_VARIANT = v
+        for key, v, row in (("dp", "dp", "dp"), ("quad", "dp", "quadrature"), ("table", "table", "quadrature"),
+                            ("split_dp", "split", "dp"), ("split", "split", "quadrature")):
+            gpu.INTER_VARIANT, gpu.INTER_ROW_KERNEL = v, row
             fresh()
             if gpu._inter_plan(pk)[0] == v:
-                rec["inter_variants"][v] = run_ours(lambda: gpu.interaction_values(ps, Xi, progress=False),
-                                                    args.repeats, sync, False)[1]
-            gpu.INTER_VARIANT = "auto"
+                rec["inter_variants"][key] = run_ours(lambda: gpu.interaction_values(ps, Xi, progress=False),
+                                                      args.repeats, sync, False)[1]
+        gpu.INTER_VARIANT, gpu.INTER_ROW_KERNEL = "auto", "quadrature"
         Xg = cp.asarray(Xv)
         rec["ours_cupy_in_out_s"] = run_ours(lambda: gpu.shap_values(ps, Xg, progress=False), args.repeats, sync,
                                              light)[1]
@@ -454,12 +456,17 @@ def write_outputs(report, out_dir: Path, tag: str):
                          f"{r.get('ours_cupy_in_out_s', float('nan')):.4g} |")
         lines.append("")
         lines += ["## Interaction kernel variants (issue 4), seconds for the interaction rows (NumPy in/out)", "",
-                  "| model | rows | auto picks (tables for paths of) | dp | tables | tables + dp (split) |", "|---" * 6 + "|"]
+                  "Per row: the kernel for paths without tables, DP (EXTEND/UNWOUNDSUM per conditioned element) or "
+                  "quadrature (Gauss-Legendre); auto uses quadrature. Session-3 records have no quadrature columns.", "",
+                  "| model | rows | auto picks (tables for paths of) | per row: DP | per row: quadrature | tables | "
+                  "tables + DP | tables + quadrature |", "|---" * 8 + "|"]
         for r in report["models"]:
             v = r.get("inter_variants")
             if v is None:
                 continue
-            cells = " | ".join(f"{v[k]:.4g}" if k in v else "-" for k in ("dp", "table", "split"))
+            if "quad" not in v and "split_dp" not in v:        # a session-3 record: its split used the DP
+                v = {("split_dp" if k == "split" else k): t for k, t in v.items()}
+            cells = " | ".join(f"{v[k]:.4g}" if k in v else "-" for k in ("dp", "quad", "table", "split_dp", "split"))
             pick = _pick(r.get("inter_variant"))
             lines.append(f"| {r['model']} | {r['inter_rows']} | {pick} | {cells} |")
         lines.append("")

@@ -198,10 +198,10 @@ def test_paths_longer_than_a_warp():
         _close(g.shap_values(ps, X), cpu.shap_values(ps, X))
     g.SHAP_VARIANT = "auto"
     ref = cpu.interaction_values(ps, X[:6])
-    for variant in ("dp", "auto"):         # auto: tables for the paths of <= 12 elements, the DP and long kernel else
-        g.INTER_VARIANT = variant
-        _close(g.interaction_values(ps, X[:6]), ref)
-    g.INTER_VARIANT = "auto"
+    for variant, row in (("dp", "dp"), ("dp", "quadrature"), ("auto", "quadrature")):
+        g.INTER_VARIANT, g.INTER_ROW_KERNEL = variant, row    # auto: tables for paths of <= 12 elements, else per row
+        _close(g.interaction_values(ps, X[:6]), ref)          # quadrature up to 16 nodes (paths of 31 elements)
+    g.INTER_VARIANT, g.INTER_ROW_KERNEL = "auto", "quadrature"
     for tr in ("identity", "logistic"):
         _close(g.interventional_shap_values(ps, X[:10], X[20:30], transform=tr),
                cpu.interventional_shap_values(ps, X[:10], X[20:30], transform=tr))
@@ -343,12 +343,15 @@ def test_split_variant_tables_for_short_paths_dp_for_long(monkeypatch):
     _close(g.interaction_values(ps, Xt[:20]), cpu.interaction_values(ps, Xt[:20]))
 
 
-@pytest.mark.parametrize("variant,dmax", [("dp", 12), ("table", 12), ("split", 4), ("auto", 5), ("table", 3)])
-def test_interaction_variants(variant, dmax, monkeypatch):
-    """Interaction tables (whole and split) and the DP against the CPU twin: regression, XGBoost-style sparse and
-    random-forest dense multiclass leaves, a float64 model, NaN rows."""
+@pytest.mark.parametrize("variant,dmax,row", [("dp", 12, "quadrature"), ("dp", 12, "dp"), ("table", 12, "quadrature"),
+                                               ("split", 4, "quadrature"), ("split", 4, "dp"),
+                                               ("auto", 5, "quadrature"), ("table", 3, "dp")])
+def test_interaction_variants(variant, dmax, row, monkeypatch):
+    """Interaction tables (whole and split) and the per-row kernels (quadrature, DP) against the CPU twin: regression,
+    XGBoost-style sparse and random-forest dense multiclass leaves, a float64 model, NaN rows."""
     g = _gpu()
     monkeypatch.setattr(g, "INTER_VARIANT", variant)
+    monkeypatch.setattr(g, "INTER_ROW_KERNEL", row)
     monkeypatch.setattr(g, "INTER_TABLE_DMAX", dmax)
     monkeypatch.setattr(g, "SPLIT_MIN_SHARE", 0.0)
     dense, sparse, _ = _multiclass_models(4, 6, 6)
@@ -391,7 +394,40 @@ def test_row_block_groups(reg, group, monkeypatch):
     for variant in ("dp", "table"):
         monkeypatch.setattr(g, "SHAP_VARIANT", variant)
         _close(g.shap_values(ps, Xt), cpu.shap_values(ps, Xt))
-    for variant in ("dp", "table"):
+    for variant, row in (("dp", "dp"), ("dp", "quadrature"), ("table", "quadrature")):
         monkeypatch.setattr(g, "INTER_VARIANT", variant)
+        monkeypatch.setattr(g, "INTER_ROW_KERNEL", row)
         _close(g.interaction_values(ps, Xt[:50]), cpu.interaction_values(ps, Xt[:50]))
     _close(g.interventional_shap_values(ps, Xt[:40], X[:9]), cpu.interventional_shap_values(ps, Xt[:40], X[:9]))
+
+
+@pytest.mark.parametrize("row", ["quadrature", "dp"])
+def test_interactions_zero_cover_and_rule_sizes(row, monkeypatch):
+    """Elements with a zero fraction of 0 (an empty child: the path is worth 0 whenever the row leaves it) and paths
+    of 1..31 elements (every quadrature rule size, 1..16 nodes) against the CPU twin; a bad knob is a clear error."""
+    from sklearn.tree import DecisionTreeRegressor
+    g = _gpu()
+    monkeypatch.setattr(g, "INTER_VARIANT", "dp")
+    monkeypatch.setattr(g, "INTER_ROW_KERNEL", row)
+    rng = np.random.default_rng(5)
+    M = 40
+    X, y = _data(600, M, 8)
+    trees = []
+    for i, d in enumerate((2, 5, 9)):
+        t = list(_sk_tree(DecisionTreeRegressor(max_depth=d, random_state=i).fit(X, y + i), 1, rng, True))
+        leaves = np.flatnonzero(t[0] < 0)
+        cov = t[5].copy()
+        cov[rng.choice(leaves, size=max(1, leaves.size // 3), replace=False)] = 0.0
+        t[5] = cov
+        trees.append(tuple(t))
+    trees += [_spine_tree(M, L, rng) for L in (3, 7, 12, 17, 24, 31)]
+    ps = _paths_from(trees, M, 1)
+    assert ps.max_length <= 32 and g.packed_paths(ps).n_long == 0
+    pk = g.packed_paths(ps)
+    assert g._inter_row_kernel(pk) == ("interactions" if row == "dp" else "inter_quad16")
+    Xt = (rng.normal(size=(45, M)) * 0.3).astype(np.float32)
+    Xt[rng.random(Xt.shape) < 0.05] = np.nan
+    _close(g.interaction_values(ps, Xt), cpu.interaction_values(ps, Xt))
+    monkeypatch.setattr(g, "INTER_ROW_KERNEL", "bogus")
+    with pytest.raises(ValueError, match="INTER_ROW_KERNEL"):
+        g.interaction_values(ps, Xt[:2])

@@ -45,6 +45,11 @@ INTER_TABLE_DMAX = 12              # at most TABLE_DMAX
 TABLE_BYTES = 16 << 30
 TABLE_FREE_SHARE = 0.25           # half of the free memory measured faster, but left other GPU work too little
 SPLIT_MIN_SHARE = 0.2              # split beat dp on adult-large (2.9x) and fashion_mnist-large (1.3x, share < 0.5)
+# The per-row interaction kernel for paths without tables (INTER_ROW_KERNEL): "quadrature" (Gauss-Legendre over the
+#  path's product polynomial, O(d^2 Q) shuffles and FMAs per path and row, Q = ceil(d / 2)) or "dp" (EXTEND/UNWOUNDSUM
+#  once per conditioned element, O(d^2) shuffle steps of 3 shuffles each).
+INTER_ROW_KERNEL = "quadrature"
+_QUAD_SIZES = (4, 8, 16)           # inter_quad{4,8,16}: rules of up to 4 / 8 / 16 nodes, paths of 2x that many elements
 _SMEM_MAX_OUTPUTS = 512            # smem variant only when M * K <= this (8 warps x 512 doubles = 32 KiB per block)
 _CACHE: dict[tuple[int, int | None], "_Packed"] = {}
 
@@ -409,6 +414,28 @@ def _warp_args(pk: _Packed, Xd, M: int, K: int, rows_per_warp: int, row_out_byte
             np.int32(rows_per_warp), np.int32(_bank_group(rows_per_warp, row_out_bytes)), *pk.elems)
 
 
+@functools.lru_cache(maxsize=None)
+def _gauss_legendre():
+    """Gauss-Legendre rules on [0, 1] for 1..16 nodes on the device: for Q nodes, the nodes then the weights at
+    offset Q (Q - 1) (inter_quad_body's s_gl)."""
+    parts = []
+    for q in range(1, _QUAD_SIZES[-1] + 1):
+        x, w = np.polynomial.legendre.leggauss(q)
+        parts += [(x + 1.0) / 2.0, w / 2.0]
+    return cupy_module().asarray(np.concatenate(parts))
+
+
+def _inter_row_kernel(dp: _Packed) -> str:
+    """Name of the per-row interaction kernel for packing dp (INTER_ROW_KERNEL; the quadrature rule size fits the
+    longest warp-packed path)."""
+    if INTER_ROW_KERNEL not in ("quadrature", "dp"):
+        raise ValueError(f"INTER_ROW_KERNEL must be 'quadrature' or 'dp', got {INTER_ROW_KERNEL!r}")
+    if INTER_ROW_KERNEL == "dp":
+        return "interactions"
+    d = int(dp.short_size.max()) - 1 if dp.short_size.size else 1
+    return f"inter_quad{next(q for q in _QUAD_SIZES if 2 * q >= d)}"
+
+
 def _planned(pk: _Packed, kind: str):
     """_shap_variant / _inter_plan for pk, decided once per packing and setting of the knobs (free memory is read
     when first decided, as the tables built then stay cached)."""
@@ -447,9 +474,10 @@ def _launch_variant(pk: _Packed, Xd, phi, M: int, K: int, kind: str) -> None:
                      _warp_args(tp, Xd, M, K, r, rb) + (*_tables(tp, kind), phi))
     if dp is not None:
         r = _rows_per_warp(n, dp.n_bins, 64 if inter else 1024)
-        name = "interactions" if inter else "shap_smem" if variant == "smem" else "shap"
+        name = _inter_row_kernel(dp) if inter else "shap_smem" if variant == "smem" else "shap"
         smem = 8 * M * K * (_THREADS // _WARP) if variant == "smem" else 0
-        _launch_warp(_kernel(name, pk.xdtype), dp, n, r, _warp_args(dp, Xd, M, K, r, rb) + (phi,), smem)
+        rules = (_gauss_legendre(),) if name.startswith("inter_quad") else ()
+        _launch_warp(_kernel(name, pk.xdtype), dp, n, r, _warp_args(dp, Xd, M, K, r, rb) + rules + (phi,), smem)
         _run_long(dp, Xd, M, K, phi, inter)
 
 

@@ -385,6 +385,105 @@ __device__ __forceinline__ void interactions_body(const XT* X, long long n_rows,
   }
 }
 
+// Interactions by quadrature (issue 4), the per-row kernel for paths without tables. For a path with zero fractions
+// z_e and one fractions o_e (this row), g_e(t) = z_e + t (o_e - z_e), and the Shapley (interaction) weights are Beta
+// integrals, so
+//   phi_i  = (o_i - z_i) * int_0^1 prod_{e != i} g_e(t) dt,
+//   phi_ij = (o_i - z_i) (o_j - z_j) / 2 * int_0^1 prod_{e != i, j} g_e(t) dt   (i != j),
+//   phi_ii = phi_i - sum_{j != i} phi_ij.
+// The integrands are polynomials of degree <= d - 1, so Gauss-Legendre with Q = ceil(d / 2) nodes on [0, 1] is exact
+// (d: the most elements of a path in the bin). Per node, the path's product P comes from a segmented product scan
+// over its lanes; lane i keeps a_q = w_q P_q / g_i(t_q) and h_q = 1 / g_i(t_q), and the pair (i, j) costs Q shuffles
+// and FMAs: sum_q a_q h_q(j). Lane r (0-based among the path's elements) takes the pairs (r, (r + t) mod d) that
+// pair_slot gives it, and hands each value to its partner for the partner's diagonal. An element with z = o = 0
+// zeroes the path's every term (the path's value is 0 with the feature absent or present), so the row skips the path.
+// s_gl: for Q = 1..QM, the Q nodes then the Q weights at offset Q (Q - 1).
+template <typename XT, int QM>
+__device__ __forceinline__ void inter_quad_body(const XT* X, long long n_rows, int M, int K,
+                                                const long long* bin_ptr, long long n_bins, int rpw, int bgroup,
+                                                const Elems& E, const Vals& V, double* phi, const double* s_gl) {
+  int lane = threadIdx.x & 31;
+  long long row0, row1;
+  Lane<XT> L;
+  if (!warp_task<XT>(n_rows, bin_ptr, n_bins, rpw, bgroup, E, lane, row0, row1, L)) return;
+  bool el = L.active && L.r > 0;
+  int maxn = warp_max(L.n);
+  int dw = maxn - 1;                        // the most elements of a path in this bin
+  int Q = max(1, (dw + 1) / 2);             // <= QM (the host picks QM)
+  const double* xq = s_gl + Q * (Q - 1);
+  const double* wq = xq + Q;
+  int steps = 0;
+  while ((1 << steps) < maxn) ++steps;
+  int d = el ? L.n - 1 : 1;
+  int r = el ? L.r - 1 : 0;
+  int tmax = dw / 2;
+  int va = 0, vb = 0;
+  if (el) { va = V.vptr[L.it]; vb = V.vptr[L.it + 1]; }
+  long long M1 = M + 1;
+  int last = L.start + L.n - 1;
+  for (long long row = row0; row < row1; ++row) {
+    const XT* xrow = X + row * M;
+    double o = one_fraction<XT>(L, xrow, E.cwords);
+    double dz = o - L.z;
+    bool zero = L.z == 0.0 && o == 0.0;
+    double p[QM], h[QM];
+#pragma unroll
+    for (int q = 0; q < QM; ++q) {
+      if (q < Q) {
+        double gq = zero ? 1.0 : fma(xq[q], dz, L.z);
+        p[q] = gq;
+        h[q] = 1.0 / gq;
+      }
+    }
+    int nz = zero ? 1 : 0;
+    for (int s = 0; s < steps; ++s) {       // segmented inclusive product scan over the path's lanes
+      int off = 1 << s;
+#pragma unroll
+      for (int q = 0; q < QM; ++q) {
+        if (q < Q) {
+          double v = __shfl_up_sync(FULL_MASK, p[q], off);
+          if (L.r >= off) p[q] *= v;
+        }
+      }
+      int v = __shfl_up_sync(FULL_MASK, nz, off);
+      if (L.r >= off) nz += v;
+    }
+    nz = __shfl_sync(FULL_MASK, nz, last);
+    double phi_i = 0.0;
+#pragma unroll
+    for (int q = 0; q < QM; ++q) {
+      if (q < Q) {
+        p[q] = __shfl_sync(FULL_MASK, p[q], last) * wq[q] * h[q];   // w_q prod_{e != i} g_e(t_q)
+        phi_i += p[q];
+      }
+    }
+    bool live = el && nz == 0 && va < vb;
+    double diag = phi_i * dz;
+    double* prow = phi + row * M1 * M1 * K;
+    for (int t = 1; t <= tmax; ++t) {
+      int src = el ? L.start + 1 + (r + t) % d : lane;
+      double s = 0.0;
+#pragma unroll
+      for (int q = 0; q < QM; ++q)
+        if (q < Q) s = fma(p[q], __shfl_sync(FULL_MASK, h[q], src), s);
+      double dzj = __shfl_sync(FULL_MASK, dz, src);
+      int fj = __shfl_sync(FULL_MASK, L.f, src);
+      bool mine = el && 2 * t <= d && pair_slot(r, t, d);
+      double x = mine ? 0.5 * s * dz * dzj : 0.0;
+      double xb = __shfl_sync(FULL_MASK, x, el ? L.start + 1 + (r - t % d + d) % d : lane);
+      diag -= x + xb;
+      if (live && mine && x != 0.0) {
+        double* base = prow + (long long)(min(L.f, fj) * M1 + max(L.f, fj)) * K;
+        for (int q = va; q < vb; ++q) atomicAdd(base + V.vgroup[q], x * V.vval[q]);
+      }
+    }
+    if (live && diag != 0.0) {
+      double* base = prow + (L.f * M1 + L.f) * K;
+      for (int q = va; q < vb; ++q) atomicAdd(base + V.vgroup[q], diag * V.vval[q]);
+    }
+  }
+}
+
 // Interventional SHAP (digest 3.8 "Interventional"): per (x, r) pair, elements satisfied only by x get
 // +W(s-1, n), elements satisfied only by r get -W(s, n); a path with an element satisfied by neither gives 0.
 // scale (optional, (n_rows, n_bg, K)) rescales each pair for a non-linear output transform.
@@ -693,6 +792,18 @@ extern "C" __global__ void mirror_upper(double* phi, long long n_rows, int M1, i
     NAME##_body<XT>(X, n_rows, M, K, bin_ptr, n_bins, rpw, bgroup, E, V, etoff, table, phi);                          \
   }
 
+// Interactions by quadrature, for paths of at most 2 * QM elements (QM = 4, 8, 16); gl holds the rules (s_gl).
+#define QUAD_KERNEL(XT, SUF, QM)                                                                                      \
+  extern "C" __global__ void inter_quad##QM##_##SUF(const XT* X, long long n_rows, int M, int K,                      \
+                                                  const long long* bin_ptr, long long n_bins, int rpw, int bgroup,    \
+                                                  ELEM_PARAMS(XT), const double* gl, double* phi) {                   \
+    __shared__ double s_gl[QM * (QM + 1)];                                                                            \
+    for (int k = threadIdx.x; k < QM * (QM + 1); k += blockDim.x) s_gl[k] = gl[k];                                    \
+    __syncthreads();                                                                                                  \
+    MAKE_EV                                                                                                           \
+    inter_quad_body<XT, QM>(X, n_rows, M, K, bin_ptr, n_bins, rpw, bgroup, E, V, phi, s_gl);                          \
+  }
+
 #define DEFINE_KERNELS(XT, SUF)                                                                                       \
   extern "C" __global__ void shap_##SUF(const XT* X, long long n_rows, int M, int K, const long long* bin_ptr,        \
                                         long long n_bins, int rpw, int bgroup, ELEM_PARAMS(XT), double* phi) {        \
@@ -720,6 +831,9 @@ extern "C" __global__ void mirror_upper(double* phi, long long n_rows, int M1, i
     MAKE_EV                                                                                                           \
     interactions_body<XT>(X, n_rows, M, K, bin_ptr, n_bins, rpw, bgroup, E, V, phi, s_inv);                           \
   }                                                                                                                   \
+  QUAD_KERNEL(XT, SUF, 4)                                                                                             \
+  QUAD_KERNEL(XT, SUF, 8)                                                                                             \
+  QUAD_KERNEL(XT, SUF, 16)                                                                                            \
   extern "C" __global__ void interventional_##SUF(const XT* X, long long n_rows, const XT* R, long long n_bg,         \
                                                   int M, int K, const long long* bin_ptr, long long n_bins,           \
                                                   int rpw, int bgroup, ELEM_PARAMS(XT), const double* scale,          \
