@@ -271,14 +271,16 @@ def bench_model(name, size, args, data_cache):
         # issue 4: the SHAP kernel variants, timed on the same rows (large models: on --variant-rows rows, once)
         Xv = Xt[: args.variant_rows] if light else Xt
         rec["variant_rows"] = len(Xv)
-        rec["variants"] = {}
-        for v in ("dp", "smem", "table", "split"):
-            gpu.SHAP_VARIANT = v
+        rec["variants"] = {}              # keys as for interactions below, and "smem"
+        for key, v, row in (("dp", "dp", "dp"), ("quad", "dp", "quadrature"), ("smem", "smem", "dp"),
+                            ("table", "table", "quadrature"), ("split_dp", "split", "dp"),
+                            ("split", "split", "quadrature")):
+            gpu.SHAP_VARIANT, gpu.SHAP_ROW_KERNEL = v, row
             fresh()
             if gpu._shap_variant(pk, M, num_class)[0] == v:       # not one that falls back to another
-                rec["variants"][v] = run_ours(lambda: gpu.shap_values(ps, Xv, progress=False), args.repeats, sync,
-                                              light)[1]
-            gpu.SHAP_VARIANT = "auto"
+                rec["variants"][key] = run_ours(lambda: gpu.shap_values(ps, Xv, progress=False), args.repeats, sync,
+                                                light)[1]
+        gpu.SHAP_VARIANT, gpu.SHAP_ROW_KERNEL = "auto", "quadrature"
         # issue 4: the interaction variants on the interaction rows (auto's choice and what it falls back from)
         # keys: (INTER_VARIANT, INTER_ROW_KERNEL) -> "dp" / "quad" (per row only), "table", "split_dp" / "split"
         rec["inter_variants"] = {}
@@ -392,6 +394,14 @@ def profile(model: str, args):
         gpu.shap_values(ps, Xt, progress=False)
 
 
+def _legacy(v: dict) -> dict:
+    """Variant timings keyed as now: records from before the quadrature kernels have no "quad", and their "split"
+    ran the DP on the paths without tables."""
+    if "quad" in v or "split_dp" in v:
+        return v
+    return {("split_dp" if k == "split" else k): t for k, t in v.items()}
+
+
 def _pick(plan) -> str:
     """A recorded plan [variant, dmax, extra] as text."""
     if not isinstance(plan, list):
@@ -446,26 +456,28 @@ def write_outputs(report, out_dir: Path, tag: str):
         lines.append("")
     if tag.startswith("gpu"):
         lines += ["## SHAP kernel variants (issue 4), seconds (NumPy in/out unless said)", "",
-                  "| model | rows | auto picks | dp (global atomics) | dp + warp shared-memory sums | pattern tables | "
-                  "tables + dp (split) | auto, CuPy in/out |", "|---|---|---|---|---|---|---|---|"]
+                  "Per row: the kernel for paths without tables (one global atomic per element), DP or quadrature; "
+                  "auto uses quadrature. Records from before session 4 have no quadrature columns.", "",
+                  "| model | rows | auto picks | per row: DP | per row: quadrature | DP + warp shared-memory sums | "
+                  "pattern tables | tables + DP | tables + quadrature | auto, CuPy in/out |", "|---" * 10 + "|"]
         for r in report["models"]:
-            v = r.get("variants", {})
-            cells = " | ".join(f"{v[k]:.4g}" if k in v else "-" for k in ("dp", "smem", "table", "split"))
+            v = _legacy(r.get("variants", {}))
+            cells = " | ".join(f"{v[k]:.4g}" if k in v else "-"
+                               for k in ("dp", "quad", "smem", "table", "split_dp", "split"))
             pick = _pick(r.get("variant"))
             lines.append(f"| {r['model']} | {r.get('variant_rows', r['rows'])} | {pick} | {cells} | "
                          f"{r.get('ours_cupy_in_out_s', float('nan')):.4g} |")
         lines.append("")
         lines += ["## Interaction kernel variants (issue 4), seconds for the interaction rows (NumPy in/out)", "",
                   "Per row: the kernel for paths without tables, DP (EXTEND/UNWOUNDSUM per conditioned element) or "
-                  "quadrature (Gauss-Legendre); auto uses quadrature. Session-3 records have no quadrature columns.", "",
+                  "quadrature (Gauss-Legendre); auto uses quadrature. Records from before session 4 have no quadrature columns.", "",
                   "| model | rows | auto picks (tables for paths of) | per row: DP | per row: quadrature | tables | "
                   "tables + DP | tables + quadrature |", "|---" * 8 + "|"]
         for r in report["models"]:
             v = r.get("inter_variants")
             if v is None:
                 continue
-            if "quad" not in v and "split_dp" not in v:        # a session-3 record: its split used the DP
-                v = {("split_dp" if k == "split" else k): t for k, t in v.items()}
+            v = _legacy(v)
             cells = " | ".join(f"{v[k]:.4g}" if k in v else "-" for k in ("dp", "quad", "table", "split_dp", "split"))
             pick = _pick(r.get("inter_variant"))
             lines.append(f"| {r['model']} | {r['inter_rows']} | {pick} | {cells} |")

@@ -77,12 +77,14 @@ def reg():
     return _regression_paths()
 
 
-@pytest.mark.parametrize("variant", ["dp", "smem", "table"])
-def test_path_dependent_and_interactions(reg, variant, monkeypatch):
+@pytest.mark.parametrize("variant,row", [("dp", "quadrature"), ("dp", "dp"), ("smem", "dp"), ("table", "quadrature")])
+def test_path_dependent_and_interactions(reg, variant, row, monkeypatch):
     ps, X = reg
     Xt, _ = _data(300, ps.n_features, 7, nan=0.1)
     g = _gpu()
     monkeypatch.setattr(g, "SHAP_VARIANT", variant)
+    monkeypatch.setattr(g, "SHAP_ROW_KERNEL", row)
+    monkeypatch.setattr(g, "INTER_ROW_KERNEL", row)
     _close(g.shap_values(ps, Xt), cpu.shap_values(ps, Xt))
     _close(g.interaction_values(ps, Xt[:40]), cpu.interaction_values(ps, Xt[:40]))
 
@@ -193,10 +195,10 @@ def test_paths_longer_than_a_warp():
     X = (rng.normal(size=(64, M)) * 0.2).astype(np.float32)
     X[rng.random(X.shape) < 0.05] = np.nan
     g = _gpu()
-    for variant in ("dp", "table"):        # table: short paths from tables, long ones from the fallback kernel
-        g.SHAP_VARIANT = variant
+    for variant, row in (("dp", "dp"), ("dp", "quadrature"), ("table", "quadrature")):
+        g.SHAP_VARIANT, g.SHAP_ROW_KERNEL = variant, row    # table: short paths from tables, long ones by the fallback
         _close(g.shap_values(ps, X), cpu.shap_values(ps, X))
-    g.SHAP_VARIANT = "auto"
+    g.SHAP_VARIANT, g.SHAP_ROW_KERNEL = "auto", "quadrature"
     ref = cpu.interaction_values(ps, X[:6])
     for variant, row in (("dp", "dp"), ("dp", "quadrature"), ("auto", "quadrature")):
         g.INTER_VARIANT, g.INTER_ROW_KERNEL = variant, row    # auto: tables for paths of <= 12 elements, else per row
@@ -391,8 +393,9 @@ def test_row_block_groups(reg, group, monkeypatch):
     monkeypatch.setattr(g, "_bank_group", lambda rpw, rb: group)
     monkeypatch.setattr(g, "_rows_per_warp", lambda n, bins, cap: 7)    # 37 row blocks for 257 rows
     Xt, _ = _data(257, ps.n_features, 21, nan=0.05)
-    for variant in ("dp", "table"):
+    for variant, row in (("dp", "dp"), ("dp", "quadrature"), ("table", "quadrature")):
         monkeypatch.setattr(g, "SHAP_VARIANT", variant)
+        monkeypatch.setattr(g, "SHAP_ROW_KERNEL", row)
         _close(g.shap_values(ps, Xt), cpu.shap_values(ps, Xt))
     for variant, row in (("dp", "dp"), ("dp", "quadrature"), ("table", "quadrature")):
         monkeypatch.setattr(g, "INTER_VARIANT", variant)
@@ -402,8 +405,8 @@ def test_row_block_groups(reg, group, monkeypatch):
 
 
 @pytest.mark.parametrize("row", ["quadrature", "dp"])
-def test_interactions_zero_cover_and_rule_sizes(row, monkeypatch):
-    """Elements with a zero fraction of 0 (an empty child: the path is worth 0 whenever the row leaves it) and paths
+def test_quadrature_zero_cover_and_rule_sizes(row, monkeypatch):
+    """SHAP values and interactions of the per-row kernels with a zero fraction of 0 (an empty child: the path is worth 0 whenever the row leaves it) and paths
     of 1..31 elements (every quadrature rule size, 1..16 nodes) against the CPU twin; a bad knob is a clear error."""
     from sklearn.tree import DecisionTreeRegressor
     g = _gpu()
@@ -424,10 +427,17 @@ def test_interactions_zero_cover_and_rule_sizes(row, monkeypatch):
     ps = _paths_from(trees, M, 1)
     assert ps.max_length <= 32 and g.packed_paths(ps).n_long == 0
     pk = g.packed_paths(ps)
-    assert g._inter_row_kernel(pk) == ("interactions" if row == "dp" else "inter_quad16")
+    monkeypatch.setattr(g, "SHAP_ROW_KERNEL", row)
+    assert g._row_kernel(pk, "inter", "dp") == ("interactions" if row == "dp" else "inter_quad16")
+    assert g._row_kernel(pk, "shap", "dp") == ("shap" if row == "dp" else "shap_quad16")
+    _close(g.shap_values(ps, Xt), cpu.shap_values(ps, Xt))
     Xt = (rng.normal(size=(45, M)) * 0.3).astype(np.float32)
     Xt[rng.random(Xt.shape) < 0.05] = np.nan
     _close(g.interaction_values(ps, Xt), cpu.interaction_values(ps, Xt))
     monkeypatch.setattr(g, "INTER_ROW_KERNEL", "bogus")
     with pytest.raises(ValueError, match="INTER_ROW_KERNEL"):
         g.interaction_values(ps, Xt[:2])
+    monkeypatch.setattr(g, "SHAP_VARIANT", "dp")
+    monkeypatch.setattr(g, "SHAP_ROW_KERNEL", "bogus")
+    with pytest.raises(ValueError, match="SHAP_ROW_KERNEL"):
+        g.shap_values(ps, Xt[:2])

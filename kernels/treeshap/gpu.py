@@ -45,9 +45,11 @@ INTER_TABLE_DMAX = 12              # at most TABLE_DMAX
 TABLE_BYTES = 16 << 30
 TABLE_FREE_SHARE = 0.25           # half of the free memory measured faster, but left other GPU work too little
 SPLIT_MIN_SHARE = 0.2              # split beat dp on adult-large (2.9x) and fashion_mnist-large (1.3x, share < 0.5)
-# The per-row interaction kernel for paths without tables (INTER_ROW_KERNEL): "quadrature" (Gauss-Legendre over the
-#  path's product polynomial, O(d^2 Q) shuffles and FMAs per path and row, Q = ceil(d / 2)) or "dp" (EXTEND/UNWOUNDSUM
-#  once per conditioned element, O(d^2) shuffle steps of 3 shuffles each).
+# The per-row kernel for paths without tables (SHAP_ROW_KERNEL, INTER_ROW_KERNEL): "quadrature" (Gauss-Legendre over
+#  the path's product polynomial, Q = ceil(d / 2) nodes: a segmented product scan of Q log2(d) shuffles, then for
+#  interactions O(d Q) shuffles and FMAs per lane) or "dp" (EXTEND/UNWOUNDSUM: O(d) shuffle steps of 3 shuffles per
+#  SHAP value, once more per conditioned element for interactions). The "smem" SHAP variant is the DP.
+SHAP_ROW_KERNEL = "quadrature"
 INTER_ROW_KERNEL = "quadrature"
 _QUAD_SIZES = (4, 8, 16)           # inter_quad{4,8,16}: rules of up to 4 / 8 / 16 nodes, paths of 2x that many elements
 _SMEM_MAX_OUTPUTS = 512            # smem variant only when M * K <= this (8 warps x 512 doubles = 32 KiB per block)
@@ -425,15 +427,19 @@ def _gauss_legendre():
     return cupy_module().asarray(np.concatenate(parts))
 
 
-def _inter_row_kernel(dp: _Packed) -> str:
-    """Name of the per-row interaction kernel for packing dp (INTER_ROW_KERNEL; the quadrature rule size fits the
-    longest warp-packed path)."""
-    if INTER_ROW_KERNEL not in ("quadrature", "dp"):
-        raise ValueError(f"INTER_ROW_KERNEL must be 'quadrature' or 'dp', got {INTER_ROW_KERNEL!r}")
-    if INTER_ROW_KERNEL == "dp":
-        return "interactions"
+def _row_kernel(dp: _Packed, kind: str, variant: str) -> str:
+    """Name of the per-row kernel for packing dp (SHAP_ROW_KERNEL / INTER_ROW_KERNEL; a quadrature kernel's rule
+    size fits the longest warp-packed path)."""
+    knob, choice = ("INTER_ROW_KERNEL", INTER_ROW_KERNEL) if kind == "inter" else ("SHAP_ROW_KERNEL", SHAP_ROW_KERNEL)
+    if choice not in ("quadrature", "dp"):
+        raise ValueError(f"{knob} must be 'quadrature' or 'dp', got {choice!r}")
+    if variant == "smem":
+        return "shap_smem"
+    if choice == "dp":
+        return "interactions" if kind == "inter" else "shap"
     d = int(dp.short_size.max()) - 1 if dp.short_size.size else 1
-    return f"inter_quad{next(q for q in _QUAD_SIZES if 2 * q >= d)}"
+    size = next(q for q in _QUAD_SIZES if 2 * q >= d)
+    return f"{'inter' if kind == 'inter' else 'shap'}_quad{size}"
 
 
 def _planned(pk: _Packed, kind: str):
@@ -474,9 +480,9 @@ def _launch_variant(pk: _Packed, Xd, phi, M: int, K: int, kind: str) -> None:
                      _warp_args(tp, Xd, M, K, r, rb) + (*_tables(tp, kind), phi))
     if dp is not None:
         r = _rows_per_warp(n, dp.n_bins, 64 if inter else 1024)
-        name = _inter_row_kernel(dp) if inter else "shap_smem" if variant == "smem" else "shap"
+        name = _row_kernel(dp, kind, variant)
         smem = 8 * M * K * (_THREADS // _WARP) if variant == "smem" else 0
-        rules = (_gauss_legendre(),) if name.startswith("inter_quad") else ()
+        rules = (_gauss_legendre(),) if "_quad" in name else ()
         _launch_warp(_kernel(name, pk.xdtype), dp, n, r, _warp_args(dp, Xd, M, K, r, rb) + rules + (phi,), smem)
         _run_long(dp, Xd, M, K, phi, inter)
 

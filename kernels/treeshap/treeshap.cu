@@ -398,6 +398,84 @@ __device__ __forceinline__ void interactions_body(const XT* X, long long n_rows,
 // pair_slot gives it, and hands each value to its partner for the partner's diagonal. An element with z = o = 0
 // zeroes the path's every term (the path's value is 0 with the feature absent or present), so the row skips the path.
 // s_gl: for Q = 1..QM, the Q nodes then the Q weights at offset Q (Q - 1).
+// One row of a quadrature kernel: this lane's g(t_q) = z + t_q (o - z), then p[q] = w_q prod_{e != lane} g_e(t_q)
+// over its path (segmented product scan, steps = ceil(log2(most lanes of a path))), h[q] = 1 / g(t_q); returns the
+// number of the path's elements with z = o = 0 (their factor is 1 here; any such element zeroes the path).
+template <int QM>
+__device__ __forceinline__ int quad_products(double z, double o, int r, int last, int Q, int steps, const double* xq,
+                                             const double* wq, double* p, double* h) {
+  bool zero = z == 0.0 && o == 0.0;
+  double dz = o - z;
+#pragma unroll
+  for (int q = 0; q < QM; ++q) {
+    if (q < Q) {
+      double gq = zero ? 1.0 : fma(xq[q], dz, z);
+      p[q] = gq;
+      h[q] = 1.0 / gq;
+    }
+  }
+  int nz = zero ? 1 : 0;
+  for (int s = 0; s < steps; ++s) {
+    int off = 1 << s;
+#pragma unroll
+    for (int q = 0; q < QM; ++q) {
+      if (q < Q) {
+        double v = __shfl_up_sync(FULL_MASK, p[q], off);
+        if (r >= off) p[q] *= v;
+      }
+    }
+    int v = __shfl_up_sync(FULL_MASK, nz, off);
+    if (r >= off) nz += v;
+  }
+#pragma unroll
+  for (int q = 0; q < QM; ++q)
+    if (q < Q) p[q] = __shfl_sync(FULL_MASK, p[q], last) * wq[q] * h[q];
+  return __shfl_sync(FULL_MASK, nz, last);
+}
+
+// Warp-uniform quadrature set-up of a bin: Q = ceil(dw / 2) nodes for paths of up to dw = maxn - 1 elements (exact
+// for phi_i's degree dw - 1), the rule's nodes and weights in s_gl, and the scan's steps.
+__device__ __forceinline__ void quad_rule(int maxn, const double* s_gl, int& Q, const double*& xq, const double*& wq,
+                                          int& steps) {
+  Q = max(1, maxn / 2);
+  xq = s_gl + Q * (Q - 1);
+  wq = xq + Q;
+  steps = 0;
+  while ((1 << steps) < maxn) ++steps;
+}
+
+// SHAP values by quadrature (the per-row kernel for paths without tables): phi_i = (o_i - z_i) sum_q p[q].
+template <typename XT, int QM>
+__device__ __forceinline__ void shap_quad_body(const XT* X, long long n_rows, int M, int K, const long long* bin_ptr,
+                                               long long n_bins, int rpw, int bgroup, const Elems& E, const Vals& V,
+                                               double* phi, const double* s_gl) {
+  int lane = threadIdx.x & 31;
+  long long row0, row1;
+  Lane<XT> L;
+  if (!warp_task<XT>(n_rows, bin_ptr, n_bins, rpw, bgroup, E, lane, row0, row1, L)) return;
+  int Q, steps;
+  const double *xq, *wq;
+  quad_rule(warp_max(L.n), s_gl, Q, xq, wq, steps);
+  int va = 0, vb = 0;
+  if (L.active && L.r > 0) { va = V.vptr[L.it]; vb = V.vptr[L.it + 1]; }
+  int last = L.start + L.n - 1;
+  for (long long row = row0; row < row1; ++row) {
+    double o = one_fraction<XT>(L, X + row * M, E.cwords);
+    double p[QM], h[QM];
+    int nz = quad_products<QM>(L.z, o, L.r, last, Q, steps, xq, wq, p, h);
+    if (va < vb && nz == 0) {
+      double s = 0.0;
+#pragma unroll
+      for (int q = 0; q < QM; ++q)
+        if (q < Q) s += p[q];
+      s *= o - L.z;
+      double* base = phi + (row * (M + 1) + L.f) * K;
+      if (s != 0.0)
+        for (int q = va; q < vb; ++q) atomicAdd(base + V.vgroup[q], s * V.vval[q]);
+    }
+  }
+}
+
 template <typename XT, int QM>
 __device__ __forceinline__ void inter_quad_body(const XT* X, long long n_rows, int M, int K,
                                                 const long long* bin_ptr, long long n_bins, int rpw, int bgroup,
@@ -408,55 +486,25 @@ __device__ __forceinline__ void inter_quad_body(const XT* X, long long n_rows, i
   if (!warp_task<XT>(n_rows, bin_ptr, n_bins, rpw, bgroup, E, lane, row0, row1, L)) return;
   bool el = L.active && L.r > 0;
   int maxn = warp_max(L.n);
-  int dw = maxn - 1;                        // the most elements of a path in this bin
-  int Q = max(1, (dw + 1) / 2);             // <= QM (the host picks QM)
-  const double* xq = s_gl + Q * (Q - 1);
-  const double* wq = xq + Q;
-  int steps = 0;
-  while ((1 << steps) < maxn) ++steps;
+  int Q, steps;
+  const double *xq, *wq;
+  quad_rule(maxn, s_gl, Q, xq, wq, steps);
   int d = el ? L.n - 1 : 1;
   int r = el ? L.r - 1 : 0;
-  int tmax = dw / 2;
+  int tmax = (maxn - 1) / 2;
   int va = 0, vb = 0;
   if (el) { va = V.vptr[L.it]; vb = V.vptr[L.it + 1]; }
   long long M1 = M + 1;
   int last = L.start + L.n - 1;
   for (long long row = row0; row < row1; ++row) {
-    const XT* xrow = X + row * M;
-    double o = one_fraction<XT>(L, xrow, E.cwords);
+    double o = one_fraction<XT>(L, X + row * M, E.cwords);
     double dz = o - L.z;
-    bool zero = L.z == 0.0 && o == 0.0;
     double p[QM], h[QM];
-#pragma unroll
-    for (int q = 0; q < QM; ++q) {
-      if (q < Q) {
-        double gq = zero ? 1.0 : fma(xq[q], dz, L.z);
-        p[q] = gq;
-        h[q] = 1.0 / gq;
-      }
-    }
-    int nz = zero ? 1 : 0;
-    for (int s = 0; s < steps; ++s) {       // segmented inclusive product scan over the path's lanes
-      int off = 1 << s;
-#pragma unroll
-      for (int q = 0; q < QM; ++q) {
-        if (q < Q) {
-          double v = __shfl_up_sync(FULL_MASK, p[q], off);
-          if (L.r >= off) p[q] *= v;
-        }
-      }
-      int v = __shfl_up_sync(FULL_MASK, nz, off);
-      if (L.r >= off) nz += v;
-    }
-    nz = __shfl_sync(FULL_MASK, nz, last);
+    int nz = quad_products<QM>(L.z, o, L.r, last, Q, steps, xq, wq, p, h);
     double phi_i = 0.0;
 #pragma unroll
-    for (int q = 0; q < QM; ++q) {
-      if (q < Q) {
-        p[q] = __shfl_sync(FULL_MASK, p[q], last) * wq[q] * h[q];   // w_q prod_{e != i} g_e(t_q)
-        phi_i += p[q];
-      }
-    }
+    for (int q = 0; q < QM; ++q)
+      if (q < Q) phi_i += p[q];
     bool live = el && nz == 0 && va < vb;
     double diag = phi_i * dz;
     double* prow = phi + row * M1 * M1 * K;
@@ -792,16 +840,17 @@ extern "C" __global__ void mirror_upper(double* phi, long long n_rows, int M1, i
     NAME##_body<XT>(X, n_rows, M, K, bin_ptr, n_bins, rpw, bgroup, E, V, etoff, table, phi);                          \
   }
 
-// Interactions by quadrature, for paths of at most 2 * QM elements (QM = 4, 8, 16); gl holds the rules (s_gl).
-#define QUAD_KERNEL(XT, SUF, QM)                                                                                      \
-  extern "C" __global__ void inter_quad##QM##_##SUF(const XT* X, long long n_rows, int M, int K,                      \
+// SHAP values / interactions by quadrature, for paths of at most 2 * QM elements (QM = 4, 8, 16); gl holds the
+// rules (s_gl).
+#define QUAD_KERNEL(XT, SUF, NAME, QM)                                                                                \
+  extern "C" __global__ void NAME##QM##_##SUF(const XT* X, long long n_rows, int M, int K,                      \
                                                   const long long* bin_ptr, long long n_bins, int rpw, int bgroup,    \
                                                   ELEM_PARAMS(XT), const double* gl, double* phi) {                   \
     __shared__ double s_gl[QM * (QM + 1)];                                                                            \
     for (int k = threadIdx.x; k < QM * (QM + 1); k += blockDim.x) s_gl[k] = gl[k];                                    \
     __syncthreads();                                                                                                  \
     MAKE_EV                                                                                                           \
-    inter_quad_body<XT, QM>(X, n_rows, M, K, bin_ptr, n_bins, rpw, bgroup, E, V, phi, s_gl);                          \
+    NAME##_body<XT, QM>(X, n_rows, M, K, bin_ptr, n_bins, rpw, bgroup, E, V, phi, s_gl);                              \
   }
 
 #define DEFINE_KERNELS(XT, SUF)                                                                                       \
@@ -831,9 +880,12 @@ extern "C" __global__ void mirror_upper(double* phi, long long n_rows, int M1, i
     MAKE_EV                                                                                                           \
     interactions_body<XT>(X, n_rows, M, K, bin_ptr, n_bins, rpw, bgroup, E, V, phi, s_inv);                           \
   }                                                                                                                   \
-  QUAD_KERNEL(XT, SUF, 4)                                                                                             \
-  QUAD_KERNEL(XT, SUF, 8)                                                                                             \
-  QUAD_KERNEL(XT, SUF, 16)                                                                                            \
+  QUAD_KERNEL(XT, SUF, inter_quad, 4)                                                                                 \
+  QUAD_KERNEL(XT, SUF, inter_quad, 8)                                                                                 \
+  QUAD_KERNEL(XT, SUF, inter_quad, 16)                                                                                \
+  QUAD_KERNEL(XT, SUF, shap_quad, 4)                                                                                  \
+  QUAD_KERNEL(XT, SUF, shap_quad, 8)                                                                                  \
+  QUAD_KERNEL(XT, SUF, shap_quad, 16)                                                                                 \
   extern "C" __global__ void interventional_##SUF(const XT* X, long long n_rows, const XT* R, long long n_bg,         \
                                                   int M, int K, const long long* bin_ptr, long long n_bins,           \
                                                   int rpw, int bgroup, ELEM_PARAMS(XT), const double* scale,          \
