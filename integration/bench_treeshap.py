@@ -271,6 +271,7 @@ def bench_model(name, size, args, data_cache):
         # issue 4: the SHAP kernel variants, timed on the same rows (large models: on --variant-rows rows, once)
         Xv = Xt[: args.variant_rows] if light else Xt
         rec["variant_rows"] = len(Xv)
+        defaults = (gpu.SHAP_ROW_KERNEL, gpu.INTER_ROW_KERNEL)
         rec["variants"] = {}              # keys as for interactions below, and "smem"
         for key, v, row in (("dp", "dp", "dp"), ("quad", "dp", "quadrature"), ("smem", "smem", "dp"),
                             ("table", "table", "quadrature"), ("split_dp", "split", "dp"),
@@ -280,7 +281,7 @@ def bench_model(name, size, args, data_cache):
             if gpu._shap_variant(pk, M, num_class)[0] == v:       # not one that falls back to another
                 rec["variants"][key] = run_ours(lambda: gpu.shap_values(ps, Xv, progress=False), args.repeats, sync,
                                                 light)[1]
-        gpu.SHAP_VARIANT, gpu.SHAP_ROW_KERNEL = "auto", "quadrature"
+        gpu.SHAP_VARIANT, gpu.SHAP_ROW_KERNEL = "auto", defaults[0]
         # issue 4: the interaction variants on the interaction rows (auto's choice and what it falls back from)
         # keys: (INTER_VARIANT, INTER_ROW_KERNEL) -> "dp" / "quad" (per row only), "table", "split_dp" / "split"
         rec["inter_variants"] = {}
@@ -291,7 +292,7 @@ def bench_model(name, size, args, data_cache):
             if gpu._inter_plan(pk)[0] == v:
                 rec["inter_variants"][key] = run_ours(lambda: gpu.interaction_values(ps, Xi, progress=False),
                                                       args.repeats, sync, False)[1]
-        gpu.INTER_VARIANT, gpu.INTER_ROW_KERNEL = "auto", "quadrature"
+        gpu.INTER_VARIANT, gpu.INTER_ROW_KERNEL = "auto", defaults[1]
         Xg = cp.asarray(Xv)
         rec["ours_cupy_in_out_s"] = run_ours(lambda: gpu.shap_values(ps, Xg, progress=False), args.repeats, sync,
                                              light)[1]
@@ -457,7 +458,7 @@ def write_outputs(report, out_dir: Path, tag: str):
     if tag.startswith("gpu"):
         lines += ["## SHAP kernel variants (issue 4), seconds (NumPy in/out unless said)", "",
                   "Per row: the kernel for paths without tables (one global atomic per element), DP or quadrature; "
-                  "auto uses quadrature. Records from before session 4 have no quadrature columns.", "",
+                  "auto uses the DP. Records from before session 4 have no quadrature columns.", "",
                   "| model | rows | auto picks | per row: DP | per row: quadrature | DP + warp shared-memory sums | "
                   "pattern tables | tables + DP | tables + quadrature | auto, CuPy in/out |", "|---" * 10 + "|"]
         for r in report["models"]:
@@ -555,7 +556,10 @@ def main(argv=None):
     prior = Path(args.out) / f"treeshap_{tag}.json"
     if args.merge and prior.exists():
         names = {f"{n}-{s}" for s in sizes for n in args.datasets.split(",")}
-        report["models"] = [r for r in json.loads(prior.read_text())["models"] if r["model"] not in names]
+        old = json.loads(prior.read_text())
+        report["models"] = [r for r in old["models"] if r["model"] not in names]
+        if old.get("notes"):
+            report["notes"] = old["notes"]     # provenance of the kept records; edit for the new ones
     for size in sizes:
         for name in args.datasets.split(","):
             t = time.perf_counter()

@@ -198,7 +198,7 @@ def test_paths_longer_than_a_warp():
     for variant, row in (("dp", "dp"), ("dp", "quadrature"), ("table", "quadrature")):
         g.SHAP_VARIANT, g.SHAP_ROW_KERNEL = variant, row    # table: short paths from tables, long ones by the fallback
         _close(g.shap_values(ps, X), cpu.shap_values(ps, X))
-    g.SHAP_VARIANT, g.SHAP_ROW_KERNEL = "auto", "quadrature"
+    g.SHAP_VARIANT, g.SHAP_ROW_KERNEL = "auto", "dp"
     ref = cpu.interaction_values(ps, X[:6])
     for variant, row in (("dp", "dp"), ("dp", "quadrature"), ("auto", "quadrature")):
         g.INTER_VARIANT, g.INTER_ROW_KERNEL = variant, row    # auto: tables for paths of <= 12 elements, else per row
@@ -427,17 +427,17 @@ def test_quadrature_zero_cover_and_rule_sizes(row, monkeypatch):
     ps = _paths_from(trees, M, 1)
     assert ps.max_length <= 32 and g.packed_paths(ps).n_long == 0
     pk = g.packed_paths(ps)
+    monkeypatch.setattr(g, "SHAP_VARIANT", "dp")
     monkeypatch.setattr(g, "SHAP_ROW_KERNEL", row)
     assert g._row_kernel(pk, "inter", "dp") == ("interactions" if row == "dp" else "inter_quad16")
     assert g._row_kernel(pk, "shap", "dp") == ("shap" if row == "dp" else "shap_quad16")
-    _close(g.shap_values(ps, Xt), cpu.shap_values(ps, Xt))
     Xt = (rng.normal(size=(45, M)) * 0.3).astype(np.float32)
     Xt[rng.random(Xt.shape) < 0.05] = np.nan
+    _close(g.shap_values(ps, Xt), cpu.shap_values(ps, Xt))
     _close(g.interaction_values(ps, Xt), cpu.interaction_values(ps, Xt))
     monkeypatch.setattr(g, "INTER_ROW_KERNEL", "bogus")
     with pytest.raises(ValueError, match="INTER_ROW_KERNEL"):
         g.interaction_values(ps, Xt[:2])
-    monkeypatch.setattr(g, "SHAP_VARIANT", "dp")
     monkeypatch.setattr(g, "SHAP_ROW_KERNEL", "bogus")
     with pytest.raises(ValueError, match="SHAP_ROW_KERNEL"):
         g.shap_values(ps, Xt[:2])
