@@ -384,15 +384,17 @@ def crossover(args, data_cache):
 
 
 def profile(model: str, args):
-    """One SHAP call on --rows rows of a cached model, for Nsight Compute (ncu --kernel-name regex:shap ...)."""
+    """Two SHAP (or, with --profile-what inter, interaction) calls on --rows rows of a model, for Nsight Compute
+    (ncu --kernel-name regex:shap ...)."""
     from kernels.treeshap import gpu
     name, size = model.rsplit("-", 1)
     X, y, objective, num_class, _ = load_dataset(name, args.train_rows)
     bst, _ = train_model(name, size, X, y, objective, num_class, "cuda")
     ps, _ = our_paths(bst, X.shape[1])
     Xt = X[np.random.RandomState(432).randint(0, len(X), args.rows)]
+    fn = gpu.interaction_values if args.profile_what == "inter" else gpu.shap_values
     for _ in range(2):
-        gpu.shap_values(ps, Xt, progress=False)
+        fn(ps, Xt, progress=False)
 
 
 def _legacy(v: dict) -> dict:
@@ -538,6 +540,7 @@ def main(argv=None):
     ap.add_argument("--tag", default=None)
     ap.add_argument("--rewrite", default=None, help="only rewrite the markdown/plot from an existing JSON report")
     ap.add_argument("--profile", default=None, help="only run one model's SHAP twice (for ncu), e.g. cal_housing-medium")
+    ap.add_argument("--profile-what", choices=("shap", "inter"), default="shap")
     args = ap.parse_args(argv)
     if args.profile:
         return profile(args.profile, args)
