@@ -19,8 +19,13 @@ from ._keys import base_key as _base_key
 
 _SRC = "shuffle/shuffle.cu"
 _BLOCK = 256  # threads per block (BLOCK in shuffle.cu)
+# one array of 8-byte words (u64 keys, and each pass of split pairs) on padded domains of at least 2^_PIPE_BITS runs on
+# bij_shuffle_ctl: persistent blocks of _BLOCK threads plus a control warp that looks back while the others evaluate the
+# next tile; at most _PIPE_BLOCKS blocks per SM (at least the resident count). H100, kernel time: u64 keys at
+# 2^23 + 1 5-9% less than one tile per block; u32 keys 2% more (so they stay on bij_shuffle); equal at 2^28.
+_PIPE_BITS = 21
+_PIPE_BLOCKS = 7
 _WORDS = {16: "V16", 8: "unsigned long long", 4: "unsigned int", 2: "unsigned short", 1: "unsigned char", 0: "None"}
-_NULL = np.uint64(0)
 _TAG_LIMIT = 1 << 20  # the status word's tag field (shuffle.cu, TAG_SHIFT)
 _LOCK = threading.Lock()
 _PLANS: OrderedDict = OrderedDict()  # (device, stream, thread on the per-thread stream, m, rounds, layout) -> _Plan
@@ -47,6 +52,8 @@ def _geometry(n_bits: int, w1: int, w2: int, rows: bool) -> tuple[int, int]:
         return 8, 6
     if w1 == 0:
         return 16, 0
+    if w1 + w2 <= 4:  # at most 32 registers, so 8 blocks fit an SM (34 without the bound, 6 blocks, on some builds)
+        return 8, 8
     return (8 if w1 + w2 <= 8 else 4), 0
 
 
@@ -62,9 +69,9 @@ def _l2_bytes(dev: int) -> int:
 class _Plan:
     """What a launch of one (device, stream, m, row layout, rounds) needs besides its arrays, keys and tag."""
 
-    __slots__ = ("kern", "grid", "scalars", "ws", "tag", "take", "split")
+    __slots__ = ("kern", "grid", "block", "scalars", "ws", "tag", "take", "split", "args", "argp", "fptr", "stream")
 
-    def __init__(self, cp, m: int, arrays, rounds: int | None):
+    def __init__(self, cp, m: int, arrays, rounds: int | None, stream: int = 0):
         b = padded_bits(m)
         words, ds = [0, 0], [0, 0]
         for j, a in enumerate(arrays):
@@ -84,17 +91,43 @@ class _Plan:
         items, minb = _geometry(b, words[0], words[1], rows)
         tmpl = -1 if rounds is None else (24 if rounds == 24 else 0)
         idx = "unsigned int" if b <= 32 else "unsigned long long"
-        name = (f"bij_shuffle<{_WORDS[words[0]]}, {_WORDS[words[1]]}, {tmpl}, {items}, {idx}, "
-                f"{'true' if rows else 'false'}, {minb}>")
-        self.kern = get_kernel(_SRC, name, (), (name,))
         tiles = ((1 << b) + _BLOCK * items - 1) // (_BLOCK * items)
-        self.grid = (tiles,)
+        if not rows and b >= _PIPE_BITS and words == [8, 0]:
+            name = f"bij_shuffle_ctl<{_WORDS[words[0]]}, {_WORDS[words[1]]}, {tmpl}, {items}, {idx}, 0>"
+            sms = cp.cuda.Device(cp.cuda.runtime.getDevice()).attributes["MultiProcessorCount"]
+            self.grid, self.block = (min(tiles, sms * _PIPE_BLOCKS),), (_BLOCK + 32,)
+        else:
+            name = (f"bij_shuffle<{_WORDS[words[0]]}, {_WORDS[words[1]]}, {tmpl}, {items}, {idx}, "
+                    f"{'true' if rows else 'false'}, {minb}>")
+            self.grid, self.block = (tiles,), (_BLOCK,)
+        self.kern = get_kernel(_SRC, name, (), (name,))
         if max(ds) >= 1 << 24:
             raise ValueError(f"rows of {max(ds)} words are too wide for the fused shuffle")  # not reached: take
         # m, and n_bits | rounds << 8 | d1 << 16 | d2 << 40 (shuffle.cu)
         self.scalars = (np.uint64(m), np.uint64(b | (rounds or 0) << 8 | ds[0] << 16 | ds[1] << 40))
         self.ws = cp.zeros(1 + tiles, dtype=cp.uint64)  # tile counter + status words (shuffle.cu), this plan's own
         self.tag = 0
+        # the launch through the driver with a prepacked parameter block (10 words: in1, out1, in2, out2, idx_out,
+        # keys, m, shape, ws, tag; the driver copies them at launch): less host time per call than the RawKernel call
+        self.args = np.zeros(10, dtype=np.uint64)
+        self.args[6:9] = (m, int(self.scalars[1]), self.ws.data.ptr)
+        self.argp = np.array([self.args.ctypes.data + 8 * i for i in range(10)], dtype=np.uint64)
+        try:
+            self.fptr = self.kern.kernel.ptr if hasattr(cp.cuda.driver, "launchKernel") else None
+        except AttributeError:
+            self.fptr = None
+        self.stream = stream
+
+    def launch(self, ptrs) -> None:
+        """One launch with the pointers (in1, out1, in2, out2, idx_out, keys); call with _LOCK held."""
+        tag = self.next_tag()
+        if self.fptr is None:
+            self.kern(self.grid, self.block, tuple(np.uint64(p) for p in ptrs) + self.scalars + (self.ws, tag))
+            return
+        a = self.args
+        a[0], a[1], a[2], a[3], a[4], a[5], a[9] = *ptrs, tag
+        _cupy().cuda.driver.launchKernel(self.fptr, self.grid[0], 1, 1, self.block[0], 1, 1, 0, self.stream,
+                                         int(self.argp.ctypes.data), 0)
 
     def next_tag(self) -> np.uint64:
         """A new tag for a launch on this plan's workspace (call with _LOCK held); clears it when the tag wraps."""
@@ -121,7 +154,7 @@ def _plan(cp, m: int, arrays, rounds: int | None) -> _Plan:
            tuple((a.nbytes, a.itemsize, a.data.ptr & 15) for a in arrays))
     plan = _PLANS.get(key)
     if plan is None:
-        plan = _Plan(cp, m, arrays, rounds)
+        plan = _Plan(cp, m, arrays, rounds, stream)
         with _LOCK:
             _PLANS[key] = plan
             if len(_PLANS) > _CACHE_MAX:
@@ -173,17 +206,15 @@ def _launch(m: int, dkeys, lcg: tuple[int, int] | None, arrays=(), want_index: b
         return idx, outs
     if plan is None:
         plan = _plan(cp, m, arrays, None if lcg is not None else rounds)
-    um, shape = plan.scalars
     if lcg is not None:
         dkeys = _lcg_on_device(cp, lcg)
-    x1, o1, x2, o2 = _NULL, _NULL, _NULL, _NULL
+    p1, q1, p2, q2 = 0, 0, 0, 0
     if arrays:
-        x1, o1 = arrays[0], outs[0]
+        p1, q1 = arrays[0].data.ptr, outs[0].data.ptr
         if len(arrays) > 1:
-            x2, o2 = arrays[1], outs[1]
+            p2, q2 = arrays[1].data.ptr, outs[1].data.ptr
     with _LOCK:
-        plan.kern(plan.grid, (_BLOCK,), (x1, o1, x2, o2, _NULL if idx is None else idx, dkeys, um, shape, plan.ws,
-                                         plan.next_tag()))
+        plan.launch((p1, q1, p2, q2, 0 if idx is None else idx.data.ptr, dkeys.data.ptr))
     return idx, outs
 
 
