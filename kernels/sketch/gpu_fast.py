@@ -158,16 +158,25 @@ def _launch(X, w, has_w: bool, l: int, cap: int, p: _Plan, b: dict, center=None)
                                   b["bad"], b["res"]), shared_mem=p.capx * 8)
 
 
+def default_vals(is_f32: bool, l: int) -> int:
+    """Values per thread per tile: 32 where two blocks' stages and sets still fit an SM's shared memory (float32,
+    256-thread blocks), else 16."""
+    return 32 if is_f32 and l <= 16 else 16
+
+
 def _prepare(X, sample_weight, n_moments, max_distinct, vals, stages, minb, fastpath, f2f, blocks_per_sm):
     """(l, X, w, has_w, cap, plan, buffers), or (l, empty sketch) for X without rows."""
     cp = cupy_module()
-    if not (isinstance(vals, (int, np.integer)) and 1 <= vals <= 32):
-        raise ValueError(f"vals must be an integer in [1, 32], got {vals!r}")
+    if vals is not None and not (isinstance(vals, (int, np.integer))
+                                 and (1 <= vals <= 16 or (vals <= 64 and vals % 16 == 0))):
+        raise ValueError(f"vals must be None or an integer in [1, 16] or 32, 48 or 64, got {vals!r}")
     if not (isinstance(stages, (int, np.integer)) and 1 <= stages <= 4):
         raise ValueError(f"stages must be an integer in [1, 4], got {stages!r}")
     l, X, w, has_w, empty = begin(X, sample_weight, n_moments, max_distinct)
     if empty is not None:
         return l, empty
+    if vals is None:
+        vals = default_vals(X.dtype == np.float32, l)
     n, d = X.shape
     cap = int(max_distinct)
     p = _plan(n, d, l, X.dtype == np.float32, has_w, cap, X.data.ptr % 16 == 0, int(vals), int(stages), int(minb),
@@ -175,16 +184,17 @@ def _prepare(X, sample_weight, n_moments, max_distinct, vals, stages, minb, fast
     return l, X, w, has_w, cap, p, _buffers(cp, d, l, p)
 
 
-def sketch_fast(X, sample_weight=None, *, n_moments: int = 15, max_distinct: int = 256, vals: int = 16,
+def sketch_fast(X, sample_weight=None, *, n_moments: int = 15, max_distinct: int = 256, vals: int | None = None,
                 stages: int = 2, minb: int = 2, fastpath: bool = True, f2f: bool = False,
                 blocks_per_sm: int | None = None) -> MomentSketch:
     """Same result as gpu.sketch(variant="v1") and the CPU twin within 1e-12 of each moment's scale.
 
-    vals: values per thread per tile; stages: tiles in flight per block (cp.async pipeline depth); minb: blocks
-    per SM the compiler must fit (registers vs occupancy); fastpath: a thread whose values of a tile are all normal
-    floats or zeros (all finite doubles) sums them in straight-line code, else value by value; f2f: that code
-    converts floats by F2F instead of bit operations (both exact there); blocks_per_sm: blocks launched per SM
-    (default minb). All options give the same sketch.
+    vals: values per thread per tile (None: 32 for float32 up to 16 moments, else 16; above 16 a multiple of 16);
+    stages: tiles in flight per block (cp.async pipeline depth); minb: blocks per SM the compiler must fit
+    (registers vs occupancy); fastpath: each warp sums its chunks of 16 values in straight-line code (normal floats
+    and zeros / finite doubles; a second straight-line path masks NaN, inf and zero weights), else value by value;
+    f2f: the first path converts floats by F2F instead of bit operations (both exact there); blocks_per_sm: blocks
+    launched per SM (default minb). All options give the same sketch.
     """
     prep = _prepare(X, sample_weight, n_moments, max_distinct, vals, stages, minb, fastpath, f2f, blocks_per_sm)
     if len(prep) == 2:
@@ -224,6 +234,8 @@ def _recentre(X, w, has_w, l, redo, mean, M, lo, hi, opts) -> None:
     Xs = cp.ascontiguousarray(X[:, cp.asarray(redo)])
     n, d2 = Xs.shape
     vals, stages, minb, fastpath, f2f, blocks_per_sm = opts
+    if vals is None:
+        vals = default_vals(Xs.dtype == np.float32, l)
     p2 = _plan(n, d2, l, Xs.dtype == np.float32, has_w, 0, Xs.data.ptr % 16 == 0, int(vals), int(stages), int(minb),
                bool(fastpath), bool(f2f), blocks_per_sm, cp.cuda.Device().id)
     b2 = _buffers(cp, d2, l, p2)

@@ -7,16 +7,19 @@
 //    row, *bad = 0.
 // 2. sketch_tiles: one read of X (n, d) row-major. Each block owns a strip of rows and a tile of cw <= NT columns;
 //    the strip is streamed through shared memory in tiles of RT = kr * V rows by cp.async, NS stages deep (thread
-//    t sums column t % cw over rows t / cw, t / cw + kr, ...). Per value: S_k += w (x - c)^k for k = 1..L by the FMA
-//    power plan (powers d..d^P, then blocks of P orders per product), the weight (an integer count without
-//    weights), min and max; a thread whose V values of a tile are all normal floats or zeros (finite doubles) sums
-//    them in straight-line code so their power chains interleave (FASTPATH), other tiles value by value.
+//    t sums column t % cw over rows t / cw, t / cw + kr, ...). Per value: S_k += w (x - c)^k
+//    for k = 1..L by the FMA power plan (powers d..d^P, then blocks of P orders per product), the weight (an integer
+//    count without weights), min and max. A thread sums its V values in chunks of 16 in straight-line code (their
+//    power chains interleave); each warp picks one path per chunk by vote (a lone thread on another path would make
+//    the warp run both): normal floats and zeros (finite doubles); the same with NaN, inf and zero weights masked to
+//    add nothing (inf still raises); value by value (float subnormals).
 //    Distinct values: the values of the block's tracked columns (candidates not yet over) in a tile are spread
-//    evenly over all threads (the first probes go out before the sums, their checks come after), each value looked
-//    up in the column's per-block hash set in
-//    shared memory (the first nslots columns of the tile; the rest probe the global table). A set passing cap
-//    values raises the global over flag; every block drops flagged columns from its list after each tile, so a
-//    continuous column stops costing anything once any block has seen cap + 1 values of it.
+//    evenly over all threads and looked up after the sums: a value at its home slot or the next one of the
+//    column's per-block hash set in shared memory is known; otherwise the insert path runs (the first nslots
+//    columns of the tile have shared sets, the rest use the global table). A set passing cap values raises the
+//    global over flag; after each tile warp 0 drops the columns found over (here, or by the global flag, whose load
+//    goes out before the sums so its latency never holds the block) from the list, so a continuous column stops
+//    costing anything once any block has seen cap + 1 values of it.
 // 3. sketch_finish (one block per column): adds the block partials, turns the power sums about c into the mean and
 //    the central sums (binomial shift by delta = S_1 / W), flags a column for re-sketching about its mean when
 //    |delta| > tol * sd (a centre that far off would amplify rounding in the shift; gpu_fast.py does it), and
@@ -107,6 +110,13 @@ template <int N> __device__ __forceinline__ void cp_wait() {
 #if __CUDA_ARCH__ >= 800
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 #endif
+}
+
+// a flag another block may set: read at the device's coherence point (L2), no ordering implied
+__device__ __forceinline__ int ld_relaxed(const int *p) {
+    int v;
+    asm volatile("ld.relaxed.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p));
+    return v;
 }
 
 // ------------------------------------------------------------------------ distinct-set keys
@@ -220,14 +230,34 @@ template <int L, bool HAS_W> struct Moments<float, L, HAS_W> : PowerSums<L, HAS_
             this->put_invalid();
         }
     }
-    // a normal finite float or a zero (with a positive weight): add_fast applies
-    static __device__ __forceinline__ bool fast(float x) {
-        const unsigned int mag = __float_as_uint(x) & 0x7fffffffu;
-        return mag - 0x00800000u < 0x7f000000u || mag == 0u;
+    // which straight-line path a chunk of values can take: s = |x|bits - 1 puts zeros at the top (unsigned) and
+    // below 0 (signed), subnormals below 0x7fffff, inf and NaN at 0x7f7fffff and above
+    struct Class {
+        unsigned int umin = 0xffffffffu;
+        int smax = (int)0x80000000;
+        bool wpos = true;
+        __device__ __forceinline__ void see(float x, double wt) {
+            const unsigned int s = (__float_as_uint(x) & 0x7fffffffu) - 1u;
+            umin = min(umin, s);
+            smax = max(smax, (int)s);
+            if (HAS_W) wpos = wpos && wt > 0.0;
+        }
+        __device__ __forceinline__ bool plain() const { return umin >= 0x007fffffu && smax < 0x7f7fffff && wpos; }
+        __device__ __forceinline__ bool maskable() const { return umin >= 0x007fffffu; }  // no subnormals
+    };
+    // min and max of N values (pairs: one three-input min / max per pair)
+    template <int N> __device__ __forceinline__ void minmax_n(const float *xv) {
+#pragma unroll
+        for (int v = 0; v + 1 < N; v += 2) {
+            const int k0 = f_order(__float_as_uint(xv[v])), k1 = f_order(__float_as_uint(xv[v + 1]));
+            lo = min(lo, min(k0, k1));
+            hi = max(hi, max(k0, k1));
+        }
+        if (N & 1) minmax(__float_as_uint(xv[N - 1]));
     }
-    __device__ __forceinline__ void add_fast(float x, double wt, double c) {  // branch-free
+    // the chunk's sums without min / max (minmax_n does them): branch-free for normal floats and zeros
+    __device__ __forceinline__ void add_fast(float x, double wt, double c) {
         const unsigned int u = __float_as_uint(x);
-        minmax(u);
 #if FAST_F2F
         const double xd = (double)x;  // F2F: exact for normal floats and zeros (-ftz only flushes subnormals)
 #else
@@ -236,6 +266,20 @@ template <int L, bool HAS_W> struct Moments<float, L, HAS_W> : PowerSums<L, HAS_
                                                      : (u & 0x80000000u)), (int)(u << 29));
 #endif
         this->put(xd - c, wt);
+    }
+    // branch-free: normal floats, zeros, NaN / inf / zero weights (adding exactly nothing; inf raises later)
+    __device__ __forceinline__ void add_masked(float x, double wt, double c) {
+        const unsigned int u = __float_as_uint(x);
+        const unsigned int mag = u & 0x7fffffffu;
+        const bool ok = mag < 0x7f800000u && (!HAS_W || wt > 0.0);
+        this->bad |= mag == 0x7f800000u;
+        const int k = f_order(u);
+        lo = min(lo, ok ? k : 0x7fffffff);
+        hi = max(hi, ok ? k : (int)0x80000000);
+        const double xd = __hiloint2double((int)(mag ? ((mag >> 3) + 0x38000000u) | (u & 0x80000000u)
+                                                     : (u & 0x80000000u)), (int)(u << 29));
+        this->ninv += ok ? 0 : 1;
+        this->put(ok ? xd - c : 0.0, ok ? wt : 0.0);
     }
     __device__ __forceinline__ double lo_value() const { return lo == 0x7fffffff ? POS_INF : f2d_exact(f_unorder(lo)); }
     __device__ __forceinline__ double hi_value() const {
@@ -252,13 +296,36 @@ template <int L, bool HAS_W> struct Moments<double, L, HAS_W> : PowerSums<L, HAS
     static __device__ __forceinline__ bool fast(double x) {
         return ((unsigned int)__double2hiint(x) & 0x7ff00000u) != 0x7ff00000u;
     }
-    __device__ __forceinline__ void add_fast(double x, double wt, double c) {
-        lo = fmin(lo, x);
-        hi = fmax(hi, x);
-        this->put(x - c, wt);
+    struct Class {  // finite doubles: plain; NaN / inf / zero weights: masked
+        int hmax = 0;
+        bool wpos = true;
+        __device__ __forceinline__ void see(double x, double wt) {
+            hmax = max(hmax, __double2hiint(x) & 0x7fffffff);
+            if (HAS_W) wpos = wpos && wt > 0.0;
+        }
+        __device__ __forceinline__ bool plain() const { return hmax < 0x7ff00000 && wpos; }
+        __device__ __forceinline__ bool maskable() const { return true; }
+    };
+    template <int N> __device__ __forceinline__ void minmax_n(const double *xv) {
+#pragma unroll
+        for (int v = 0; v < N; ++v) {
+            lo = fmin(lo, xv[v]);
+            hi = fmax(hi, xv[v]);
+        }
+    }
+    __device__ __forceinline__ void add_fast(double x, double wt, double c) { this->put(x - c, wt); }
+    __device__ __forceinline__ void add_masked(double x, double wt, double c) {
+        const bool ok = fast(x) && (!HAS_W || wt > 0.0);
+        this->bad |= (__double2hiint(x) & 0x7fffffff) == 0x7ff00000 && __double2loint(x) == 0;
+        lo = fmin(lo, ok ? x : QNAN);  // fmin / fmax ignore a NaN operand
+        hi = fmax(hi, ok ? x : QNAN);
+        this->ninv += ok ? 0 : 1;
+        this->put(ok ? x - c : 0.0, ok ? wt : 0.0);
     }
     __device__ __forceinline__ void add(double x, double wt, double c) {
         if (__builtin_expect(fast(x) && (!HAS_W || wt > 0.0), 1)) {
+            lo = fmin(lo, x);
+            hi = fmax(hi, x);
             add_fast(x, wt, c);
             return;
         }
@@ -399,7 +466,8 @@ sketch_tiles(const T *__restrict__ X, const double *__restrict__ w, long long n,
              int *__restrict__ bad, int nslots, int ts, int tshift, unsigned long long *table, int tsize, int *count,
              int *over, int cap) {
     typedef typename FastKey<T>::K K;
-    constexpr int TI = V >= 8 ? V / 4 : 1;  // tracked items per thread and tile whose probes go out before the sums
+    constexpr int VB = V < 16 ? V : 16;  // values per straight-line chunk of the sums (their power chains interleave)
+    static_assert(V % VB == 0, "vals must be a multiple of 16 above 16");
     extern __shared__ __align__(16) unsigned char fast_smem[];
     T *stage = (T *)fast_smem;
     double *wst = (double *)(fast_smem + (size_t)NS * stage_elems * sizeof(T));
@@ -509,88 +577,90 @@ sketch_tiles(const T *__restrict__ X, const double *__restrict__ w, long long n,
                 tact = t < rstep * ntr;
             }
         }
-        unsigned int pre = 0u;  // warp 0: other blocks' over flags of the tracked columns, read now, used below
+        // warp 0: the over flag (set by any block) of one tracked column per lane, round robin over the list when it
+        // has more than 32 entries; loaded now, looked at only after this tile's sums, so the global round trip
+        // never holds the block (a flag read late only drops a column a tile later)
+        int ovj = -1, ovf = 0;
         if (wid == 0 && ntr > 0) {
-#pragma unroll
-            for (int m = 0; m < NT / 32; ++m) {
-                const int j = lane + 32 * m;
-                if (j < ntr) pre |= (unsigned int)(*((volatile int *)(over + tile0 + lstC[j])) != 0) << m;
+            const int j = lane + (ntr > 32 ? 32 * (k % ((ntr + 31) >> 5)) : 0);
+            if (j < ntr) {
+                ovj = j;
+                ovf = ld_relaxed(over + tile0 + lstC[j]);
             }
         }
-        // distinct tracking, part 1: the first TI items' keys and home-slot probes (plain loads: a stale probe only
-        // sends the item to the insert path); their latency hides behind the sums below
-        int lc = 0, sl = -1;
-        K *tab = tabs;
-        K tkey[TI], tprobe[TI];
-        unsigned int tmask = 0u;
-        if (tact) {
-            lc = lstC[tj];
-            sl = lstS[tj];
-            tab = tabs + (sl >= 0 ? sl : 0) * ts;
+        if (active && rows == RT && FASTPATH) {
+            const T *tp = tile + t;
+#pragma unroll 1
+            for (int h = 0; h < V; h += VB, tp += VB * KC) {  // chunks of VB values, each in straight-line code
+                T xv[VB];
+                double wv[HAS_W ? VB : 1];
+                typename Moments<T, L, HAS_W>::Class cls;
 #pragma unroll
-            for (int i = 0; i < TI; ++i) {
-                const int r = tr0 + i * rstep;
-                tkey[i] = EMPTY;
-                tprobe[i] = EMPTY;
+                for (int v = 0; v < VB; ++v) {
+                    xv[v] = tp[v * KC];
+                    if (HAS_W) wv[HAS_W ? v : 0] = wt[rg + (h + v) * kr];
+                    cls.see(xv[v], HAS_W ? wv[HAS_W ? v : 0] : 1.0);
+                }
+                // one path per warp (a thread alone on another path would make the warp run both)
+                const unsigned int am = __activemask();
+                if (__builtin_expect(__all_sync(am, cls.plain()), 1)) {  // normal floats / finite doubles, zeros
+#pragma unroll
+                    for (int v = 0; v < VB; ++v) acc.add_fast(xv[v], HAS_W ? wv[HAS_W ? v : 0] : 1.0, c);
+                    acc.template minmax_n<VB>(xv);
+                } else if (__all_sync(am, cls.maskable())) {  // also NaN, inf (raises later), zero weights
+#pragma unroll
+                    for (int v = 0; v < VB; ++v) acc.add_masked(xv[v], HAS_W ? wv[HAS_W ? v : 0] : 1.0, c);
+                } else {  // float subnormals somewhere in the warp: value by value
+#pragma unroll
+                    for (int v = 0; v < VB; ++v) acc.add(xv[v], HAS_W ? wv[HAS_W ? v : 0] : 1.0, c);
+                }
+            }
+            nproc += V;
+        } else if (active && rows == RT) {
+#pragma unroll
+            for (int v = 0; v < V; ++v) acc.add(tile[t + v * KC], HAS_W ? wt[rg + v * kr] : 1.0, c);
+            nproc += V;
+        } else if (active) {
+#pragma unroll
+            for (int v = 0; v < V; ++v) {
+                const int r = rg + v * kr;
                 if (r < rows) {
-                    K key;
-                    if (FastKey<T>::of(tile[r * cw + lc], key) && (!HAS_W || wt[r] > 0.0)) {
-                        tkey[i] = key;
-                        if (sl >= 0) tprobe[i] = tab[(FastKey<T>::fold(key) * 0x9E3779B1u) >> tshift];
-                        tmask |= 1u << i;
-                    }
+                    acc.add(tile[t + v * KC], HAS_W ? wt[r] : 1.0, c);
+                    ++nproc;
                 }
             }
         }
-        if (active) {
-            if (rows == RT) {
-                if (FASTPATH) {
-                    T xv[V];
-                    bool allfast = true;
-#pragma unroll
-                    for (int v = 0; v < V; ++v) {
-                        xv[v] = tile[t + v * KC];
-                        allfast = allfast && Moments<T, L, HAS_W>::fast(xv[v]) && (!HAS_W || wt[rg + v * kr] > 0.0);
-                    }
-                    if (__builtin_expect(allfast, 1)) {  // straight-line: the V power chains interleave
-#pragma unroll
-                        for (int v = 0; v < V; ++v) acc.add_fast(xv[v], HAS_W ? wt[rg + v * kr] : 1.0, c);
-                    } else {
-#pragma unroll
-                        for (int v = 0; v < V; ++v) acc.add(xv[v], HAS_W ? wt[rg + v * kr] : 1.0, c);
-                    }
-                } else {
-#pragma unroll
-                    for (int v = 0; v < V; ++v) acc.add(tile[t + v * KC], HAS_W ? wt[rg + v * kr] : 1.0, c);
-                }
-                nproc += V;
-            } else {
-#pragma unroll
-                for (int v = 0; v < V; ++v) {
-                    const int r = rg + v * kr;
-                    if (r < rows) {
-                        acc.add(tile[t + v * KC], HAS_W ? wt[r] : 1.0, c);
-                        ++nproc;
-                    }
-                }
-            }
-        }
-        // distinct tracking, part 2: items whose probe missed go to the insert path; then items past TI
+        // distinct tracking: this thread's items (rows tr0, tr0 + rstep, ... of list entry tj). A value found at its
+        // home slot or the next is known; otherwise (or for columns in the global table) the insert path runs
         if (tact) {
-            bool done = false;
-#pragma unroll
-            for (int i = 0; i < TI; ++i) {
-                if (!done && ((tmask >> i) & 1u) && (sl < 0 || tprobe[i] != tkey[i]))
-                    done = track_insert<T>(tkey[i], sl, tab, ts, tshift, EMPTY, sCnt, sOver, tile0 + lc, table, tsize,
-                                           count, over, cap);
+            const int lc = lstC[tj], sl = lstS[tj];
+            bool miss = sl < 0;
+            if (!miss) {
+                const K *tabp = tabs + sl * ts;
+                const unsigned int msk = (unsigned int)(ts - 1);
+                const T *ip = tile + tr0 * cw + lc;
+                const int istep = rstep * cw;
+#pragma unroll 4
+                for (int r = tr0; r < rows; r += rstep, ip += istep) {
+                    K key;
+                    const bool fin = FastKey<T>::of(*ip, key) && (!HAS_W || wt[r] > 0.0);
+                    const unsigned int hh = (FastKey<T>::fold(key) * 0x9E3779B1u) >> tshift;
+                    const K p0 = tabp[hh], p1 = tabp[(hh + 1) & msk];
+                    miss |= fin && p0 != key && p1 != key;
+                }
             }
-            for (int r = tr0 + TI * rstep; !done && r < rows; r += rstep) {
-                K key;
-                if (!FastKey<T>::of(tile[r * cw + lc], key)) continue;
-                if (HAS_W && !(wt[r] > 0.0)) continue;
-                if (sl >= 0 && ((volatile K *)tab)[(FastKey<T>::fold(key) * 0x9E3779B1u) >> tshift] == key) continue;
-                done = track_insert<T>(key, sl, tab, ts, tshift, EMPTY, sCnt, sOver, tile0 + lc, table, tsize, count,
-                                       over, cap);
+            if (miss) {
+                K *tab = tabs + (sl >= 0 ? sl : 0) * ts;
+                bool done = false;
+                for (int r = tr0; !done && r < rows; r += rstep) {
+                    K key;
+                    if (!FastKey<T>::of(tile[r * cw + lc], key)) continue;
+                    if (HAS_W && !(wt[r] > 0.0)) continue;
+                    if (sl >= 0 && ((volatile K *)tab)[(FastKey<T>::fold(key) * 0x9E3779B1u) >> tshift] == key)
+                        continue;
+                    done = track_insert<T>(key, sl, tab, ts, tshift, EMPTY, sCnt, sOver, tile0 + lc, table, tsize,
+                                           count, over, cap);
+                }
             }
         }
         __syncthreads();  // stage s is free; every insert of this tile is done
@@ -599,7 +669,7 @@ sketch_tiles(const T *__restrict__ X, const double *__restrict__ w, long long n,
 #pragma unroll
             for (int m = 0; m < NT / 32; ++m) {
                 const int j = lane + 32 * m;
-                if (j < ntr && (((pre >> m) & 1u) || (lstS[j] >= 0 && sOver[lstS[j]]))) dead |= 1u << m;
+                if (j < ntr && ((j == ovj && ovf != 0) || (lstS[j] >= 0 && sOver[lstS[j]]))) dead |= 1u << m;
             }
             if (__any_sync(0xffffffffu, dead != 0u)) {
                 int nn = 0;
@@ -624,13 +694,14 @@ sketch_tiles(const T *__restrict__ X, const double *__restrict__ w, long long n,
     cp_wait<0>();
     __syncthreads();
     if (acc.bad) atomicExch(bad, 1);
-    // flush the shared distinct sets into the global table
+    // flush the shared distinct sets into the global table (the global over flags read once per slot)
+    if (t < nslots && sCol[t] >= 0 && !sOver[t] && ld_relaxed(over + sCol[t])) sOver[t] = 1;
+    __syncthreads();
     for (int i = t; i < nslots * ts; i += NT) {
         const int s = i >> (32 - tshift);  // ts = 2^(32 - tshift)
         const int fs = sCol[s];
         const K key = tabs[i];
         if (fs < 0 || key == EMPTY || sOver[s]) continue;
-        if (*((volatile int *)(over + fs))) continue;
         distinct_insert(FastKey<T>::value(key), fs, table, tsize, count, over, cap);
     }
     __syncthreads();
