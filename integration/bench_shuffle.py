@@ -16,43 +16,31 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def gpu_time(fn, reps: int, warmup: int = 1) -> float:
-    """Median milliseconds of fn() between CUDA events, after warm-up."""
+def gpu_times(fns, reps: int, warmup: int = 1) -> list[float]:
+    """Median milliseconds of each fn() between CUDA events (a lone call each), after warm-up. Several functions are
+    timed alternately (f, g, f, g, ...), so that drift in the GPU's state (clocks, caches, other work of the process)
+    falls on all of them alike."""
     import cupy as cp
 
     for _ in range(warmup):
-        fn()
+        for fn in fns:
+            fn()
     cp.cuda.Device().synchronize()
-    out = []
+    out: list[list[float]] = [[] for _ in fns]
     for _ in range(reps):
-        a, b = cp.cuda.Event(), cp.cuda.Event()
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        out.append(cp.cuda.get_elapsed_time(a, b))
-    return statistics.median(out)
-
-
-def gpu_time_pair(f, g, reps: int) -> tuple[float, float]:
-    """Median milliseconds of f() and of g(), each a lone call between CUDA events as in gpu_time, timed alternately
-    (f, g, f, g, ...) after one warm-up of each, so that drift in the GPU's state (clocks, caches, other work of the
-    process) falls on both alike."""
-    import cupy as cp
-
-    f()
-    g()
-    cp.cuda.Device().synchronize()
-    out: tuple[list, list] = ([], [])
-    for _ in range(reps):
-        for fn, acc in ((f, out[0]), (g, out[1])):
+        for fn, acc in zip(fns, out):
             a, b = cp.cuda.Event(), cp.cuda.Event()
             a.record()
             fn()
             b.record()
             b.synchronize()
             acc.append(cp.cuda.get_elapsed_time(a, b))
-    return statistics.median(out[0]), statistics.median(out[1])
+    return [statistics.median(acc) for acc in out]
+
+
+def gpu_time(fn, reps: int, warmup: int = 1) -> float:
+    """Median milliseconds of fn() between CUDA events, after warm-up."""
+    return gpu_times([fn], reps, warmup)[0]
 
 
 def gpu_stream_time(fn, calls: int) -> float:
@@ -102,8 +90,8 @@ def bench_keys(ws, dtypes=("uint32", "uint64"), torch_ok=True):
                 perm = cp.random.permutation(m)
                 rec = {"form": f"keys {dt}", "w": w, "m": m, "bytes_per_item": x.itemsize}
                 # ours and the gather bound alternately, with 3x the reps: the ratio the target is stated in
-                rec["ours_ms"], rec["gather_ms"] = gpu_time_pair(lambda: gpu.shuffle_rows(x, 1),
-                                                                 lambda: cp.take(x, perm), 3 * r)
+                rec["ours_ms"], rec["gather_ms"] = gpu_times([lambda: gpu.shuffle_rows(x, 1),
+                                                              lambda: cp.take(x, perm)], 3 * r)
                 rec["ours_lcg_ms"] = gpu_time(lambda: gpu._launch(m, None, (5, 7), (x,)), r)
                 rec["copy_ms"] = gpu_time(lambda: x.copy(), r)
                 if m >= 1 << 23:
@@ -130,8 +118,8 @@ def bench_keys(ws, dtypes=("uint32", "uint64"), torch_ok=True):
                 v = k * 5
                 perm = cp.random.permutation(m)
                 rec = {"form": "pairs u64+u64", "w": w, "m": m, "bytes_per_item": 16}
-                rec["ours_ms"], rec["gather_ms"] = gpu_time_pair(lambda: gpu.shuffle_pairs(k, v, 1),
-                                                                 lambda: (cp.take(k, perm), cp.take(v, perm)), 3 * r)
+                rec["ours_ms"], rec["gather_ms"] = gpu_times([lambda: gpu.shuffle_pairs(k, v, 1),
+                                                              lambda: (cp.take(k, perm), cp.take(v, perm))], 3 * r)
                 rec["copy_ms"] = gpu_time(lambda: (k.copy(), v.copy()), r)
                 if m >= 1 << 23:
                     rec["ours_stream_ms"] = gpu_stream_time(lambda: gpu.shuffle_pairs(k, v, 1), 3 * r)

@@ -397,12 +397,12 @@ def profile(model: str, args):
         fn(ps, Xt, progress=False)
 
 
-def _legacy(v: dict) -> dict:
-    """Variant timings keyed as now: records from before the quadrature kernels have no "quad", and their "split"
-    ran the DP on the paths without tables."""
-    if "quad" in v or "split_dp" in v:
-        return v
-    return {("split_dp" if k == "split" else k): t for k, t in v.items()}
+def _variant_cells(v: dict, keys: tuple) -> str:
+    """Markdown cells of variant timings, keyed as now: records from before the quadrature kernels have no "quad",
+    and their "split" ran the DP on the paths without tables."""
+    if "quad" not in v and "split_dp" not in v:
+        v = {("split_dp" if k == "split" else k): t for k, t in v.items()}
+    return " | ".join(f"{v[k]:.4g}" if k in v else "-" for k in keys)
 
 
 def _pick(plan) -> str:
@@ -464,9 +464,7 @@ def write_outputs(report, out_dir: Path, tag: str):
                   "| model | rows | auto picks | per row: DP | per row: quadrature | DP + warp shared-memory sums | "
                   "pattern tables | tables + DP | tables + quadrature | auto, CuPy in/out |", "|---" * 10 + "|"]
         for r in report["models"]:
-            v = _legacy(r.get("variants", {}))
-            cells = " | ".join(f"{v[k]:.4g}" if k in v else "-"
-                               for k in ("dp", "quad", "smem", "table", "split_dp", "split"))
+            cells = _variant_cells(r.get("variants", {}), ("dp", "quad", "smem", "table", "split_dp", "split"))
             pick = _pick(r.get("variant"))
             lines.append(f"| {r['model']} | {r.get('variant_rows', r['rows'])} | {pick} | {cells} | "
                          f"{r.get('ours_cupy_in_out_s', float('nan')):.4g} |")
@@ -480,8 +478,7 @@ def write_outputs(report, out_dir: Path, tag: str):
             v = r.get("inter_variants")
             if v is None:
                 continue
-            v = _legacy(v)
-            cells = " | ".join(f"{v[k]:.4g}" if k in v else "-" for k in ("dp", "quad", "table", "split_dp", "split"))
+            cells = _variant_cells(v, ("dp", "quad", "table", "split_dp", "split"))
             pick = _pick(r.get("inter_variant"))
             lines.append(f"| {r['model']} | {r['inter_rows']} | {pick} | {cells} |")
         lines.append("")

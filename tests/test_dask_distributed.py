@@ -64,12 +64,18 @@ def test_shap_dataframe_unknown_lengths_and_sent_once(client):
     assert all(v <= 1 for v in loads.values()) and sum(loads.values()) >= 1, loads
 
 
-def test_merged_partition_sketches_equal_single_machine(client):
+def _sketch_columns(n: int = 9000):
+    """(X, rng): lognormal with 2% NaN, N(1000, 1), 7 integer codes, Student t(4); rng continues for more draws."""
     rng = np.random.default_rng(3)
-    n = 9000
     X = np.column_stack([rng.lognormal(size=n), rng.normal(1000, 1, n), rng.integers(0, 7, n).astype(float),
                          rng.standard_t(4, n)])
     X[rng.random(n) < 0.02, 0] = np.nan
+    return X, rng
+
+
+def test_merged_partition_sketches_equal_single_machine(client):
+    X, rng = _sketch_columns()
+    n = X.shape[0]
     w = rng.uniform(0.5, 2, n)
     dX = da.from_array(X, chunks=(1100, 4))  # 9 partitions: a 4-level merge tree with an odd carry
     for weights in (None, w):

@@ -19,7 +19,7 @@ from kernels.sketch import sketch  # noqa: E402
 from shap_ext._dask import dask_shap_values, ship_explainer  # noqa: E402
 from shap_ext._explainer import _ShapTreeExplainer  # noqa: E402
 from sklearn_ext import train_test_split  # noqa: E402
-from test_dask_distributed import _model  # noqa: E402 - the same models as the CPU cluster tests
+from test_dask_distributed import _model, _sketch_columns  # noqa: E402 - the CPU cluster tests' models, data
 from sklearn_ext._dask import dask_shuffle, dask_train_test_split  # noqa: E402
 from xgboost_ext import QuantileBinner  # noqa: E402
 from xgboost_ext.dask import fit_binner, sketch_partitions, snap_partitions  # noqa: E402
@@ -66,11 +66,7 @@ def test_shap_cupy_partitions_on_gpu_workers_equal_cpu(gpu_client, n_class):
 
 
 def test_sketch_of_cupy_partitions_equals_cpu_single_machine(gpu_client):
-    rng = np.random.default_rng(3)
-    n = 9000
-    X = np.column_stack([rng.lognormal(size=n), rng.normal(1000, 1, n), rng.integers(0, 7, n).astype(float),
-                         rng.standard_t(4, n)])
-    X[rng.random(n) < 0.02, 0] = np.nan
+    X, _ = _sketch_columns()
     merged = sketch_partitions(_on_gpu(X, 1100), n_moments=12, max_distinct=16, backend="gpu")
     local = sketch(X, n_moments=12, max_distinct=16, backend="cpu")
     np.testing.assert_allclose(merged.weight, local.weight, rtol=1e-12, atol=0)

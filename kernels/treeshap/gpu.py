@@ -49,11 +49,12 @@ SPLIT_MIN_SHARE = 0.2              # split beat dp on adult-large (2.9x) and fas
 #  the path's product polynomial, Q = ceil(d / 2) nodes: a segmented product scan of Q log2(d) shuffles, then for
 #  interactions O(d Q) shuffles and FMAs per lane) or "dp" (EXTEND/UNWOUNDSUM: O(d) shuffle steps of 3 shuffles per
 #  SHAP value, once more per conditioned element for interactions). The "smem" SHAP variant is the DP. Measured on the
-#  H100 (docs/design/treeshap.md): quadrature wins for interactions (3.5x on adult-large) and loses for SHAP values
-#  (1.3-1.4x slower: its Q double reciprocals per lane and row cost more than the DP's shuffles save).
+#  H100 (docs/design/treeshap.md): quadrature wins for interactions (3.5x on adult-large); for SHAP values it wins on
+#  paths of <= 8 elements and loses 1.3-1.4x on longer ones (its Q double reciprocals per lane and row), and only long
+#  paths reach the per-row kernel where tables fit, so SHAP values keep the DP.
 SHAP_ROW_KERNEL = "dp"
 INTER_ROW_KERNEL = "quadrature"
-_QUAD_SIZES = (4, 8, 16)           # inter_quad{4,8,16}: rules of up to 4 / 8 / 16 nodes, paths of 2x that many elements
+_QUAD_SIZES = (4, 8, 16)           # {shap,inter}_quad{4,8,16}: rules of <= 4 / 8 / 16 nodes, paths of 2x that many
 _SMEM_MAX_OUTPUTS = 512            # smem variant only when M * K <= this (8 warps x 512 doubles = 32 KiB per block)
 _CACHE: dict[tuple[int, int | None], "_Packed"] = {}
 
