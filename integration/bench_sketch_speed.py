@@ -274,6 +274,8 @@ def main():
         # per SM the registers must allow, default 2), f2f, fastpath; {} = the defaults users get
         configs = [("v1", 15, 256, {"chunk": 16}),
                    ("fast", 15, 256, {}),
+                   ("fast", 15, 256, {"bulk": False}),
+                   ("fast", 15, 0, {"bulk": False}),
                    ("fast", 15, 256, {"f2f": True}),
                    ("fast", 15, 256, {"vals": 16}),
                    ("fast", 15, 0, {}),
@@ -372,7 +374,9 @@ def report(res: dict, out: Path) -> None:
                   "defaults): vals = values per thread per tile (default 32 for float32 at n_moments <= 16), stages = "
                   "tiles in flight per block (cp.async, default 2), minb = blocks per SM the registers must allow "
                   "(default 2), fastpath = straight-line sums in chunks of 16 values, one path per warp (default "
-                  "True), f2f = the plain path converts by F2F instead of bit operations (default False).", ""]
+                  "True), f2f = the plain path converts by F2F instead of bit operations (default False), bulk = the read "
+                  "kernel: sketch_bulk (bulk copy engine, no block-wide barrier per tile; the default on sm_90+ where "
+                  "it applies) or, with bulk=False, sketch_tiles (cp.async).", ""]
         pc = g.get("public_call")
         if pc:
             lines += [f"**The whole call** `{pc['call']}` (median of {pc['reps']}): {pc['seconds']*1e3:.3f} ms = "

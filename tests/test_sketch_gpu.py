@@ -8,7 +8,15 @@ import pytest
 from kernels.sketch import cpu
 
 pytestmark = pytest.mark.gpu
-VARIANTS = ["v1", "fast"]
+VARIANTS = ["v1", "fast", "fast_tiles"]  # fast_tiles: variant "fast" with bulk=False (the cp.async read)
+
+
+def _gpu_sketch(X, w=None, *, variant="fast", **kw):
+    from kernels.sketch import gpu
+
+    if variant == "fast_tiles":
+        variant, kw = "fast", {**kw, "bulk": False}
+    return gpu.sketch(X, w, variant=variant, **kw)
 
 
 def _scale(X, w, l):
@@ -50,7 +58,7 @@ def test_gpu_equals_cpu_twin(dtype, l, weighted, variant):
     X = X.astype(dtype)
     X[rng.random(n) < 0.02, 1] = np.nan
     w = rng.uniform(0, 2, n) if weighted else None
-    g = gpu.sketch(cp.asarray(X), None if w is None else cp.asarray(w), n_moments=l, max_distinct=64, variant=variant)
+    g = _gpu_sketch(cp.asarray(X), None if w is None else cp.asarray(w), n_moments=l, max_distinct=64, variant=variant)
     c = cpu.sketch(X, w, n_moments=l, max_distinct=64)
     _assert_same(g, c, X, w, l, tol=_tolerance(variant, l))
     assert c.n_distinct[2] > 0 and c.n_distinct[4] == 1 and c.n_distinct[0] == -1
@@ -72,8 +80,9 @@ def _assert_same(g, c, X, w, l, tol=1e-12):
         np.testing.assert_array_equal(g.distinct[j, : c.n_distinct[j]], c.distinct[j, : c.n_distinct[j]])
 
 
+@pytest.mark.parametrize("bulk", [None, False])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_fast_distinct_paths(dtype):
+def test_fast_distinct_paths(dtype, bulk):
     """Many discrete columns (shared sets run out: global-table fallback), a column whose strided sample looks
     discrete but has more than max_distinct values overall, -0.0 vs 0.0, weights of zero hiding values."""
     import cupy as cp
@@ -92,7 +101,7 @@ def test_fast_distinct_paths(dtype):
     w[rng.random(n) < 0.3] = 0.0
     for ww in (None, w):
         g = gpu.sketch(cp.asarray(X), None if ww is None else cp.asarray(ww), n_moments=15, max_distinct=256,
-                       variant="fast")
+                       variant="fast", bulk=bulk)
         c = cpu.sketch(X, ww, n_moments=15, max_distinct=256)
         _assert_same(g, c, X, ww, 15, tol=_tolerance("fast", 15))
         assert c.n_distinct[26] == -1 and c.n_distinct[27] == 2 and (c.n_distinct[:26] > 0).all()
@@ -106,8 +115,8 @@ def test_gpu_rejects_inf_and_handles_empty(variant):
 
     X = cp.asarray(np.array([[1.0, np.nan], [np.inf, np.nan], [2.0, np.nan]]))
     with pytest.raises(ValueError, match="inf"):
-        gpu.sketch(X, variant=variant)
-    s = gpu.sketch(X[[0, 2]], variant=variant)
+        _gpu_sketch(X, variant=variant)
+    s = _gpu_sketch(X[[0, 2]], variant=variant)
     assert s.weight[1] == 0 and np.isnan(s.vmin[1]) and s.n_distinct[1] == 0 and s.n_distinct[0] == 2
 
 
@@ -120,7 +129,7 @@ def test_gpu_small_and_odd_shapes(variant):
     rng = np.random.default_rng(0)
     for n, d in [(1, 1), (7, 33), (1000, 64), (129, 3), (5000, 300), (3000, 1)]:
         X = rng.normal(size=(n, d))
-        g = gpu.sketch(cp.asarray(X), n_moments=6, variant=variant)
+        g = _gpu_sketch(cp.asarray(X), n_moments=6, variant=variant)
         c = cpu.sketch(X, n_moments=6)
         np.testing.assert_allclose(g.mean, c.mean, rtol=1e-12, atol=1e-14)
         np.testing.assert_allclose(g.M, c.M, rtol=1e-10, atol=1e-12)
@@ -133,7 +142,8 @@ def test_default_variant_is_fast():
 
 
 @pytest.mark.parametrize("opts", [{"vals": 4, "stages": 2, "minb": 3, "fastpath": False}, {"vals": 16, "stages": 4},
-                                  {"vals": 8, "f2f": True}])
+                                  {"vals": 8, "f2f": True}, {"vals": 4, "fastpath": False, "bulk": False},
+                                  {"bulk": False}])
 def test_fast_options_subnormals_and_signed_zero(opts):
     """float32 subnormals, -0.0 and zeros give the twin's sketch (min/max and distinct sets compared exactly) under
     CuPy's -ftz=true: the kernels convert floats by integer bit operations, never by FP32 instructions."""
@@ -274,8 +284,9 @@ def test_device_shift_matches_two_pass():
 
 
 def test_fast_recentres_unrepresentative_sample_and_all_missing_sample():
-    """A column whose strided sample hits only a periodic spike (centre ~6 sd off: re-sketched about its mean) and
-    a column missing at every sampled row but valid elsewhere (centre from the whole column)."""
+    """A column whose sampled rows (gpu_fast.sample_rows, the kernel's sample) hold only a spike (centre ~6 sd off:
+    re-sketched about its mean) and a column missing at every sampled row but valid elsewhere (centre from the whole
+    column)."""
     import cupy as cp
 
     from kernels.sketch import gpu, gpu_fast
@@ -283,13 +294,49 @@ def test_fast_recentres_unrepresentative_sample_and_all_missing_sample():
     rng = np.random.default_rng(1)
     m = 37
     n = gpu_fast.SAMPLE_ROWS * m
+    rows = gpu_fast.sample_rows(n)
+    assert rows.size == gpu_fast.SAMPLE_ROWS and np.unique(rows).size == rows.size and rows.max() < n
     spike = rng.normal(0, 1, n)
-    spike[::m] = 50 + rng.normal(0, 0.01, n // m)
+    spike[rows] = 50 + rng.normal(0, 0.01, rows.size)
     hole = rng.normal(1000, 1, n)
-    hole[::m] = np.nan
+    hole[rows] = np.nan
     X = np.column_stack([spike, hole, rng.normal(size=n)])
     for dtype in (np.float32, np.float64):
         Xd = X.astype(dtype)
         g = gpu.sketch(cp.asarray(Xd), n_moments=15, max_distinct=0, variant="fast")
         c = cpu.sketch(Xd, n_moments=15, max_distinct=0)
         _assert_same(g, c, Xd, None, 15)
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_bulk_read_many_tracked_columns(weighted):
+    """The bulk read (sm_90+): 100 columns, 70 of them tracked (more than 32 list entries, more than the 64 shared
+    sets: the rest in the global table), columns whose extra values appear only late in the data (dropped from the
+    stage lists mid-stream, in some blocks and not others), a partial last tile per block; equal to the CPU twin and
+    to the cp.async read."""
+    import cupy as cp
+
+    from kernels.sketch import gpu, gpu_fast
+
+    if int(cp.cuda.Device().compute_capability) < 90:
+        pytest.skip("the bulk copy engine needs sm_90+")
+    rng = np.random.default_rng(21)
+    n = 300_007
+    cols = [rng.integers(0, 2 + j, n).astype(np.float64) * 0.5 for j in range(60)]
+    late = []
+    for j in range(10):
+        v = rng.integers(0, 20, n).astype(np.float64)
+        v[n - 1000 * (j + 1):] = 100 + np.arange(1000 * (j + 1)) % (30 + 10 * j)  # over cap 64 only late, or never
+        late.append(v)
+    X = np.column_stack(cols + late + [rng.normal(size=n) for _ in range(30)]).astype(np.float32)
+    X[rng.random(n) < 0.01, 5] = np.nan
+    w = rng.uniform(0, 1, n) if weighted else None
+    wd = None if w is None else cp.asarray(w)
+    g = gpu.sketch(cp.asarray(X), wd, n_moments=15, max_distinct=64, variant="fast", bulk=True)
+    c = cpu.sketch(X, w, n_moments=15, max_distinct=64)
+    _assert_same(g, c, X, w, 15)
+    t = gpu.sketch(cp.asarray(X), wd, n_moments=15, max_distinct=64, variant="fast", bulk=False)
+    _assert_same(t, c, X, w, 15)
+    assert (c.n_distinct[:60] > 0).all() and (c.n_distinct[60:70] == -1).sum() >= 5 and (c.n_distinct[70:] == -1).all()
+    with pytest.raises(ValueError, match="bulk"):  # d odd and X one row into its buffer: tiles not 16-byte aligned
+        gpu_fast.sketch_fast(cp.asarray(np.ones((1001, 5)))[1:], bulk=True)

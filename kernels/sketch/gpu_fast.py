@@ -16,7 +16,8 @@ from kernels.device import cupy_module
 from .gpu import EMPTY_KEY, begin
 from .state import MomentSketch
 
-SAMPLE_ROWS = 4096  # strided sample: the centre of each column, and which columns can have <= cap distinct values
+SAMPLE_ROWS = 4096  # sampled rows: the centre of each column, and which columns can have <= cap distinct values
+SAMPLE_RUN = 64  # sketch_fast.cu: the sample is SAMPLE_ROWS / SAMPLE_RUN runs of SAMPLE_RUN consecutive rows
 PREP_THREADS = 256  # sketch_fast.cu: PREP_THREADS * PREP_PER >= SAMPLE_ROWS
 PREP_TABLE_MAX = 4096  # sample hash-set entries (8 bytes each); caps needing more track every column
 TABLE_BUDGET = 32768  # bytes of shared memory per block for the per-block distinct sets
@@ -24,10 +25,21 @@ MAX_SLOTS = 64  # sketch_fast.cu's shared slot arrays
 MAX_ROWS_PER_THREAD = 8192  # more blocks beyond this, so no thread sums too many terms in one accumulator
 RECENTRE_TOL = 0.1  # re-sketch a column whose mean is farther than this many standard deviations from its centre
 EXTRACT_MAX = 4096  # distinct sets up to this size are sorted on the device; larger caps: on the host
-FINISH_THREADS = 64
+FINISH_THREADS = 128  # one block per column; 128 threads read its ~2 partials each in one round trip
 CACHE_BYTES = 64 << 20  # keep the per-thread buffers when they take at most this much device memory
+EXTRA_OPTIONS: tuple = ()  # more NVRTC options for the kernels (diagnostics: "-DFAST_STATS=1", "-DTRACK_NI=8")
 _DIR = str(Path(__file__).resolve().parent)
 _local = threading.local()
+
+
+def sample_rows(n: int) -> np.ndarray:
+    """The rows sketch_prep samples from X of n rows (its sample_row): all of them up to SAMPLE_ROWS, else
+    SAMPLE_ROWS / SAMPLE_RUN runs of SAMPLE_RUN consecutive rows spread evenly."""
+    k = min(n, SAMPLE_ROWS)
+    i = np.arange(k, dtype=np.int64)
+    if n == k:
+        return i
+    return (i // SAMPLE_RUN) * n // (k // SAMPLE_RUN) + i % SAMPLE_RUN
 
 
 def _pow2_at_least(x: int) -> int:
@@ -38,6 +50,7 @@ def _pow2_at_least(x: int) -> int:
 
 
 class _Plan(NamedTuple):
+    bulk: bool
     nt: int
     ct: int
     gx: int
@@ -70,10 +83,11 @@ def _allow_smem(kern, key: tuple, nbytes: int) -> None:
 
 
 @lru_cache(maxsize=64)
-def _plan(n, d, l, is_f32, has_w, cap, aligned16, vals, stages, minb, fastpath, f2f, blocks_per_sm,
-          device_id) -> _Plan:
+def _plan(n, d, l, is_f32, has_w, cap, aligned16, w_aligned16, vals, stages, minb, fastpath, f2f, blocks_per_sm,
+          bulk, device_id) -> _Plan:
     """Launch geometry and compiled kernels for one input shape, option set and device."""
-    sms = int(cupy_module().cuda.Device(device_id).attributes["MultiProcessorCount"])
+    dev = cupy_module().cuda.Device(device_id)
+    sms = int(dev.attributes["MultiProcessorCount"])
     nt = 256 if l <= 16 else 128
     ks = 4 if is_f32 else 8
     ct = min(d, nt)
@@ -103,17 +117,25 @@ def _plan(n, d, l, is_f32, has_w, cap, aligned16, vals, stages, minb, fastpath, 
     rpb = -(-rpb // rt) * rt
     gx = -(-n // rpb)
     vec16 = int(gy == 1 and aligned16 and (rt * d * ks) % 16 == 0 and (rpb * d * ks) % 16 == 0)
+    # the bulk copy engine (sm_90+): every tile one contiguous, 16-byte aligned piece of X (and of the weights)
+    bulk_ok = bool(vec16 and int(dev.compute_capability) >= 90
+                   and (not has_w or (w_aligned16 and rt % 2 == 0 and rpb % 2 == 0)))
+    if bulk and not bulk_ok:
+        raise ValueError("bulk=True needs an sm_90+ GPU, at most 256 columns (128 above 16 moments) and X (and the "
+                         "weights) 16-byte aligned with 16-byte tiles")
+    use_bulk = bulk_ok if bulk is None else bool(bulk)
     smem = max(stages * (stage_elems * ks + wstage * 8) + nslots * ts * ks, nt * l * 8)
     capx = cap if cap <= EXTRACT_MAX else 0
     T = "float" if is_f32 else "double"
     hw = "true" if has_w else "false"
     fp = "true" if fastpath else "false"
-    names = (f"sketch_prep<{T},{hw}>", f"sketch_tiles<{T},{l},{nt},{vals},{stages},{hw},{fp}>",
+    read = "sketch_bulk" if use_bulk else "sketch_tiles"
+    names = (f"sketch_prep<{T},{hw}>", f"{read}<{T},{l},{nt},{vals},{stages},{hw},{fp}>",
              f"sketch_finish<{l},{FINISH_THREADS}>")
-    opts = (f"-I{_DIR}", f"-DFAST_MINB={int(minb)}", f"-DFAST_F2F={int(bool(f2f))}")
+    opts = (f"-I{_DIR}", f"-DFAST_MINB={int(minb)}", f"-DFAST_F2F={int(bool(f2f))}") + tuple(EXTRA_OPTIONS)
     kernels = tuple(get_kernel("sketch/sketch_fast.cu", nm, options=opts, name_expressions=names) for nm in names)
     _allow_smem(kernels[1], (device_id, opts, names[1]), smem)
-    return _Plan(nt, ct, gx, gy, rpb, vec16, stage_elems, wstage, nslots, ts, tshift, tsize, tsp, k, capx,
+    return _Plan(use_bulk, nt, ct, gx, gy, rpb, vec16, stage_elems, wstage, nslots, ts, tshift, tsize, tsp, k, capx,
                  l + 5 + capx, smem, kernels)
 
 
@@ -149,10 +171,15 @@ def _launch(X, w, has_w: bool, l: int, cap: int, p: _Plan, b: dict, center=None)
         raise ValueError("a given centre runs without distinct tracking (cap 0)")
     else:
         b["bad"].fill(0)
-    tiles((p.gx, p.gy), (p.nt,), (X, w, np.int64(n), np.int32(d), np.int32(p.ct), np.int64(p.rows_per_block),
-                                  np.int32(p.vec16), np.int32(p.stage_elems), np.int32(p.wstage), center, b["part"],
-                                  b["bad"], np.int32(p.nslots), np.int32(p.ts), np.int32(p.tshift), b["table"],
-                                  np.int32(p.tsize), b["count"], b["over"], np.int32(cap)), shared_mem=p.smem)
+    sets = (np.int32(p.nslots), np.int32(p.ts), np.int32(p.tshift), b["table"], np.int32(p.tsize), b["count"],
+            b["over"], np.int32(cap))
+    if p.bulk:
+        tiles((p.gx,), (p.nt,), (X, w, np.int64(n), np.int32(d), np.int64(p.rows_per_block), np.int32(p.stage_elems),
+                                 np.int32(p.wstage), center, b["part"], b["bad"]) + sets, shared_mem=p.smem)
+    else:
+        tiles((p.gx, p.gy), (p.nt,), (X, w, np.int64(n), np.int32(d), np.int32(p.ct), np.int64(p.rows_per_block),
+                                      np.int32(p.vec16), np.int32(p.stage_elems), np.int32(p.wstage), center,
+                                      b["part"], b["bad"]) + sets, shared_mem=p.smem)
     fin((d,), (FINISH_THREADS,), (b["part"], np.int32(p.gx), np.int32(d), center, b["over"], b["count"], b["table"],
                                   np.int32(p.tsize), np.int32(cap), np.int32(p.capx), np.float64(RECENTRE_TOL),
                                   b["bad"], b["res"]), shared_mem=p.capx * 8)
@@ -164,7 +191,7 @@ def default_vals(is_f32: bool, l: int) -> int:
     return 32 if is_f32 and l <= 16 else 16
 
 
-def _prepare(X, sample_weight, n_moments, max_distinct, vals, stages, minb, fastpath, f2f, blocks_per_sm):
+def _prepare(X, sample_weight, n_moments, max_distinct, vals, stages, minb, fastpath, f2f, blocks_per_sm, bulk):
     """(l, X, w, has_w, cap, plan, buffers), or (l, empty sketch) for X without rows."""
     cp = cupy_module()
     if vals is not None and not (isinstance(vals, (int, np.integer))
@@ -179,14 +206,16 @@ def _prepare(X, sample_weight, n_moments, max_distinct, vals, stages, minb, fast
         vals = default_vals(X.dtype == np.float32, l)
     n, d = X.shape
     cap = int(max_distinct)
-    p = _plan(n, d, l, X.dtype == np.float32, has_w, cap, X.data.ptr % 16 == 0, int(vals), int(stages), int(minb),
-              bool(fastpath), bool(f2f), blocks_per_sm, cp.cuda.Device().id)
+    if bulk not in (None, True, False):
+        raise ValueError(f"bulk must be None, True or False, got {bulk!r}")
+    p = _plan(n, d, l, X.dtype == np.float32, has_w, cap, X.data.ptr % 16 == 0, w.data.ptr % 16 == 0, int(vals),
+              int(stages), int(minb), bool(fastpath), bool(f2f), blocks_per_sm, bulk, cp.cuda.Device().id)
     return l, X, w, has_w, cap, p, _buffers(cp, d, l, p)
 
 
 def sketch_fast(X, sample_weight=None, *, n_moments: int = 15, max_distinct: int = 256, vals: int | None = None,
                 stages: int = 2, minb: int = 2, fastpath: bool = True, f2f: bool = False,
-                blocks_per_sm: int | None = None) -> MomentSketch:
+                blocks_per_sm: int | None = None, bulk: bool | None = None) -> MomentSketch:
     """Same result as gpu.sketch(variant="v1") and the CPU twin within 1e-12 of each moment's scale.
 
     vals: values per thread per tile (None: 32 for float32 up to 16 moments, else 16; above 16 a multiple of 16);
@@ -194,9 +223,12 @@ def sketch_fast(X, sample_weight=None, *, n_moments: int = 15, max_distinct: int
     (registers vs occupancy); fastpath: each warp sums its chunks of 16 values in straight-line code (normal floats
     and zeros / finite doubles; a second straight-line path masks NaN, inf and zero weights), else value by value;
     f2f: the first path converts floats by F2F instead of bit operations (both exact there); blocks_per_sm: blocks
-    launched per SM (default minb). All options give the same sketch.
+    launched per SM (default minb); bulk: read the tiles through the bulk copy engine (sketch_bulk: no block-wide
+    barrier per tile), None = wherever it applies (sm_90+, one column tile, 16-byte aligned tiles), True = required
+    (ValueError where it does not apply), False = never (sketch_tiles, cp.async). All options give the same sketch.
     """
-    prep = _prepare(X, sample_weight, n_moments, max_distinct, vals, stages, minb, fastpath, f2f, blocks_per_sm)
+    prep = _prepare(X, sample_weight, n_moments, max_distinct, vals, stages, minb, fastpath, f2f, blocks_per_sm,
+                    bulk)
     if len(prep) == 2:
         return prep[1]
     l, X, w, has_w, cap, p, b = prep
@@ -217,7 +249,8 @@ def sketch_fast(X, sample_weight=None, *, n_moments: int = 15, max_distinct: int
     else:
         vals_ = _host_sets(b["table"], nd, p.tsize, cap)
     if redo.size:
-        _recentre(X, w, has_w, l, redo, mean, M, lo, hi, (vals, stages, minb, fastpath, f2f, blocks_per_sm))
+        _recentre(X, w, has_w, l, redo, mean, M, lo, hi, (vals, stages, minb, fastpath, f2f, blocks_per_sm,
+                                                            False if bulk is False else None))
     empty = W <= 0
     lo[empty] = np.nan
     hi[empty] = np.nan
@@ -233,11 +266,11 @@ def _recentre(X, w, has_w, l, redo, mean, M, lo, hi, opts) -> None:
     c2[off] = 0.5 * lo[redo][off] + 0.5 * hi[redo][off]
     Xs = cp.ascontiguousarray(X[:, cp.asarray(redo)])
     n, d2 = Xs.shape
-    vals, stages, minb, fastpath, f2f, blocks_per_sm = opts
+    vals, stages, minb, fastpath, f2f, blocks_per_sm, bulk = opts
     if vals is None:
         vals = default_vals(Xs.dtype == np.float32, l)
-    p2 = _plan(n, d2, l, Xs.dtype == np.float32, has_w, 0, Xs.data.ptr % 16 == 0, int(vals), int(stages), int(minb),
-               bool(fastpath), bool(f2f), blocks_per_sm, cp.cuda.Device().id)
+    p2 = _plan(n, d2, l, Xs.dtype == np.float32, has_w, 0, Xs.data.ptr % 16 == 0, w.data.ptr % 16 == 0, int(vals),
+               int(stages), int(minb), bool(fastpath), bool(f2f), blocks_per_sm, bulk, cp.cuda.Device().id)
     b2 = _buffers(cp, d2, l, p2)
     _launch(Xs, w, has_w, l, 0, p2, b2, center=cp.asarray(c2))
     R2 = b2["res"].get(out=b2["host"])[:-1].reshape(d2, p2.stride)
@@ -263,9 +296,9 @@ def kernels_only(X, n_moments: int = 15, max_distinct: int = 256, **opts):
     """A callable that queues only the three kernels on X (no checks, allocation or transfer): for timing. opts as
     sketch_fast's, same defaults."""
     kw = sketch_fast.__kwdefaults__
-    o = {k: opts.get(k, kw[k]) for k in ("vals", "stages", "minb", "fastpath", "f2f", "blocks_per_sm")}
+    o = {k: opts.get(k, kw[k]) for k in ("vals", "stages", "minb", "fastpath", "f2f", "blocks_per_sm", "bulk")}
     prep = _prepare(X, None, n_moments, max_distinct, o["vals"], o["stages"], o["minb"], o["fastpath"], o["f2f"],
-                    o["blocks_per_sm"])
+                    o["blocks_per_sm"], o["bulk"])
     l, X, w, has_w, cap, p, b = prep
     return lambda: _launch(X, w, has_w, l, cap, p, b)
 

@@ -1,7 +1,7 @@
 // Fast moment sketch (variant "fast", the default): three launches and no host round trip before the result.
 //
-// 1. sketch_prep (one block per column): a strided sample of SAMPLE_ROWS rows gives the column's centre c_f (the
-//    weighted sample mean; the value itself where the sample is constant, so constant columns stay exact; 0 where
+// 1. sketch_prep (one block per column): a sample of SAMPLE_ROWS rows (runs of SAMPLE_RUN consecutive rows spread
+//    evenly over X) gives the column's centre c_f (the weighted sample mean; the value itself where the sample is constant, so constant columns stay exact; 0 where
 //    the sample holds no valid value) and whether the column can have at most `cap` distinct values (its sample has
 //    at most cap). It also resets the work arrays: over[f] = !candidate, count[f] = 0, the candidate's global table
 //    row, *bad = 0.
@@ -20,6 +20,9 @@
 //    global over flag; after each tile warp 0 drops the columns found over (here, or by the global flag, whose load
 //    goes out before the sums so its latency never holds the block) from the list, so a continuous column stops
 //    costing anything once any block has seen cap + 1 values of it.
+// 2b. sketch_bulk (sm_90+, the default where X is one column tile with 16-byte aligned tiles): the same sums and
+//    tracking, the tiles copied by the bulk copy engine (one cp.async.bulk per tile, completing on an mbarrier) and
+//    no block-wide barrier in the loop; see its section below.
 // 3. sketch_finish (one block per column): adds the block partials, turns the power sums about c into the mean and
 //    the central sums (binomial shift by delta = S_1 / W), flags a column for re-sketching about its mean when
 //    |delta| > tol * sd (a centre that far off would amplify rounding in the shift; gpu_fast.py does it), and
@@ -242,18 +245,26 @@ template <int L, bool HAS_W> struct Moments<float, L, HAS_W> : PowerSums<L, HAS_
             smax = max(smax, (int)s);
             if (HAS_W) wpos = wpos && wt > 0.0;
         }
+        __device__ __forceinline__ void see2(float x0, float x1, double w0, double w1) {  // two values at once
+            const unsigned int s0 = (__float_as_uint(x0) & 0x7fffffffu) - 1u, s1 = (__float_as_uint(x1) & 0x7fffffffu) - 1u;
+            umin = min(umin, min(s0, s1));
+            smax = max(smax, max((int)s0, (int)s1));
+            if (HAS_W) wpos = wpos && w0 > 0.0 && w1 > 0.0;
+        }
         __device__ __forceinline__ bool plain() const { return umin >= 0x007fffffu && smax < 0x7f7fffff && wpos; }
         __device__ __forceinline__ bool maskable() const { return umin >= 0x007fffffu; }  // no subnormals
     };
-    // min and max of N values (pairs: one three-input min / max per pair)
+    // min and max of a plain chunk (normal floats and zeros only): FP32 min / max, exact there whatever -ftz says
+    // (it flushes subnormals only), then one key each for the running min / max
     template <int N> __device__ __forceinline__ void minmax_n(const float *xv) {
+        float mn = xv[0], mx = xv[0];
 #pragma unroll
-        for (int v = 0; v + 1 < N; v += 2) {
-            const int k0 = f_order(__float_as_uint(xv[v])), k1 = f_order(__float_as_uint(xv[v + 1]));
-            lo = min(lo, min(k0, k1));
-            hi = max(hi, max(k0, k1));
+        for (int v = 1; v < N; ++v) {
+            mn = fminf(mn, xv[v]);
+            mx = fmaxf(mx, xv[v]);
         }
-        if (N & 1) minmax(__float_as_uint(xv[N - 1]));
+        lo = min(lo, f_order(__float_as_uint(mn)));
+        hi = max(hi, f_order(__float_as_uint(mx)));
     }
     // the chunk's sums without min / max (minmax_n does them): branch-free for normal floats and zeros
     __device__ __forceinline__ void add_fast(float x, double wt, double c) {
@@ -302,6 +313,10 @@ template <int L, bool HAS_W> struct Moments<double, L, HAS_W> : PowerSums<L, HAS
         __device__ __forceinline__ void see(double x, double wt) {
             hmax = max(hmax, __double2hiint(x) & 0x7fffffff);
             if (HAS_W) wpos = wpos && wt > 0.0;
+        }
+        __device__ __forceinline__ void see2(double x0, double x1, double w0, double w1) {
+            see(x0, w0);
+            see(x1, w1);
         }
         __device__ __forceinline__ bool plain() const { return hmax < 0x7ff00000 && wpos; }
         __device__ __forceinline__ bool maskable() const { return true; }
@@ -372,6 +387,18 @@ __device__ __forceinline__ bool track_insert(typename FastKey<T>::K key, int sl,
 }
 
 // ------------------------------------------------------------------------ 1. centres, candidates, resets
+// Sample row i of k: all rows when k = n; else runs of SAMPLE_RUN consecutive rows at k / SAMPLE_RUN evenly spread
+// places (k a multiple of SAMPLE_RUN: a strided sample of single rows cost a TLB miss per value). gpu_fast.sample_rows
+// mirrors it.
+#ifndef SAMPLE_RUN
+#define SAMPLE_RUN 64
+#endif
+__device__ __forceinline__ long long sample_row(int i, long long n, int k) {
+    if (i >= k) return 0;
+    if (n == k) return i;
+    return (long long)(i / SAMPLE_RUN) * n / (k / SAMPLE_RUN) + i % SAMPLE_RUN;
+}
+
 // grid (d), block PREP_THREADS, dynamic shared memory tsp * 8 bytes (tsp = 0: every column is a candidate).
 template <typename T, bool HAS_W>
 __global__ void __launch_bounds__(PREP_THREADS)
@@ -390,7 +417,7 @@ sketch_prep(const T *__restrict__ X, const double *__restrict__ w, long long n, 
 #pragma unroll
     for (int u = 0; u < PREP_PER; ++u) {  // all loads first: they overlap
         const int i = t + u * PREP_THREADS;
-        const long long r = i < k ? (long long)i * n / k : 0;
+        const long long r = sample_row(i, n, k);
         xs[u] = i < k ? X[r * d + f] : (T)0;
         if (HAS_W) ws[HAS_W ? u : 0] = i < k ? w[r] : 0.0;
     }
@@ -456,6 +483,217 @@ sketch_prep(const T *__restrict__ X, const double *__restrict__ w, long long n, 
         for (int i = t; i < tsize; i += PREP_THREADS) table[(size_t)f * tsize + i] = EMPTY_KEY;
 }
 
+// ------------------------------------------------------------------------ distinct lookups of the bulk read
+#ifndef FAST_STATS
+#define FAST_STATS 0  // 1: count the insert-path runs (fast_stats[0]) and the tracked thread-tiles (fast_stats[1])
+#endif
+#if FAST_STATS
+__device__ unsigned long long fast_stats[2];
+#endif
+// The bucket (of two slots) of a key in a set of ts = 2^(32 - tshift) >= 4 slots, hshift = tshift + 1; the key's
+// high bits are folded down first (floats of round values differ only in their high bits). Its first slot: 2 * bucket.
+template <typename T>
+__device__ __forceinline__ unsigned int bucket_of(typename FastKey<T>::K key, int hshift) {
+    const unsigned int f = FastKey<T>::fold(key);
+    return ((f ^ (f >> 15)) * 0x9E3779B1u) >> hshift;
+}
+template <typename K> struct Pair2;
+template <> struct Pair2<unsigned int> { typedef uint2 P; };
+template <> struct Pair2<unsigned long long> { typedef ulonglong2 P; };
+
+// A thread's tracked items of one tile, rows r0, r0 + rstep, ... (items of them) of one column (ip: its first value; istep:
+// elements from one item to the next), looked up in the column's shared set (tab) by one 8- or 16-byte load of the
+// key's bucket. True if a finite value (of positive weight) is not in its bucket: new, or displaced by a collision.
+template <typename T, bool HAS_W>
+__device__ __forceinline__ bool lookup_items(const typename FastKey<T>::K *tab, const T *ip, int istep,
+                                             const double *wt, int r0, int rstep, int items, int hshift) {
+    typedef typename FastKey<T>::K K;
+    typedef typename Pair2<K>::P P;
+    const P *bk = (const P *)tab;
+    bool miss = false;
+    int r = r0;
+#pragma unroll 4
+    for (int i = 0; i < items; ++i, r += rstep, ip += istep) {
+        K key;
+        bool fin = FastKey<T>::of(*ip, key);
+        if (HAS_W) fin = fin && wt[r] > 0.0;
+        const P pr = bk[bucket_of<T>(key, hshift)];
+        miss |= fin && pr.x != key && pr.y != key;
+    }
+    return miss;
+}
+
+// The insert path for a thread's items (rows tr0, tr0 + rstep, ... < rows of column lc; shared set sl, or the
+// global table for sl < 0), after a miss; stops once the column is over cap.
+template <typename T, bool HAS_W>
+__device__ __noinline__ void track_inserts(const T *tile, const double *wt, int rows, int cw, int lc, int sl, int tr0,
+                                           int rstep, typename FastKey<T>::K *tabs, int ts, int tshift, int *sCnt,
+                                           int *sOver, unsigned long long *table, int tsize, int *count, int *over,
+                                           int cap) {
+    typedef typename FastKey<T>::K K;
+    const K EMPTY = FastKey<T>::empty();
+    K *tab = tabs + (sl >= 0 ? sl : 0) * ts;
+#if FAST_STATS
+    atomicAdd(fast_stats, 1ull);
+#endif
+    for (int r = tr0; r < rows; r += rstep) {
+        K key;
+        if (!FastKey<T>::of(tile[r * cw + lc], key)) continue;
+        if (HAS_W && !(wt[r] > 0.0)) continue;
+        bool done;
+        if (sl >= 0) {
+            const int res = shared_insert<K>(tab, ts, key, EMPTY, bucket_of<T>(key, tshift + 1) << 1);
+            done = res == 2 || (res == 1 && atomicAdd(sCnt + sl, 1) + 1 > cap);
+            if (done) {
+                sOver[sl] = 1;
+                atomicExch(over + lc, 1);
+            }
+        } else {
+            done = distinct_insert(FastKey<T>::value(key), lc, table, tsize, count, over, cap);
+        }
+        if (done) return;
+    }
+}
+
+// ------------------------------------------------------------------------ the sums of one tile (both read kernels)
+// Thread t sums column t % cw over the tile's rows rg, rg + kr, ... (V of them in a full tile): in chunks of VB values
+// in straight-line code, each warp on one path chosen by vote (a thread alone on another path would make the warp run
+// both), or value by value without FASTPATH.
+template <typename T, int L, int V, bool HAS_W, bool FASTPATH>
+__device__ __forceinline__ void sum_full_tile(Moments<T, L, HAS_W> &acc, const T *tile, const double *wt, int t, int KC,
+                                              int kr, int rg, double c) {
+    constexpr int VB = V < 16 ? V : 16;  // values per straight-line chunk (their power chains interleave)
+    static_assert(V % VB == 0, "vals must be a multiple of 16 above 16");
+    if (!FASTPATH) {
+#pragma unroll
+        for (int v = 0; v < V; ++v) acc.add(tile[t + v * KC], HAS_W ? wt[rg + v * kr] : 1.0, c);
+        return;
+    }
+    const T *tp = tile + t;
+#pragma unroll 1
+    for (int h = 0; h < V; h += VB, tp += VB * KC) {
+        T xv[VB];
+        double wv[HAS_W ? VB : 1];
+        typename Moments<T, L, HAS_W>::Class cls;
+#pragma unroll
+        for (int v = 0; v < VB; ++v) {
+            xv[v] = tp[v * KC];
+            if (HAS_W) wv[HAS_W ? v : 0] = wt[rg + (h + v) * kr];
+        }
+#pragma unroll
+        for (int v = 0; v + 1 < VB; v += 2)
+            cls.see2(xv[v], xv[v + 1], HAS_W ? wv[HAS_W ? v : 0] : 1.0, HAS_W ? wv[HAS_W ? v + 1 : 0] : 1.0);
+        if (VB & 1) cls.see(xv[VB - 1], HAS_W ? wv[HAS_W ? VB - 1 : 0] : 1.0);
+        const unsigned int am = __activemask();
+        if (__builtin_expect(__all_sync(am, cls.plain()), 1)) {  // normal floats / finite doubles, zeros
+#pragma unroll
+            for (int v = 0; v < VB; ++v) acc.add_fast(xv[v], HAS_W ? wv[HAS_W ? v : 0] : 1.0, c);
+            acc.template minmax_n<VB>(xv);
+        } else if (__all_sync(am, cls.maskable())) {  // also NaN, inf (raises later), zero weights
+#pragma unroll
+            for (int v = 0; v < VB; ++v) acc.add_masked(xv[v], HAS_W ? wv[HAS_W ? v : 0] : 1.0, c);
+        } else {  // float subnormals somewhere in the warp: value by value
+#pragma unroll
+            for (int v = 0; v < VB; ++v) acc.add(xv[v], HAS_W ? wv[HAS_W ? v : 0] : 1.0, c);
+        }
+    }
+}
+// a tile of fewer rows than a full one (the strip's last): value by value; returns the values seen
+template <typename T, int L, int V, bool HAS_W>
+__device__ __forceinline__ int sum_partial_tile(Moments<T, L, HAS_W> &acc, const T *tile, const double *wt, int t,
+                                                int KC, int kr, int rg, int rows, double c) {
+    int seen = 0;
+#pragma unroll
+    for (int v = 0; v < V; ++v) {
+        const int r = rg + v * kr;
+        if (r < rows) {
+            acc.add(tile[t + v * KC], HAS_W ? wt[r] : 1.0, c);
+            ++seen;
+        }
+    }
+    return seen;
+}
+
+// The block's sums per column into part row prow + col: the kr threads of a column share its centre, so their sums
+// simply add (buf: NT * L doubles of shared memory no longer in use)
+template <typename T, int L, int NT, bool HAS_W>
+__device__ __forceinline__ void block_partials(const Moments<T, L, HAS_W> &acc, int nproc, bool active, int rg, int col,
+                                               int cw, int kr, size_t prow, double *buf, double *sW, double *sLo,
+                                               double *sHi, double *__restrict__ part) {
+    const int t = threadIdx.x;
+    sW[t] = active ? (HAS_W ? acc.S[0] : (double)(nproc - acc.ninv)) : 0.0;
+    sLo[t] = active ? acc.lo_value() : POS_INF;
+    sHi[t] = active ? acc.hi_value() : NEG_INF;
+#pragma unroll
+    for (int k = 0; k < L; ++k) buf[k * NT + t] = active ? acc.S[k + 1] : 0.0;
+    __syncthreads();
+    if (active && rg == 0) {
+        double a[L];
+#pragma unroll
+        for (int k = 0; k < L; ++k) a[k] = 0.0;
+        double Wb = 0.0, blo = POS_INF, bhi = NEG_INF;
+        for (int g = 0; g < kr; ++g) {
+            const int tt = g * cw + col;
+            Wb += sW[tt];
+#pragma unroll
+            for (int k = 0; k < L; ++k) a[k] += buf[k * NT + tt];
+            blo = fmin(blo, sLo[tt]);
+            bhi = fmax(bhi, sHi[tt]);
+        }
+        double *p = part + (prow + col) * (L + 3);
+        p[0] = Wb;
+#pragma unroll
+        for (int k = 0; k < L; ++k) p[1 + k] = a[k];
+        p[L + 1] = blo;
+        p[L + 2] = bhi;
+    }
+}
+
+// The end of both read kernels, after a barrier: the inf flag; the block's shared distinct sets into the global table
+// (the global over flags read once per slot); the block's partial sums (block_partials).
+template <typename T, int L, int NT, bool HAS_W>
+__device__ __forceinline__ void block_end(const Moments<T, L, HAS_W> &acc, int nproc, bool active, int rg, int col,
+                                          int cw, int kr, size_t prow, unsigned char *smem,
+                                          const typename FastKey<T>::K *tabs, int nslots, int ts, int tshift,
+                                          const int *sCol, int *sOver, double *sW, double *sLo, double *sHi, int *bad,
+                                          unsigned long long *table, int tsize, int *count, int *over, int cap,
+                                          double *__restrict__ part) {
+    typedef typename FastKey<T>::K K;
+    const int t = threadIdx.x;
+    if (acc.bad) atomicExch(bad, 1);
+    if (t < nslots && sCol[t] >= 0 && !sOver[t] && ld_relaxed(over + sCol[t])) sOver[t] = 1;
+    __syncthreads();
+    for (int i = t; i < nslots * ts; i += NT) {
+        const int s = i >> (32 - tshift);  // ts = 2^(32 - tshift)
+        const int fs = sCol[s];
+        const K key = tabs[i];
+        if (fs < 0 || key == FastKey<T>::empty() || sOver[s]) continue;
+        distinct_insert(FastKey<T>::value(key), fs, table, tsize, count, over, cap);
+    }
+    __syncthreads();
+    block_partials<T, L, NT, HAS_W>(acc, nproc, active, rg, col, cw, kr, prow, (double *)smem, sW, sLo, sHi, part);
+}
+
+// A block's part of the read: rows [r_begin, r_end) of a tile of cw columns, in tiles of RT = kr * V rows; thread t
+// sums column col = t % cw over rows rg, rg + kr, ... of each tile (active: t < KC = kr * cw).
+template <int NT, int V> struct Strip {
+    int cw, kr, KC, rg, col, RT, ntiles;
+    bool active;
+    long long r_begin, r_end;
+    __device__ __forceinline__ Strip(int cw_, long long n, long long rows_per_block) {
+        cw = cw_;
+        kr = NT / cw;
+        KC = kr * cw;
+        rg = (int)threadIdx.x / cw;
+        col = (int)threadIdx.x - rg * cw;
+        active = (int)threadIdx.x < KC;
+        RT = kr * V;
+        r_begin = (long long)blockIdx.x * rows_per_block;
+        r_end = min(n, r_begin + rows_per_block);
+        ntiles = (int)((r_end - r_begin + RT - 1) / RT);
+    }
+};
+
 // ------------------------------------------------------------------------ 2. the read
 // grid (gx, n_tiles), block NT, dynamic shared memory: max(NS * (stage_elems * sizeof(T) + wstage * 8) +
 // nslots * ts * sizeof(K), NT * L * 8) bytes. part (gx, d, L + 3): [W, S1..SL, min, max] about center.
@@ -466,9 +704,7 @@ sketch_tiles(const T *__restrict__ X, const double *__restrict__ w, long long n,
              int *__restrict__ bad, int nslots, int ts, int tshift, unsigned long long *table, int tsize, int *count,
              int *over, int cap) {
     typedef typename FastKey<T>::K K;
-    constexpr int VB = V < 16 ? V : 16;  // values per straight-line chunk of the sums (their power chains interleave)
-    static_assert(V % VB == 0, "vals must be a multiple of 16 above 16");
-    extern __shared__ __align__(16) unsigned char fast_smem[];
+    extern __shared__ __align__(128) unsigned char fast_smem[];
     T *stage = (T *)fast_smem;
     double *wst = (double *)(fast_smem + (size_t)NS * stage_elems * sizeof(T));
     K *tabs = (K *)(wst + (size_t)NS * wstage);
@@ -479,16 +715,10 @@ sketch_tiles(const T *__restrict__ X, const double *__restrict__ w, long long n,
 
     const int t = threadIdx.x, lane = t & 31, wid = t >> 5;
     const int tile0 = blockIdx.y * ct;
-    const int cw = min(ct, d - tile0);
-    const int kr = NT / cw;
-    const int KC = kr * cw;
-    const int rg = t / cw;
-    const int col = t - rg * cw;
-    const bool active = t < KC;
-    const int RT = kr * V;
-    const long long r_begin = (long long)blockIdx.x * rows_per_block;
-    const long long r_end = min(n, r_begin + rows_per_block);
-    const int ntiles = (int)((r_end - r_begin + RT - 1) / RT);
+    const Strip<NT, V> g(min(ct, d - tile0), n, rows_per_block);
+    const int cw = g.cw, kr = g.kr, KC = g.KC, rg = g.rg, col = g.col, RT = g.RT, ntiles = g.ntiles;
+    const bool active = g.active;
+    const long long r_begin = g.r_begin, r_end = g.r_end;
 
     for (int i = t; i < nslots * ts; i += NT) tabs[i] = EMPTY;
     if (t < MAX_SLOTS) { sCnt[t] = 0; sOver[t] = 0; sCol[t] = -1; }
@@ -588,47 +818,11 @@ sketch_tiles(const T *__restrict__ X, const double *__restrict__ w, long long n,
                 ovf = ld_relaxed(over + tile0 + lstC[j]);
             }
         }
-        if (active && rows == RT && FASTPATH) {
-            const T *tp = tile + t;
-#pragma unroll 1
-            for (int h = 0; h < V; h += VB, tp += VB * KC) {  // chunks of VB values, each in straight-line code
-                T xv[VB];
-                double wv[HAS_W ? VB : 1];
-                typename Moments<T, L, HAS_W>::Class cls;
-#pragma unroll
-                for (int v = 0; v < VB; ++v) {
-                    xv[v] = tp[v * KC];
-                    if (HAS_W) wv[HAS_W ? v : 0] = wt[rg + (h + v) * kr];
-                    cls.see(xv[v], HAS_W ? wv[HAS_W ? v : 0] : 1.0);
-                }
-                // one path per warp (a thread alone on another path would make the warp run both)
-                const unsigned int am = __activemask();
-                if (__builtin_expect(__all_sync(am, cls.plain()), 1)) {  // normal floats / finite doubles, zeros
-#pragma unroll
-                    for (int v = 0; v < VB; ++v) acc.add_fast(xv[v], HAS_W ? wv[HAS_W ? v : 0] : 1.0, c);
-                    acc.template minmax_n<VB>(xv);
-                } else if (__all_sync(am, cls.maskable())) {  // also NaN, inf (raises later), zero weights
-#pragma unroll
-                    for (int v = 0; v < VB; ++v) acc.add_masked(xv[v], HAS_W ? wv[HAS_W ? v : 0] : 1.0, c);
-                } else {  // float subnormals somewhere in the warp: value by value
-#pragma unroll
-                    for (int v = 0; v < VB; ++v) acc.add(xv[v], HAS_W ? wv[HAS_W ? v : 0] : 1.0, c);
-                }
-            }
-            nproc += V;
-        } else if (active && rows == RT) {
-#pragma unroll
-            for (int v = 0; v < V; ++v) acc.add(tile[t + v * KC], HAS_W ? wt[rg + v * kr] : 1.0, c);
+        if (active && rows == RT) {
+            sum_full_tile<T, L, V, HAS_W, FASTPATH>(acc, tile, wt, t, KC, kr, rg, c);
             nproc += V;
         } else if (active) {
-#pragma unroll
-            for (int v = 0; v < V; ++v) {
-                const int r = rg + v * kr;
-                if (r < rows) {
-                    acc.add(tile[t + v * KC], HAS_W ? wt[r] : 1.0, c);
-                    ++nproc;
-                }
-            }
+            nproc += sum_partial_tile<T, L, V, HAS_W>(acc, tile, wt, t, KC, kr, rg, rows, c);
         }
         // distinct tracking: this thread's items (rows tr0, tr0 + rstep, ... of list entry tj). A value found at its
         // home slot or the next is known; otherwise (or for columns in the global table) the insert path runs
@@ -693,46 +887,224 @@ sketch_tiles(const T *__restrict__ X, const double *__restrict__ w, long long n,
     }
     cp_wait<0>();
     __syncthreads();
-    if (acc.bad) atomicExch(bad, 1);
-    // flush the shared distinct sets into the global table (the global over flags read once per slot)
-    if (t < nslots && sCol[t] >= 0 && !sOver[t] && ld_relaxed(over + sCol[t])) sOver[t] = 1;
-    __syncthreads();
-    for (int i = t; i < nslots * ts; i += NT) {
-        const int s = i >> (32 - tshift);  // ts = 2^(32 - tshift)
-        const int fs = sCol[s];
-        const K key = tabs[i];
-        if (fs < 0 || key == EMPTY || sOver[s]) continue;
-        distinct_insert(FastKey<T>::value(key), fs, table, tsize, count, over, cap);
+    block_end<T, L, NT, HAS_W>(acc, nproc, active, rg, col, cw, kr, (size_t)blockIdx.x * d + tile0, fast_smem, tabs,
+                               nslots, ts, tshift, sCol, sOver, sW, sLo, sHi, bad, table, tsize, count, over, cap,
+                               part);
+}
+
+// ------------------------------------------------------------------------ 2b. the read through the bulk copy engine
+// sm_90+, for X whose column tile is every column (d <= NT) and whose tiles are 16-byte aligned: each full tile is
+// one contiguous piece of X, copied into its stage by one cp.async.bulk that completes on the stage's mbarrier. No
+// block-wide barrier in the loop: a warp waits only for its tile's data. The last warp to finish a tile (a shared
+// counter) refills that stage with the tile NS further on, and writes the stage's list of tracked columns (the
+// previous one minus the columns found over, here or in another block: each warp loads the global flags of up to 32
+// list entries at the start of a tile, so the refill never waits for them);
+// the stage's mbarrier completes when the data has landed and that warp has arrived, which publishes the list too.
+// A strip's last, partial tile is read straight from global memory (no copy, same layout). Distinct sets: buckets
+// of two slots (one 8- or 16-byte shared load looks a value up); the insert path probes slot by slot from the bucket.
+__device__ __forceinline__ void mbar_init(unsigned long long *b, unsigned int count) {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(b)), "r"(count) : "memory");
+#endif
+}
+__device__ __forceinline__ void mbar_expect_tx(unsigned long long *b, unsigned int bytes) {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(b)), "r"(bytes) : "memory");
+#endif
+}
+__device__ __forceinline__ void mbar_arrive(unsigned long long *b) {  // release: writes before it are published
+#if __CUDA_ARCH__ >= 900
+    asm volatile("mbarrier.arrive.release.cta.shared::cta.b64 _, [%0];" ::"r"(smem_addr(b)) : "memory");
+#endif
+}
+__device__ __forceinline__ void mbar_wait(unsigned long long *b, unsigned int parity) {  // acquire
+#if __CUDA_ARCH__ >= 900
+    unsigned int done = 0;
+    while (!done)
+        asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.acquire.cta.shared::cta.b64 p, [%1], %2; "
+                     "selp.u32 %0, 1, 0, p; }"
+                     : "=r"(done)
+                     : "r"(smem_addr(b)), "r"(parity)
+                     : "memory");
+#endif
+}
+__device__ __forceinline__ void bulk_copy(void *dst, const void *src, unsigned int bytes, unsigned long long *bar) {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                 ::"r"(smem_addr(dst)), "l"(src), "r"(bytes), "r"(smem_addr(bar)) : "memory");
+#else
+    __trap();  // the host launches this kernel on sm_90+ only
+#endif
+}
+__device__ __forceinline__ void fence_async_shared() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
+}
+// grid (gx), block NT, dynamic shared memory as sketch_tiles' (NS stages of stage_elems values and wstage weights,
+// then nslots sets of ts keys; at least NT * L doubles). Same partials as sketch_tiles.
+template <typename T, int L, int NT, int V, int NS, bool HAS_W, bool FASTPATH>
+__global__ void __launch_bounds__(NT, (L <= 16 ? FAST_MINB : 4))
+sketch_bulk(const T *__restrict__ X, const double *__restrict__ w, long long n, int d, long long rows_per_block,
+            int stage_elems, int wstage, const double *__restrict__ center, double *__restrict__ part,
+            int *__restrict__ bad, int nslots, int ts, int tshift, unsigned long long *table, int tsize, int *count,
+            int *over, int cap) {
+    typedef typename FastKey<T>::K K;
+    constexpr int NW = NT / 32;
+    extern __shared__ __align__(128) unsigned char fast_smem[];
+    T *stage = (T *)fast_smem;
+    double *wst = (double *)(fast_smem + (size_t)NS * stage_elems * sizeof(T));
+    K *tabs = (K *)(wst + (size_t)NS * wstage);
+    __shared__ __align__(8) unsigned long long full[NS];
+    __shared__ double sW[NT], sLo[NT], sHi[NT];
+    __shared__ int sCnt[MAX_SLOTS], sOver[MAX_SLOTS], sCol[MAX_SLOTS];
+    __shared__ int lst[NS][NT];  // tracked columns per stage: column | (slot + 1) << 16
+    __shared__ int sNtr[NS], sDone[NS], sWarp[NW];
+    const K EMPTY = FastKey<T>::empty();
+
+    const int t = threadIdx.x, lane = t & 31, wid = t >> 5;
+    const Strip<NT, V> g(d, n, rows_per_block);
+    const int cw = g.cw, kr = g.kr, KC = g.KC, rg = g.rg, col = g.col, RT = g.RT, ntiles = g.ntiles;
+    const bool active = g.active;
+    const long long r_begin = g.r_begin, r_end = g.r_end;
+    const unsigned int tile_bytes = (unsigned int)(RT * cw * sizeof(T)), w_bytes = HAS_W ? (unsigned int)(RT * 8) : 0u;
+
+    for (int i = t; i < nslots * ts; i += NT) tabs[i] = EMPTY;
+    if (t < MAX_SLOTS) { sCnt[t] = 0; sOver[t] = 0; sCol[t] = -1; }
+    const bool want = cap > 0 && t < cw && !*((volatile int *)(over + t));
+    const unsigned int wb = __ballot_sync(0xffffffffu, want);
+    if (lane == 0) sWarp[wid] = __popc(wb);
+    if (t == 0) {
+#pragma unroll
+        for (int s = 0; s < NS; ++s) mbar_init(full + s, 1);
     }
     __syncthreads();
-    // block sums per column: the kr threads of a column share its centre, so their sums simply add
-    double *buf = (double *)fast_smem;  // (L, NT), reusing the stages and sets
-    sW[t] = active ? (HAS_W ? acc.S[0] : (double)(nproc - acc.ninv)) : 0.0;
-    sLo[t] = active ? acc.lo_value() : POS_INF;
-    sHi[t] = active ? acc.hi_value() : NEG_INF;
-#pragma unroll
-    for (int k = 0; k < L; ++k) buf[k * NT + t] = active ? acc.S[k + 1] : 0.0;
-    __syncthreads();
-    if (active && rg == 0) {
-        double a[L];
-#pragma unroll
-        for (int k = 0; k < L; ++k) a[k] = 0.0;
-        double Wb = 0.0, blo = POS_INF, bhi = NEG_INF;
-        for (int g = 0; g < kr; ++g) {
-            const int tt = g * cw + col;
-            Wb += sW[tt];
-#pragma unroll
-            for (int k = 0; k < L; ++k) a[k] += buf[k * NT + tt];
-            blo = fmin(blo, sLo[tt]);
-            bhi = fmax(bhi, sHi[tt]);
+    {
+        int base = 0, tot = 0;
+        for (int i = 0; i < NW; ++i) {
+            if (i < wid) base += sWarp[i];
+            tot += sWarp[i];
         }
-        double *p = part + ((size_t)blockIdx.x * d + tile0 + col) * (L + 3);
-        p[0] = Wb;
+        if (want) {
+            const int pos = base + __popc(wb & ((1u << lane) - 1u));
+            const int sl = pos < nslots ? pos : -1;
 #pragma unroll
-        for (int k = 0; k < L; ++k) p[1 + k] = a[k];
-        p[L + 1] = blo;
-        p[L + 2] = bhi;
+            for (int s = 0; s < NS; ++s) lst[s][pos] = t | ((sl + 1) << 16);
+            if (sl >= 0) sCol[sl] = t;
+        }
+        if (t < NS) { sNtr[t] = tot; sDone[t] = 0; }
     }
+    __syncthreads();  // sets, lists and barriers ready
+    auto fill = [&](int k) {  // one thread: tile k's data into stage k % NS (a partial tile needs none)
+        const int s = k % NS;
+        const long long row0 = r_begin + (long long)k * RT;
+        if (r_end - row0 >= RT) {
+            mbar_expect_tx(full + s, tile_bytes + w_bytes);
+            bulk_copy(stage + (size_t)s * stage_elems, X + row0 * cw, tile_bytes, full + s);
+            if (HAS_W) bulk_copy(wst + (size_t)s * wstage, w + row0, w_bytes, full + s);
+        }
+    };
+    if (t == 0) {
+        for (int k = 0; k < NS && k < ntiles; ++k) {
+            fill(k);
+            mbar_arrive(full + k);
+        }
+    }
+
+    const double c = active ? center[col] : 0.0;
+    Moments<T, L, HAS_W> acc;
+    acc.init();
+    int nproc = 0;
+    int g_ntr = -1, rstep = NT, tj = 0, tr0 = 0, items_full = 0, ovr = 0;  // tracking geometry for list length g_ntr
+    for (int k = 0; k < ntiles; ++k) {
+        const int s = k % NS;
+        mbar_wait(full + s, (unsigned int)(k / NS) & 1u);
+        const long long row0 = r_begin + (long long)k * RT;
+        const int rows = (int)min((long long)RT, r_end - row0);
+        const bool whole = rows == RT;
+        const T *tile = stage + (size_t)s * stage_elems;
+        const double *wt = wst + (size_t)s * wstage;
+        // distinct tracking: list entry tj takes threads tj * rstep .. + rstep - 1 (rstep = NT / ntr), thread tj *
+        // rstep + tr0 its rows tr0, tr0 + rstep, ... (a warp's lookups mostly hit one column's set: repeated values
+        // are broadcasts); looked up after the sums, a miss runs the inserts. The geometry changes only with ntr.
+        const int ntr = sNtr[s];
+        if (ntr != g_ntr) {
+            g_ntr = ntr;
+            rstep = ntr > 0 ? NT / ntr : NT;
+            tj = t / rstep;
+            tr0 = t - tj * rstep;
+            items_full = (RT - tr0 + rstep - 1) / rstep;
+            ovr = 0;
+        }
+        // the global over flag of list entry ovj (lane, round robin over lists longer than 32), loaded now and used
+        // only if this warp refills the stage: the load's latency never holds the refill
+        if (ntr > 32 && ++ovr * 32 >= ntr) ovr = 0;
+        const int ovj = lane + 32 * ovr;
+        const int ovf = ovj < ntr ? ld_relaxed(over + (lst[s][ovj] & 0xffff)) : 0;
+        const bool tracking = tj < ntr;
+        int lc = 0, sl = -1;
+        if (tracking) {
+            const int e = lst[s][tj];
+            lc = e & 0xffff;
+            sl = (e >> 16) - 1;
+        }
+#if FAST_STATS
+        if (tracking && rows > tr0) atomicAdd(fast_stats + 1, 1ull);
+#endif
+        if (whole) {
+            if (active) {
+                sum_full_tile<T, L, V, HAS_W, FASTPATH>(acc, tile, wt, t, KC, kr, rg, c);
+                nproc += V;
+            }
+            if (tracking && (sl < 0 || lookup_items<T, HAS_W>(tabs + sl * ts, tile + tr0 * cw + lc, rstep * cw, wt, tr0,
+                                                              rstep, items_full, tshift + 1)))
+                track_inserts<T, HAS_W>(tile, wt, rows, cw, lc, sl, tr0, rstep, tabs, ts, tshift, sCnt, sOver, table,
+                                        tsize, count, over, cap);
+        } else {
+            const T *gt = X + row0 * cw;
+            const double *gw = w + row0;
+            if (active) nproc += sum_partial_tile<T, L, V, HAS_W>(acc, gt, gw, t, KC, kr, rg, rows, c);
+            if (tracking && (sl < 0 || lookup_items<T, HAS_W>(tabs + sl * ts, gt + tr0 * cw + lc, rstep * cw, gw, tr0,
+                                                              rstep, rows > tr0 ? (rows - tr0 + rstep - 1) / rstep : 0,
+                                                              tshift + 1)))
+                track_inserts<T, HAS_W>(gt, gw, rows, cw, lc, sl, tr0, rstep, tabs, ts, tshift, sCnt, sOver, table,
+                                        tsize, count, over, cap);
+        }
+        // done with stage s: the last warp refills it with tile k + NS and writes its list
+        __syncwarp();
+        int last = 0;
+        if (lane == 0) {
+            __threadfence_block();
+            last = atomicAdd(sDone + s, 1) == NW - 1;
+        }
+        if (__shfl_sync(0xffffffffu, last, 0) && k + NS < ntiles) {
+            __threadfence_block();
+            if (lane == 0) {
+                sDone[s] = 0;
+                fence_async_shared();
+                fill(k + NS);
+            }
+            const int n0 = sNtr[s];
+            int nn = 0;
+            for (int j0 = 0; j0 < n0; j0 += 32) {
+                const int j = j0 + lane;
+                const int e = j < n0 ? lst[s][j] : 0;
+                const int sl = (e >> 16) - 1;
+                const bool keep = j < n0 && !(sl >= 0 && ((volatile int *)sOver)[sl]) && !(j == ovj && ovf);
+                const unsigned int kb = __ballot_sync(0xffffffffu, keep);
+                if (keep) lst[s][nn + __popc(kb & ((1u << lane) - 1u))] = e;  // nn + rank <= j: no entry overwritten unread
+                nn += __popc(kb);
+                __syncwarp();
+            }
+            if (lane == 0) {
+                sNtr[s] = nn;
+                mbar_arrive(full + s);
+            }
+        }
+    }
+    __syncthreads();  // every copy has landed (each was waited for) and every insert is done
+    block_end<T, L, NT, HAS_W>(acc, nproc, active, rg, col, cw, kr, blockIdx.x * (size_t)d, fast_smem, tabs, nslots,
+                               ts, tshift, sCol, sOver, sW, sLo, sHi, bad, table, tsize, count, over, cap, part);
 }
 
 // ------------------------------------------------------------------------ 3. sums -> moments, distinct sets
