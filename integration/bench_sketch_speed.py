@@ -299,7 +299,7 @@ def main():
             print(f"gpu sketch {variant} l={l} max_distinct={md} {opt}: {t*1e3:.2f} ms, {nbytes/t/1e9:.0f} GB/s, "
                   f"{nbytes/t/bw:.2f} of copy bw", flush=True)
         res["gpu"]["sketch"] = rows
-        # the three fast kernels alone (sketch_prep + sketch_tiles + sketch_finish: no checks, no transfer, no host
+        # the three fast kernels alone (sketch_prep + the read kernel + sketch_finish: no checks, no transfer, no host
         # work), best options at l = 15
         from kernels.sketch import gpu_fast
 
@@ -391,7 +391,7 @@ def report(res: dict, out: Path) -> None:
                   + (f"{r['seconds']*1e3:.2f} | {r['GBps']:.0f} | {r['fraction_of_copy_bw']:.2f} |" if "seconds" in r
                      else f"failed: {r['error'][:80]} | | |") for r in g["sketch"]]
         for r in g.get("fast_kernel_only", []):
-            lines += ["", f"fast kernels alone (sketch_prep + sketch_tiles + sketch_finish, no checks / transfer / "
+            lines += ["", f"fast kernels alone (sketch_prep + the read kernel + sketch_finish, no checks / transfer / "
                       f"host work), max_distinct "
                       f"{r['max_distinct']}, {r['options']}: {r['seconds']*1e3:.2f} ms = "
                       f"{r['fraction_of_copy_bw']:.2f} of copy bandwidth"]
