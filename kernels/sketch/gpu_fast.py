@@ -27,7 +27,6 @@ RECENTRE_TOL = 0.1  # re-sketch a column whose mean is farther than this many st
 EXTRACT_MAX = 4096  # distinct sets up to this size are sorted on the device; larger caps: on the host
 FINISH_THREADS = 128  # one block per column; 128 threads read its ~2 partials each in one round trip
 CACHE_BYTES = 64 << 20  # keep the per-thread buffers when they take at most this much device memory
-EXTRA_OPTIONS: tuple = ()  # more NVRTC options for the kernels (diagnostics: "-DFAST_STATS=1", "-DTRACK_NI=8")
 _DIR = str(Path(__file__).resolve().parent)
 _local = threading.local()
 
@@ -132,7 +131,7 @@ def _plan(n, d, l, is_f32, has_w, cap, aligned16, w_aligned16, vals, stages, min
     read = "sketch_bulk" if use_bulk else "sketch_tiles"
     names = (f"sketch_prep<{T},{hw}>", f"{read}<{T},{l},{nt},{vals},{stages},{hw},{fp}>",
              f"sketch_finish<{l},{FINISH_THREADS}>")
-    opts = (f"-I{_DIR}", f"-DFAST_MINB={int(minb)}", f"-DFAST_F2F={int(bool(f2f))}") + tuple(EXTRA_OPTIONS)
+    opts = (f"-I{_DIR}", f"-DFAST_MINB={int(minb)}", f"-DFAST_F2F={int(bool(f2f))}")
     kernels = tuple(get_kernel("sketch/sketch_fast.cu", nm, options=opts, name_expressions=names) for nm in names)
     _allow_smem(kernels[1], (device_id, opts, names[1]), smem)
     return _Plan(use_bulk, nt, ct, gx, gy, rpb, vec16, stage_elems, wstage, nslots, ts, tshift, tsize, tsp, k, capx,

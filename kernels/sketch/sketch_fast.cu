@@ -484,12 +484,6 @@ sketch_prep(const T *__restrict__ X, const double *__restrict__ w, long long n, 
 }
 
 // ------------------------------------------------------------------------ distinct lookups of the bulk read
-#ifndef FAST_STATS
-#define FAST_STATS 0  // 1: count the insert-path runs (fast_stats[0]) and the tracked thread-tiles (fast_stats[1])
-#endif
-#if FAST_STATS
-__device__ unsigned long long fast_stats[2];
-#endif
 // The bucket (of two slots) of a key in a set of ts = 2^(32 - tshift) >= 4 slots, hshift = tshift + 1; the key's
 // high bits are folded down first (floats of round values differ only in their high bits). Its first slot: 2 * bucket.
 template <typename T>
@@ -533,9 +527,6 @@ __device__ __noinline__ void track_inserts(const T *tile, const double *wt, int 
     typedef typename FastKey<T>::K K;
     const K EMPTY = FastKey<T>::empty();
     K *tab = tabs + (sl >= 0 ? sl : 0) * ts;
-#if FAST_STATS
-    atomicAdd(fast_stats, 1ull);
-#endif
     for (int r = tr0; r < rows; r += rstep) {
         K key;
         if (!FastKey<T>::of(tile[r * cw + lc], key)) continue;
@@ -674,6 +665,27 @@ __device__ __forceinline__ void block_end(const Moments<T, L, HAS_W> &acc, int n
     block_partials<T, L, NT, HAS_W>(acc, nproc, active, rg, col, cw, kr, prow, (double *)smem, sW, sLo, sHi, part);
 }
 
+// The start of both read kernels: empty shared distinct sets and slot state, and this thread's place in the block's
+// list of tracked columns (the tile's columns wanting it, in column order; the first nslots get a shared set, the rest
+// the global table): -1 for a thread not wanting one, the list's length in tot. Holds a block-wide barrier.
+template <typename K, int NT>
+__device__ __forceinline__ int tracked_position(bool want, K *tabs, int nslots, int ts, K EMPTY, int *sCnt, int *sOver,
+                                                int *sCol, int *sWarp, int &tot) {
+    const int t = threadIdx.x, lane = t & 31, wid = t >> 5;
+    for (int i = t; i < nslots * ts; i += NT) tabs[i] = EMPTY;
+    if (t < MAX_SLOTS) { sCnt[t] = 0; sOver[t] = 0; sCol[t] = -1; }
+    const unsigned int wb = __ballot_sync(0xffffffffu, want);
+    if (lane == 0) sWarp[wid] = __popc(wb);
+    __syncthreads();
+    int base = 0;
+    tot = 0;
+    for (int i = 0; i < NT / 32; ++i) {
+        if (i < wid) base += sWarp[i];
+        tot += sWarp[i];
+    }
+    return want ? base + __popc(wb & ((1u << lane) - 1u)) : -1;
+}
+
 // A block's part of the read: rows [r_begin, r_end) of a tile of cw columns, in tiles of RT = kr * V rows; thread t
 // sums column col = t % cw over rows rg, rg + kr, ... of each tile (active: t < KC = kr * cw).
 template <int NT, int V> struct Strip {
@@ -720,21 +732,11 @@ sketch_tiles(const T *__restrict__ X, const double *__restrict__ w, long long n,
     const bool active = g.active;
     const long long r_begin = g.r_begin, r_end = g.r_end;
 
-    for (int i = t; i < nslots * ts; i += NT) tabs[i] = EMPTY;
-    if (t < MAX_SLOTS) { sCnt[t] = 0; sOver[t] = 0; sCol[t] = -1; }
-    // the tile's columns still tracked, in column order: the first nslots get a shared set, the rest the global table
-    const bool want = cap > 0 && t < cw && !*((volatile int *)(over + tile0 + t));
-    const unsigned int wb = __ballot_sync(0xffffffffu, want);
-    if (lane == 0) sWarp[wid] = __popc(wb);
-    __syncthreads();
     {
-        int base = 0, tot = 0;
-        for (int i = 0; i < NT / 32; ++i) {
-            if (i < wid) base += sWarp[i];
-            tot += sWarp[i];
-        }
-        if (want) {
-            const int pos = base + __popc(wb & ((1u << lane) - 1u));
+        int tot;
+        const int pos = tracked_position<K, NT>(cap > 0 && t < cw && !*((volatile int *)(over + tile0 + t)), tabs,
+                                                nslots, ts, EMPTY, sCnt, sOver, sCol, sWarp, tot);
+        if (pos >= 0) {
             const int s = pos < nslots ? pos : -1;
             lstC[pos] = t;
             lstS[pos] = s;
@@ -962,31 +964,22 @@ sketch_bulk(const T *__restrict__ X, const double *__restrict__ w, long long n, 
     __shared__ int sNtr[NS], sDone[NS], sWarp[NW];
     const K EMPTY = FastKey<T>::empty();
 
-    const int t = threadIdx.x, lane = t & 31, wid = t >> 5;
+    const int t = threadIdx.x, lane = t & 31;
     const Strip<NT, V> g(d, n, rows_per_block);
     const int cw = g.cw, kr = g.kr, KC = g.KC, rg = g.rg, col = g.col, RT = g.RT, ntiles = g.ntiles;
     const bool active = g.active;
     const long long r_begin = g.r_begin, r_end = g.r_end;
     const unsigned int tile_bytes = (unsigned int)(RT * cw * sizeof(T)), w_bytes = HAS_W ? (unsigned int)(RT * 8) : 0u;
 
-    for (int i = t; i < nslots * ts; i += NT) tabs[i] = EMPTY;
-    if (t < MAX_SLOTS) { sCnt[t] = 0; sOver[t] = 0; sCol[t] = -1; }
-    const bool want = cap > 0 && t < cw && !*((volatile int *)(over + t));
-    const unsigned int wb = __ballot_sync(0xffffffffu, want);
-    if (lane == 0) sWarp[wid] = __popc(wb);
     if (t == 0) {
 #pragma unroll
         for (int s = 0; s < NS; ++s) mbar_init(full + s, 1);
     }
-    __syncthreads();
     {
-        int base = 0, tot = 0;
-        for (int i = 0; i < NW; ++i) {
-            if (i < wid) base += sWarp[i];
-            tot += sWarp[i];
-        }
-        if (want) {
-            const int pos = base + __popc(wb & ((1u << lane) - 1u));
+        int tot;
+        const int pos = tracked_position<K, NT>(cap > 0 && t < cw && !*((volatile int *)(over + t)), tabs, nslots, ts,
+                                                EMPTY, sCnt, sOver, sCol, sWarp, tot);
+        if (pos >= 0) {
             const int sl = pos < nslots ? pos : -1;
 #pragma unroll
             for (int s = 0; s < NS; ++s) lst[s][pos] = t | ((sl + 1) << 16);
@@ -1048,9 +1041,6 @@ sketch_bulk(const T *__restrict__ X, const double *__restrict__ w, long long n, 
             lc = e & 0xffff;
             sl = (e >> 16) - 1;
         }
-#if FAST_STATS
-        if (tracking && rows > tr0) atomicAdd(fast_stats + 1, 1ull);
-#endif
         if (whole) {
             if (active) {
                 sum_full_tile<T, L, V, HAS_W, FASTPATH>(acc, tile, wt, t, KC, kr, rg, c);
