@@ -80,15 +80,22 @@ def _assert_same(g, c, X, w, l, tol=1e-12):
         np.testing.assert_array_equal(g.distinct[j, : c.n_distinct[j]], c.distinct[j, : c.n_distinct[j]])
 
 
+def _fast_and_twin(X, w, bulk, cap=256):
+    """The fast GPU sketch (read kernel chosen by bulk) and the CPU twin of X with weights w, l = 15."""
+    import cupy as cp
+
+    from kernels.sketch import gpu
+
+    g = gpu.sketch(cp.asarray(X), None if w is None else cp.asarray(w), n_moments=15, max_distinct=cap,
+                   variant="fast", bulk=bulk)
+    return g, cpu.sketch(X, w, n_moments=15, max_distinct=cap)
+
+
 @pytest.mark.parametrize("bulk", [None, False])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_fast_distinct_paths(dtype, bulk):
     """Many discrete columns (shared sets run out: global-table fallback), a column whose strided sample looks
     discrete but has more than max_distinct values overall, -0.0 vs 0.0, weights of zero hiding values."""
-    import cupy as cp
-
-    from kernels.sketch import gpu
-
     rng = np.random.default_rng(5)
     n = 120_001
     cols = [rng.integers(0, 3 + 9 * j, n).astype(np.float64) - 4 for j in range(26)]
@@ -100,9 +107,7 @@ def test_fast_distinct_paths(dtype, bulk):
     w = rng.uniform(0, 1, n)
     w[rng.random(n) < 0.3] = 0.0
     for ww in (None, w):
-        g = gpu.sketch(cp.asarray(X), None if ww is None else cp.asarray(ww), n_moments=15, max_distinct=256,
-                       variant="fast", bulk=bulk)
-        c = cpu.sketch(X, ww, n_moments=15, max_distinct=256)
+        g, c = _fast_and_twin(X, ww, bulk)
         _assert_same(g, c, X, ww, 15, tol=_tolerance("fast", 15))
         assert c.n_distinct[26] == -1 and c.n_distinct[27] == 2 and (c.n_distinct[:26] > 0).all()
 
@@ -340,3 +345,91 @@ def test_bulk_read_many_tracked_columns(weighted):
     assert (c.n_distinct[:60] > 0).all() and (c.n_distinct[60:70] == -1).sum() >= 5 and (c.n_distinct[70:] == -1).all()
     with pytest.raises(ValueError, match="bulk"):  # d odd and X one row into its buffer: tiles not 16-byte aligned
         gpu_fast.sketch_fast(cp.asarray(np.ones((1001, 5)))[1:], bulk=True)
+
+
+def _nan_patterns(dtype):
+    """NaN bit patterns: NumPy's quiet NaN, its negative, CUDA's canonical NaN, a signalling NaN and the distinct
+    sets' empty-slot key (itself a NaN pattern)."""
+    if dtype == np.float32:
+        bits = np.array([0x7FC00000, 0xFFC00000, 0x7FFFFFFF, 0x7F800001, 0xFFFFFFFF], np.uint32)
+    else:
+        bits = np.array([0x7FF8000000000000, 0xFFF8000000000000, 0x7FFFFFFFFFFFFFFF, 0x7FF0000000000001,
+                         0x7FF8DEAD0000BEEF], np.uint64)
+    return bits.view(dtype)
+
+
+@pytest.mark.parametrize("bulk", [None, False])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_fast_nan_patterns_signed_zero_and_cap_edges(dtype, bulk):
+    """The bulk read looks values up by their raw bits (its sets hold -0.0 and common NaN patterns as aliases,
+    which never count): NaN of any payload is missing, a column of -0.0 only has the distinct value 0.0, and a
+    column of exactly max_distinct values keeps its set while one more value drops it (the sampled candidates are
+    decided by a hashed bitmap, a lower bound of the distinct count). Equal to the CPU twin."""
+    rng = np.random.default_rng(33)
+    n = 200_003
+    nans = _nan_patterns(dtype)
+    with_nan = rng.integers(0, 40, n).astype(dtype) - 20
+    hit = rng.random(n) < 0.2
+    with_nan[hit] = nans[rng.integers(0, nans.size, hit.sum())]
+    neg_zero = rng.choice(np.array([-0.0, 1.0, 2.0], dtype), n)
+    zeros = rng.choice(np.array([0.0, -0.0], dtype), n)
+    exact_cap = (np.arange(n) % 256).astype(dtype) * dtype(0.25)
+    over_cap = (np.arange(n) % 257).astype(dtype) * dtype(0.25)
+    X = np.column_stack([with_nan, neg_zero, zeros, exact_cap, over_cap, rng.normal(size=n).astype(dtype)])
+    assert np.signbit(X[:, 1][X[:, 1] == 0]).all()  # the stack kept -0.0
+    w = rng.uniform(0, 1, n)
+    w[rng.random(n) < 0.25] = 0.0
+    for ww in (None, w):
+        g, c = _fast_and_twin(X, ww, bulk)
+        with np.errstate(invalid="ignore"):  # the scale casts a float32 signalling NaN to float64
+            _assert_same(g, c, X, ww, 15)
+        assert c.n_distinct[0] == 40 and c.n_distinct[1] == 3 and c.n_distinct[2] == 1
+        assert c.n_distinct[3] == 256 and c.n_distinct[4] == -1
+        assert g.distinct[1, 0] == 0.0 and not np.signbit(g.distinct[1, 0]) and g.distinct[2, 0] == 0.0
+
+
+def test_fast_driver_launch_equals_kernel_calls(monkeypatch):
+    """The prepacked driver launches (the default for cached buffers) and plain RawKernel calls give the same
+    sketch, equal to the CPU twin; a new geometry rebuilds the prepacked parameters."""
+    import cupy as cp
+
+    from kernels.sketch import gpu_fast
+
+    rng = np.random.default_rng(8)
+    X = np.column_stack([rng.normal(size=100_000), np.round(rng.normal(size=100_000) * 4)]).astype(np.float32)
+    c = cpu.sketch(X, None, n_moments=15, max_distinct=128)
+    a = gpu_fast.sketch_fast(cp.asarray(X), n_moments=15, max_distinct=128)
+    a2 = gpu_fast.sketch_fast(cp.asarray(X[:60_001]), n_moments=15, max_distinct=128)  # other n: other parameters
+    monkeypatch.setattr(gpu_fast, "_HAS_DRIVER_LAUNCH", [False])
+    b = gpu_fast.sketch_fast(cp.asarray(X), n_moments=15, max_distinct=128)
+    for s in (a, b):
+        _assert_same(s, c, X, None, 15)
+    for f in ("weight", "mean", "M", "vmin", "vmax", "distinct", "n_distinct"):
+        np.testing.assert_array_equal(getattr(a, f), getattr(b, f))
+    _assert_same(a2, cpu.sketch(X[:60_001], None, n_moments=15, max_distinct=128), X[:60_001], None, 15)
+
+
+def test_fast_repeated_call_reuses_plan_not_results():
+    """A repeated call on the same array skips the checks and planning, never the work: new data in the same memory
+    gives the new sketch (equal to the CPU twin), inf written in is still rejected, and another dtype or shape is
+    planned afresh."""
+    import cupy as cp
+
+    from kernels.sketch import gpu_fast
+
+    rng = np.random.default_rng(12)
+    X = np.column_stack([rng.normal(size=80_000), np.round(rng.normal(size=80_000) * 3)]).astype(np.float32)
+    Xd = cp.asarray(X)
+    for _ in range(3):  # the first call plans, the second captures a graph, the third launches it
+        _assert_same(gpu_fast.sketch_fast(Xd), cpu.sketch(X, None), X, None, 15)
+    assert gpu_fast._local.last.graph is not gpu_fast._UNTRIED
+    Xd[7, 1] = cp.inf
+    with pytest.raises(ValueError, match="inf"):
+        gpu_fast.sketch_fast(Xd)
+    X[:, 1] = np.round(rng.normal(size=80_000) * 5)
+    Xd[...] = cp.asarray(X)
+    _assert_same(gpu_fast.sketch_fast(Xd), cpu.sketch(X, None), X, None, 15)
+    X64 = X[:50_000].astype(np.float64)
+    _assert_same(gpu_fast.sketch_fast(cp.asarray(X64)), cpu.sketch(X64, None), X64, None, 15)
+    with pytest.raises(ValueError, match="n_moments"):
+        gpu_fast.sketch_fast(Xd, n_moments=1)

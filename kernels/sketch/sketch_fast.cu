@@ -1,10 +1,11 @@
 // Fast moment sketch (variant "fast", the default): three launches and no host round trip before the result.
 //
 // 1. sketch_prep (one block per column): a sample of SAMPLE_ROWS rows (runs of SAMPLE_RUN consecutive rows spread
-//    evenly over X) gives the column's centre c_f (the weighted sample mean; the value itself where the sample is constant, so constant columns stay exact; 0 where
-//    the sample holds no valid value) and whether the column can have at most `cap` distinct values (its sample has
-//    at most cap). It also resets the work arrays: over[f] = !candidate, count[f] = 0, the candidate's global table
-//    row, *bad = 0.
+//    evenly over X) gives the column's centre c_f (the weighted sample mean; the value itself where the sample is
+//    constant, so constant columns stay exact; 0 where the sample holds no valid value) and whether the column can
+//    have at most `cap` distinct values (its sample's values set at most cap bits of a hashed bitmap, a lower bound
+//    of their distinct count). It also resets the work arrays: over[f] = !candidate, count[f] = 0, the candidate's
+//    global table row, *bad = 0.
 // 2. sketch_tiles: one read of X (n, d) row-major. Each block owns a strip of rows and a tile of cw <= NT columns;
 //    the strip is streamed through shared memory in tiles of RT = kr * V rows by cp.async, NS stages deep (thread
 //    t sums column t % cw over rows t / cw, t / cw + kr, ...). Per value: S_k += w (x - c)^k
@@ -22,11 +23,13 @@
 //    costing anything once any block has seen cap + 1 values of it.
 // 2b. sketch_bulk (sm_90+, the default where X is one column tile with 16-byte aligned tiles): the same sums and
 //    tracking, the tiles copied by the bulk copy engine (one cp.async.bulk per tile, completing on an mbarrier) and
-//    no block-wide barrier in the loop; see its section below.
+//    no block-wide barrier in the loop; values looked up by their raw bits; see its section below.
+//    Both read kernels seed their shared sets with the sample's distinct values (sketch_prep), so few values take
+//    the insert path.
 // 3. sketch_finish (one block per column): adds the block partials, turns the power sums about c into the mean and
 //    the central sums (binomial shift by delta = S_1 / W), flags a column for re-sketching about its mean when
 //    |delta| > tol * sd (a centre that far off would amplify rounding in the shift; gpu_fast.py does it), and
-//    writes the sorted distinct set. The host copies one buffer back.
+//    writes the sorted distinct set, all into one buffer in pinned host memory (no copy back).
 //
 // float32 input: CuPy compiles with -ftz=true, which flushes subnormal floats in F2F and in every FP32 instruction,
 // so floats are never touched by FP32 arithmetic here: float -> double by integer bit operations (subnormals via
@@ -136,6 +139,14 @@ template <> struct FastKey<float> {
     }
     static __device__ __forceinline__ double value(K k) { return f2d_exact(k); }
     static __device__ __forceinline__ unsigned int fold(K k) { return k; }
+    static __device__ __forceinline__ K bits(float x) { return __float_as_uint(x); }
+    // the NaN bit patterns a bulk-read set may hold as aliases (the quiet NaNs of NumPy / CuPy, their negative, and
+    // CUDA's canonical NaN): a value with these bits is then known without the insert path
+    static __device__ __forceinline__ bool nan_alias(K k) {
+        return k == 0x7fc00000u || k == 0xffc00000u || k == 0x7fffffffu;
+    }
+    // a key of a distinct value (not an alias: -0.0 or a NaN pattern; nor the empty key, itself a NaN pattern)
+    static __device__ __forceinline__ bool real(K k) { return (k & 0x7fffffffu) < 0x7f800000u && k != 0x80000000u; }
 };
 template <> struct FastKey<double> {
     typedef unsigned long long K;
@@ -147,6 +158,13 @@ template <> struct FastKey<double> {
     }
     static __device__ __forceinline__ double value(K k) { return __longlong_as_double((long long)k); }
     static __device__ __forceinline__ unsigned int fold(K k) { return (unsigned int)(k ^ (k >> 32)); }
+    static __device__ __forceinline__ K bits(double x) { return (unsigned long long)__double_as_longlong(x); }
+    static __device__ __forceinline__ bool nan_alias(K k) {
+        return k == 0x7ff8000000000000ull || k == 0xfff8000000000000ull || k == 0x7fffffffffffffffull;
+    }
+    static __device__ __forceinline__ bool real(K k) {
+        return ((k >> 52) & 0x7ffull) != 0x7ffull && k != 0x8000000000000000ull;
+    }
 };
 
 // P = floor(sqrt(L + 1)): powers d..d^P by products, blocks of P orders per further product
@@ -399,19 +417,23 @@ __device__ __forceinline__ long long sample_row(int i, long long n, int k) {
     return (long long)(i / SAMPLE_RUN) * n / (k / SAMPLE_RUN) + i % SAMPLE_RUN;
 }
 
-// grid (d), block PREP_THREADS, dynamic shared memory tsp * 8 bytes (tsp = 0: every column is a candidate).
+// grid (d), block PREP_THREADS, dynamic shared memory tsp * 8 bytes (tsp = 0: every column is a candidate, no
+// seed): first a bitmap of 32 * tsp bits. Each valid sampled value sets the bit its key hashes to; the set bits are a
+// lower bound of the sample's distinct values, so more than cap of them prove the column has more than cap. For the
+// other columns a hash set of tsp entries then collects the sampled keys (the seed of the read's sets).
 template <typename T, bool HAS_W>
 __global__ void __launch_bounds__(PREP_THREADS)
 sketch_prep(const T *__restrict__ X, const double *__restrict__ w, long long n, int d, int k, int cap, int tsp,
             double *__restrict__ center, int *__restrict__ over, int *__restrict__ count,
-            unsigned long long *__restrict__ table, int tsize, int *__restrict__ bad) {
-    extern __shared__ unsigned long long ptab[];
+            unsigned long long *__restrict__ table, int tsize, int *__restrict__ bad,
+            unsigned long long *__restrict__ seed, int *__restrict__ seed_n) {
+    typedef typename FastKey<T>::K K;
+    extern __shared__ unsigned int pbits[];
     __shared__ double rS[PREP_THREADS / 32], rW[PREP_THREADS / 32], rLo[PREP_THREADS / 32], rHi[PREP_THREADS / 32];
-    __shared__ int rN[PREP_THREADS / 32], sDist, sCand;
+    __shared__ int rN[PREP_THREADS / 32], rB[PREP_THREADS / 32], sCand, sDist;
     const int f = blockIdx.x, t = threadIdx.x, lane = t & 31, wid = t >> 5;
     if (f == 0 && t == 0) *bad = 0;
-    for (int i = t; i < tsp; i += PREP_THREADS) ptab[i] = EMPTY_KEY;
-    if (t == 0) sDist = 0;
+    for (int i = t; i < tsp; i += PREP_THREADS) pbits[i] = 0u;
     T xs[PREP_PER];
     double ws[HAS_W ? PREP_PER : 1];
 #pragma unroll
@@ -424,6 +446,7 @@ sketch_prep(const T *__restrict__ X, const double *__restrict__ w, long long n, 
     __syncthreads();
     double sx = 0.0, sw = 0.0, lo = POS_INF, hi = NEG_INF;
     int nv = 0;
+    const unsigned long long hmask = 32ull * (unsigned long long)tsp - 1ull;
 #pragma unroll
     for (int u = 0; u < PREP_PER; ++u) {
         if (t + u * PREP_THREADS >= k) continue;
@@ -436,22 +459,18 @@ sketch_prep(const T *__restrict__ X, const double *__restrict__ w, long long n, 
         lo = fmin(lo, xd);
         hi = fmax(hi, xd);
         ++nv;
-        if (tsp > 0 && *((volatile int *)&sDist) <= cap) {
+        if (tsp > 0) {
             unsigned long long key = (unsigned long long)__double_as_longlong(xd);
             if ((key << 1) == 0ull) key = 0ull;  // -0.0 -> +0.0
-            unsigned int h = (unsigned int)(mix64(key) & (unsigned long long)(tsp - 1));
-            for (int p = 0; p < tsp; ++p) {
-                const unsigned long long cur = ((volatile unsigned long long *)ptab)[h];
-                if (cur == key) break;
-                if (cur == EMPTY_KEY) {
-                    const unsigned long long old = atomicCAS(ptab + h, EMPTY_KEY, key);
-                    if (old == EMPTY_KEY) { atomicAdd(&sDist, 1); break; }
-                    if (old == key) break;
-                }
-                h = (h + 1) & (unsigned int)(tsp - 1);
-            }
+            const unsigned int h = (unsigned int)(mix64(key) & hmask);
+            const unsigned int m = 1u << (h & 31u);
+            unsigned int *wp = pbits + (h >> 5);
+            if (!(*(volatile unsigned int *)wp & m)) atomicOr(wp, m);  // repeated values mostly skip the atomic
         }
     }
+    __syncthreads();  // the bitmap is complete
+    int nb = 0;
+    for (int i = t; i < tsp; i += PREP_THREADS) nb += __popc(pbits[i]);
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) {
         sx += __shfl_down_sync(0xffffffffu, sx, o);
@@ -459,61 +478,139 @@ sketch_prep(const T *__restrict__ X, const double *__restrict__ w, long long n, 
         lo = fmin(lo, __shfl_down_sync(0xffffffffu, lo, o));
         hi = fmax(hi, __shfl_down_sync(0xffffffffu, hi, o));
         nv += __shfl_down_sync(0xffffffffu, nv, o);
+        nb += __shfl_down_sync(0xffffffffu, nb, o);
     }
-    if (lane == 0) { rS[wid] = sx; rW[wid] = sw; rLo[wid] = lo; rHi[wid] = hi; rN[wid] = nv; }
+    if (lane == 0) { rS[wid] = sx; rW[wid] = sw; rLo[wid] = lo; rHi[wid] = hi; rN[wid] = nv; rB[wid] = nb; }
     __syncthreads();
     if (t == 0) {
         double S = 0.0, W = 0.0, L0 = POS_INF, H0 = NEG_INF;
-        int N = 0;
+        int N = 0, B = 0;
         for (int i = 0; i < PREP_THREADS / 32; ++i) {
-            S += rS[i]; W += rW[i]; L0 = fmin(L0, rLo[i]); H0 = fmax(H0, rHi[i]); N += rN[i];
+            S += rS[i]; W += rW[i]; L0 = fmin(L0, rLo[i]); H0 = fmax(H0, rHi[i]); N += rN[i]; B += rB[i];
         }
         double c = S / W;
         if (L0 == H0) c = L0;                      // constant sample: the value itself
         if (!isfinite(c)) c = 0.5 * L0 + 0.5 * H0;  // overflowing sums: the mid-range
         if (N == 0) c = 0.0;                        // nothing valid sampled: the finish step re-sketches if needed
         center[f] = c;
-        const int cand = cap > 0 && (tsp == 0 || sDist <= cap);
+        const int cand = cap > 0 && (tsp == 0 || B <= cap);
         over[f] = !cand;
         count[f] = 0;
         sCand = cand;
+        sDist = 0;
+        if (!(cand && tsp > 0)) seed_n[f] = 0;
     }
     __syncthreads();
+    if (sCand && tsp > 0) {
+        // a candidate's sampled distinct values (their keys), the seed of the read blocks' sets: a shared hash set of
+        // tsp 8-byte entries over the bitmap (counted: done), then listed in seed[f * cap ..]; more than cap of them
+        // (the bitmap's bound is only a lower one) and the column is no candidate after all
+        unsigned long long *ptab = (unsigned long long *)pbits;
+        for (int i = t; i < tsp; i += PREP_THREADS) ptab[i] = EMPTY_KEY;
+        __syncthreads();
+#pragma unroll
+        for (int u = 0; u < PREP_PER; ++u) {
+            K key;
+            if (t + u * PREP_THREADS >= k || !FastKey<T>::of(xs[u], key)) continue;
+            if (HAS_W && !(ws[HAS_W ? u : 0] > 0.0)) continue;
+            if (*((volatile int *)&sDist) > cap) break;
+            if (shared_insert<unsigned long long>(ptab, tsp, (unsigned long long)key, EMPTY_KEY,
+                                                  (unsigned int)(mix64(key) & (unsigned long long)(tsp - 1))) == 1)
+                atomicAdd(&sDist, 1);
+        }
+        __syncthreads();
+        const int nd = sDist;
+        if (nd > cap) {
+            if (t == 0) { over[f] = 1; seed_n[f] = 0; sCand = 0; }
+        } else {
+            if (t == 0) { seed_n[f] = nd; sDist = 0; }
+            __syncthreads();
+            for (int i = t; i < tsp; i += PREP_THREADS) {
+                const unsigned long long key = ptab[i];
+                if (key != EMPTY_KEY) seed[(size_t)f * cap + atomicAdd(&sDist, 1)] = key;
+            }
+        }
+        __syncthreads();
+    }
     if (sCand)
         for (int i = t; i < tsize; i += PREP_THREADS) table[(size_t)f * tsize + i] = EMPTY_KEY;
 }
 
+// The sampled distinct values of the tracked columns with a shared set (sketch_prep's seed) into those sets, counted;
+// home(key): a key's first slot. At most cap values per column, so no set passes cap here.
+template <typename K, int NT, typename Home>
+__device__ __forceinline__ void seed_sets(K *tabs, int nsl, int ts, const int *sCol, int *sCnt,
+                                          const unsigned long long *__restrict__ seed, const int *__restrict__ seed_n,
+                                          int cap, K EMPTY, Home home) {
+    for (int sl = 0; sl < nsl; ++sl) {
+        const int f = sCol[sl];
+        const int m = f >= 0 ? seed_n[f] : 0;
+        for (int i = (int)threadIdx.x; i < m; i += NT) {
+            const K key = (K)seed[(size_t)f * cap + i];
+            if (shared_insert<K>(tabs + sl * ts, ts, key, EMPTY, home(key)) == 1) atomicAdd(sCnt + sl, 1);
+        }
+    }
+}
+
 // ------------------------------------------------------------------------ distinct lookups of the bulk read
-// The bucket (of two slots) of a key in a set of ts = 2^(32 - tshift) >= 4 slots, hshift = tshift + 1; the key's
-// high bits are folded down first (floats of round values differ only in their high bits). Its first slot: 2 * bucket.
+// Bulk-read sets are hashed in buckets of two slots (8 bytes for float keys, 16 for double keys), so one shared
+// load looks a value up (buckets of four float keys, one 16-byte load, measured slower: more bank conflicts). The
+// bucket of a key in a set of ts = 2^(32 - tshift) slots, hshift = tshift + Bucket<K>::LOG: the key byte-swapped
+// (floats of round values differ only in their high bits), times a Fibonacci constant, top bits. Its first slot:
+// bucket << LOG.
+#define LOOKUP_GROUP 8  // items looked up together (all loads, then all lookups)
+template <typename K> struct Bucket;
+template <> struct Bucket<unsigned int> {
+    typedef uint2 P;
+    static constexpr int LOG = 1;
+    static __device__ __forceinline__ bool has(const P &p, unsigned int k) { return p.x == k || p.y == k; }
+};
+template <> struct Bucket<unsigned long long> {
+    typedef ulonglong2 P;
+    static constexpr int LOG = 1;
+    static __device__ __forceinline__ bool has(const P &p, unsigned long long k) { return p.x == k || p.y == k; }
+};
 template <typename T>
 __device__ __forceinline__ unsigned int bucket_of(typename FastKey<T>::K key, int hshift) {
-    const unsigned int f = FastKey<T>::fold(key);
-    return ((f ^ (f >> 15)) * 0x9E3779B1u) >> hshift;
+    const unsigned int f = __byte_perm(FastKey<T>::fold(key), 0u, 0x0123u);  // byte swap: the high bits go low
+    return (f * 0x9E3779B1u) >> hshift;
 }
-template <typename K> struct Pair2;
-template <> struct Pair2<unsigned int> { typedef uint2 P; };
-template <> struct Pair2<unsigned long long> { typedef ulonglong2 P; };
 
-// A thread's tracked items of one tile, rows r0, r0 + rstep, ... (items of them) of one column (ip: its first value; istep:
-// elements from one item to the next), looked up in the column's shared set (tab) by one 8- or 16-byte load of the
-// key's bucket. True if a finite value (of positive weight) is not in its bucket: new, or displaced by a collision.
+// G items (rows r, r + rstep, ...: values ip[0], ip[istep], ...) of which the first `left` are real (the others
+// repeat the first): all loads first, then all lookups, so a group costs two shared-memory round trips.
+template <typename T, bool HAS_W, int G>
+__device__ __forceinline__ bool lookup_group(const typename Bucket<typename FastKey<T>::K>::P *bk, const T *ip,
+                                             int istep, const double *wt, int r, int rstep, int hshift, int left) {
+    typedef typename FastKey<T>::K K;
+    K raw[G];
+    bool pos[G];
+#pragma unroll
+    for (int u = 0; u < G; ++u) {
+        const int v = u < left ? u : 0;
+        raw[u] = FastKey<T>::bits(ip[v * istep]);
+        pos[u] = !HAS_W || wt[r + v * rstep] > 0.0;
+    }
+    bool miss = false;
+#pragma unroll
+    for (int u = 0; u < G; ++u) miss |= pos[u] && !Bucket<K>::has(bk[bucket_of<T>(raw[u], hshift)], raw[u]);
+    return miss;
+}
+// A thread's tracked items of one tile, rows r0, r0 + rstep, ... (items of them) of one column (ip: its first value;
+// istep: elements from one item to the next), looked up by their raw bits in the column's shared set (tab), one
+// load of the bucket each. True if a value (of positive weight) is not in its bucket: new, displaced by a collision,
+// or a NaN or -0.0 without its alias yet (the insert path skips NaN and inf and folds -0.0 to +0.0).
 template <typename T, bool HAS_W>
 __device__ __forceinline__ bool lookup_items(const typename FastKey<T>::K *tab, const T *ip, int istep,
                                              const double *wt, int r0, int rstep, int items, int hshift) {
-    typedef typename FastKey<T>::K K;
-    typedef typename Pair2<K>::P P;
+    typedef typename Bucket<typename FastKey<T>::K>::P P;
+    constexpr int G = LOOKUP_GROUP;
     const P *bk = (const P *)tab;
     bool miss = false;
-    int r = r0;
-#pragma unroll 4
-    for (int i = 0; i < items; ++i, r += rstep, ip += istep) {
-        K key;
-        bool fin = FastKey<T>::of(*ip, key);
-        if (HAS_W) fin = fin && wt[r] > 0.0;
-        const P pr = bk[bucket_of<T>(key, hshift)];
-        miss |= fin && pr.x != key && pr.y != key;
-    }
+    int i = 0;
+    for (; i + G <= items; i += G)
+        miss |= lookup_group<T, HAS_W, G>(bk, ip + i * istep, istep, wt, r0 + i * rstep, rstep, hshift, G);
+    if (i < items)
+        miss |= lookup_group<T, HAS_W, G>(bk, ip + i * istep, istep, wt, r0 + i * rstep, rstep, hshift, items - i);
     return miss;
 }
 
@@ -527,17 +624,27 @@ __device__ __noinline__ void track_inserts(const T *tile, const double *wt, int 
     typedef typename FastKey<T>::K K;
     const K EMPTY = FastKey<T>::empty();
     K *tab = tabs + (sl >= 0 ? sl : 0) * ts;
+    constexpr int LOG = Bucket<K>::LOG;
+    const int hshift = tshift + LOG;
     for (int r = tr0; r < rows; r += rstep) {
-        K key;
-        if (!FastKey<T>::of(tile[r * cw + lc], key)) continue;
         if (HAS_W && !(wt[r] > 0.0)) continue;
+        const T x = tile[r * cw + lc];
+        const K raw = FastKey<T>::bits(x);
+        K key;
+        if (!FastKey<T>::of(x, key)) {  // NaN or inf: counts nothing; a common NaN gets its alias
+            if (sl >= 0 && FastKey<T>::nan_alias(raw))
+                shared_insert<K>(tab, ts, raw, EMPTY, bucket_of<T>(raw, hshift) << LOG);
+            continue;
+        }
         bool done;
         if (sl >= 0) {
-            const int res = shared_insert<K>(tab, ts, key, EMPTY, bucket_of<T>(key, tshift + 1) << 1);
+            const int res = shared_insert<K>(tab, ts, key, EMPTY, bucket_of<T>(key, hshift) << LOG);
             done = res == 2 || (res == 1 && atomicAdd(sCnt + sl, 1) + 1 > cap);
             if (done) {
                 sOver[sl] = 1;
                 atomicExch(over + lc, 1);
+            } else if (raw != key) {  // -0.0: its alias, after +0.0 itself
+                shared_insert<K>(tab, ts, raw, EMPTY, bucket_of<T>(raw, hshift) << LOG);
             }
         } else {
             done = distinct_insert(FastKey<T>::value(key), lc, table, tsize, count, over, cap);
@@ -658,7 +765,7 @@ __device__ __forceinline__ void block_end(const Moments<T, L, HAS_W> &acc, int n
         const int s = i >> (32 - tshift);  // ts = 2^(32 - tshift)
         const int fs = sCol[s];
         const K key = tabs[i];
-        if (fs < 0 || key == FastKey<T>::empty() || sOver[s]) continue;
+        if (fs < 0 || !FastKey<T>::real(key) || sOver[s]) continue;  // empty slots and aliases hold no value
         distinct_insert(FastKey<T>::value(key), fs, table, tsize, count, over, cap);
     }
     __syncthreads();
@@ -714,7 +821,7 @@ __global__ void __launch_bounds__(NT, (L <= 16 ? FAST_MINB : 4))
 sketch_tiles(const T *__restrict__ X, const double *__restrict__ w, long long n, int d, int ct, long long rows_per_block,
              int vec16, int stage_elems, int wstage, const double *__restrict__ center, double *__restrict__ part,
              int *__restrict__ bad, int nslots, int ts, int tshift, unsigned long long *table, int tsize, int *count,
-             int *over, int cap) {
+             int *over, int cap, const unsigned long long *__restrict__ seed, const int *__restrict__ seed_n) {
     typedef typename FastKey<T>::K K;
     extern __shared__ __align__(128) unsigned char fast_smem[];
     T *stage = (T *)fast_smem;
@@ -744,6 +851,9 @@ sketch_tiles(const T *__restrict__ X, const double *__restrict__ w, long long n,
         }
         if (t == 0) sNtr = tot;
     }
+    __syncthreads();
+    seed_sets<K, NT>(tabs, nslots, ts, sCol, sCnt, seed, seed_n, cap, EMPTY,
+                     [&](K key) { return (FastKey<T>::fold(key) * 0x9E3779B1u) >> tshift; });
     __syncthreads();
 
     const double c = active ? center[tile0 + col] : 0.0;
@@ -950,7 +1060,7 @@ __global__ void __launch_bounds__(NT, (L <= 16 ? FAST_MINB : 4))
 sketch_bulk(const T *__restrict__ X, const double *__restrict__ w, long long n, int d, long long rows_per_block,
             int stage_elems, int wstage, const double *__restrict__ center, double *__restrict__ part,
             int *__restrict__ bad, int nslots, int ts, int tshift, unsigned long long *table, int tsize, int *count,
-            int *over, int cap) {
+            int *over, int cap, const unsigned long long *__restrict__ seed, const int *__restrict__ seed_n) {
     typedef typename FastKey<T>::K K;
     constexpr int NW = NT / 32;
     extern __shared__ __align__(128) unsigned char fast_smem[];
@@ -1003,6 +1113,10 @@ sketch_bulk(const T *__restrict__ X, const double *__restrict__ w, long long n, 
             mbar_arrive(full + k);
         }
     }
+    seed_sets<K, NT>(tabs, nslots, ts, sCol, sCnt, seed, seed_n, cap, EMPTY, [&](K key) {
+        return bucket_of<T>(key, tshift + Bucket<K>::LOG) << Bucket<K>::LOG;
+    });
+    __syncthreads();  // the sets hold the sample's values
 
     const double c = active ? center[col] : 0.0;
     Moments<T, L, HAS_W> acc;
@@ -1047,7 +1161,7 @@ sketch_bulk(const T *__restrict__ X, const double *__restrict__ w, long long n, 
                 nproc += V;
             }
             if (tracking && (sl < 0 || lookup_items<T, HAS_W>(tabs + sl * ts, tile + tr0 * cw + lc, rstep * cw, wt, tr0,
-                                                              rstep, items_full, tshift + 1)))
+                                                              rstep, items_full, tshift + Bucket<K>::LOG)))
                 track_inserts<T, HAS_W>(tile, wt, rows, cw, lc, sl, tr0, rstep, tabs, ts, tshift, sCnt, sOver, table,
                                         tsize, count, over, cap);
         } else {
@@ -1056,7 +1170,7 @@ sketch_bulk(const T *__restrict__ X, const double *__restrict__ w, long long n, 
             if (active) nproc += sum_partial_tile<T, L, V, HAS_W>(acc, gt, gw, t, KC, kr, rg, rows, c);
             if (tracking && (sl < 0 || lookup_items<T, HAS_W>(tabs + sl * ts, gt + tr0 * cw + lc, rstep * cw, gw, tr0,
                                                               rstep, rows > tr0 ? (rows - tr0 + rstep - 1) / rstep : 0,
-                                                              tshift + 1)))
+                                                              tshift + Bucket<K>::LOG)))
                 track_inserts<T, HAS_W>(gt, gw, rows, cw, lc, sl, tr0, rstep, tabs, ts, tshift, sCnt, sOver, table,
                                         tsize, count, over, cap);
         }
@@ -1108,11 +1222,12 @@ __global__ void sketch_finish(const double *__restrict__ part, int nblk, int d, 
                               const unsigned long long *__restrict__ table, int tsize, int cap, int capx, double tol,
                               const int *__restrict__ bad, double *__restrict__ res) {
     extern __shared__ double fvals[];
-    __shared__ double sh[RT][L + 3];
+    __shared__ double sh[RT / 32][L + 3];
+    __shared__ double tot[L + 3];
     __shared__ double pw[L + 1];
     __shared__ double sDelta, sM2;
     __shared__ int nk;
-    const int f = blockIdx.x, t = threadIdx.x;
+    const int f = blockIdx.x, t = threadIdx.x, lane = t & 31, wid = t >> 5;
     const int stride = L + 5 + capx;
     double *out = res + (size_t)f * stride;
     double s[L + 1];
@@ -1127,22 +1242,29 @@ __global__ void sketch_finish(const double *__restrict__ part, int nblk, int d, 
         hi = fmax(hi, p[L + 2]);
     }
 #pragma unroll
-    for (int k = 0; k <= L; ++k) sh[t][k] = s[k];
-    sh[t][L + 1] = lo;
-    sh[t][L + 2] = hi;
-    __syncthreads();
-    for (int st = RT / 2; st > 0; st >>= 1) {
-        if (t < st) {
+    for (int o = 16; o > 0; o >>= 1) {  // within the warp, then the warps' sums in warp order
 #pragma unroll
-            for (int k = 0; k <= L; ++k) sh[t][k] += sh[t + st][k];
-            sh[t][L + 1] = fmin(sh[t][L + 1], sh[t + st][L + 1]);
-            sh[t][L + 2] = fmax(sh[t][L + 2], sh[t + st][L + 2]);
-        }
-        __syncthreads();
+        for (int k = 0; k <= L; ++k) s[k] += __shfl_down_sync(0xffffffffu, s[k], o);
+        lo = fmin(lo, __shfl_down_sync(0xffffffffu, lo, o));
+        hi = fmax(hi, __shfl_down_sync(0xffffffffu, hi, o));
     }
-    const double W = sh[0][0];
+    if (lane == 0) {
+#pragma unroll
+        for (int k = 0; k <= L; ++k) sh[wid][k] = s[k];
+        sh[wid][L + 1] = lo;
+        sh[wid][L + 2] = hi;
+    }
+    __syncthreads();
+    if (t < L + 3) {
+        double a = sh[0][t];
+        for (int i = 1; i < RT / 32; ++i)
+            a = t <= L ? a + sh[i][t] : (t == L + 1 ? fmin(a, sh[i][t]) : fmax(a, sh[i][t]));
+        tot[t] = a;
+    }
+    __syncthreads();
+    const double W = tot[0];
     if (t == 0) {
-        const double delta = W > 0.0 ? sh[0][1] / W : 0.0;
+        const double delta = W > 0.0 ? tot[1] / W : 0.0;
         pw[0] = 1.0;
         for (int e = 1; e <= L; ++e) pw[e] = pw[e - 1] * -delta;
         sDelta = delta;
@@ -1152,10 +1274,10 @@ __global__ void sketch_finish(const double *__restrict__ part, int nblk, int d, 
     // M_k = sum_{i=0}^{k} C(k, i) S_i (-delta)^(k-i), S_0 = W: one thread per order
     if (t >= 2 && t <= L) {
         double a = W * pw[t];
-        double cb = 1.0;
+        unsigned int cb = 1u;  // C(t, i), exact in 32 bits up to t = 24 (C(24, 12) * 12 < 2^32)
         for (int i = 1; i <= t; ++i) {
-            cb = cb * (double)(t - i + 1) / (double)i;
-            a += cb * sh[0][i] * pw[t - i];
+            cb = cb * (unsigned int)(t - i + 1) / (unsigned int)i;
+            a += (double)cb * tot[i] * pw[t - i];
         }
         a = W > 0.0 ? a : 0.0;
         out[t] = a;
@@ -1166,8 +1288,8 @@ __global__ void sketch_finish(const double *__restrict__ part, int nblk, int d, 
         const double delta = sDelta;
         out[0] = W;
         out[1] = W > 0.0 ? center[f] + delta : 0.0;
-        out[L + 1] = sh[0][L + 1];
-        out[L + 2] = sh[0][L + 2];
+        out[L + 1] = tot[L + 1];
+        out[L + 2] = tot[L + 2];
         const double sd = sqrt(fmax(sM2, 0.0) / W);
         out[L + 3] = (W > 0.0 && !(fabs(delta) <= tol * sd)) ? 1.0 : 0.0;
         if (f == 0) res[(size_t)d * stride] = (double)*bad;
