@@ -102,7 +102,7 @@ def _plan(n, d, l, is_f32, has_w, cap, aligned16, w_aligned16, vals, stages, min
     wstage = -(-((nt // cw_min) * vals) // 2) * 2 if has_w else 0
     if cap > 0:
         keys = cap + 1 + SET_ALIASES
-        ts = max(8, _pow2_at_least(keys))  # >= 2 buckets of 4 float keys
+        ts = _pow2_at_least(keys)
         if 2 * ts < 3 * keys:
             ts *= 2
         nslots = min(MAX_SLOTS, TABLE_BUDGET // (ts * ks))
@@ -148,7 +148,7 @@ def _plan(n, d, l, is_f32, has_w, cap, aligned16, w_aligned16, vals, stages, min
 
 def _buffers(cp, d: int, l: int, p: _Plan) -> dict:
     """Work arrays for one call (device) and the pinned host buffer of the result, reused by the next call of the
-    same geometry in this thread (the call ends with a synchronising copy, so nothing is still in flight)."""
+    same geometry in this thread (the call ends by synchronising its stream, so nothing is still in flight)."""
     key = (cp.cuda.Device().id, cp.cuda.get_current_stream().ptr, d, l, p.gx, p.tsize, p.stride, p.tsp > 0)
     cached = getattr(_local, "bufs", None)
     if cached is not None and cached[0] == key:

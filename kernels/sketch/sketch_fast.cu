@@ -385,6 +385,12 @@ __device__ __forceinline__ int shared_insert(K *tab, int ts, K key, K empty, uns
     return 2;
 }
 
+// The home slot of a key in a sketch_tiles set of 2^(32 - tshift) slots.
+template <typename T>
+__device__ __forceinline__ unsigned int tiles_slot(typename FastKey<T>::K key, int tshift) {
+    return (FastKey<T>::fold(key) * 0x9E3779B1u) >> tshift;
+}
+
 // One distinct value of column f into its block set (slot sl >= 0) or the global table (sl = -1); true once the
 // column has more than cap values (its tracking stops).
 template <typename T>
@@ -392,7 +398,7 @@ __device__ __forceinline__ bool track_insert(typename FastKey<T>::K key, int sl,
                                              int tshift, typename FastKey<T>::K EMPTY, int *sCnt, int *sOver, int f,
                                              unsigned long long *table, int tsize, int *count, int *over, int cap) {
     if (sl >= 0) {
-        const unsigned int h = (FastKey<T>::fold(key) * 0x9E3779B1u) >> tshift;
+        const unsigned int h = tiles_slot<T>(key, tshift);
         const int res = shared_insert<typename FastKey<T>::K>(tab, ts, key, EMPTY, h);
         if (res == 2 || (res == 1 && atomicAdd(sCnt + sl, 1) + 1 > cap)) {
             sOver[sl] = 1;
@@ -460,8 +466,8 @@ sketch_prep(const T *__restrict__ X, const double *__restrict__ w, long long n, 
         hi = fmax(hi, xd);
         ++nv;
         if (tsp > 0) {
-            unsigned long long key = (unsigned long long)__double_as_longlong(xd);
-            if ((key << 1) == 0ull) key = 0ull;  // -0.0 -> +0.0
+            K key;
+            FastKey<T>::of(xs[u], key);  // finite here; -0.0 -> +0.0
             const unsigned int h = (unsigned int)(mix64(key) & hmask);
             const unsigned int m = 1u << (h & 31u);
             unsigned int *wp = pbits + (h >> 5);
@@ -559,21 +565,24 @@ __device__ __forceinline__ void seed_sets(K *tabs, int nsl, int ts, const int *s
 // (floats of round values differ only in their high bits), times a Fibonacci constant, top bits. Its first slot:
 // bucket << LOG.
 #define LOOKUP_GROUP 8  // items looked up together (all loads, then all lookups)
-template <typename K> struct Bucket;
-template <> struct Bucket<unsigned int> {
-    typedef uint2 P;
-    static constexpr int LOG = 1;
-    static __device__ __forceinline__ bool has(const P &p, unsigned int k) { return p.x == k || p.y == k; }
-};
-template <> struct Bucket<unsigned long long> {
-    typedef ulonglong2 P;
-    static constexpr int LOG = 1;
-    static __device__ __forceinline__ bool has(const P &p, unsigned long long k) { return p.x == k || p.y == k; }
+template <typename K> struct Pair2;
+template <> struct Pair2<unsigned int> { typedef uint2 P; };
+template <> struct Pair2<unsigned long long> { typedef ulonglong2 P; };
+template <typename K> struct Bucket {
+    typedef typename Pair2<K>::P P;
+    static constexpr int LOG = 1;  // two slots
+    static __device__ __forceinline__ bool has(const P &p, K k) { return p.x == k || p.y == k; }
 };
 template <typename T>
 __device__ __forceinline__ unsigned int bucket_of(typename FastKey<T>::K key, int hshift) {
     const unsigned int f = __byte_perm(FastKey<T>::fold(key), 0u, 0x0123u);  // byte swap: the high bits go low
     return (f * 0x9E3779B1u) >> hshift;
+}
+// The first slot of a key's bucket in a bulk-read set of 2^(32 - tshift) slots.
+template <typename T>
+__device__ __forceinline__ unsigned int bulk_slot(typename FastKey<T>::K key, int tshift) {
+    constexpr int LOG = Bucket<typename FastKey<T>::K>::LOG;
+    return bucket_of<T>(key, tshift + LOG) << LOG;
 }
 
 // G items (rows r, r + rstep, ...: values ip[0], ip[istep], ...) of which the first `left` are real (the others
@@ -624,8 +633,6 @@ __device__ __noinline__ void track_inserts(const T *tile, const double *wt, int 
     typedef typename FastKey<T>::K K;
     const K EMPTY = FastKey<T>::empty();
     K *tab = tabs + (sl >= 0 ? sl : 0) * ts;
-    constexpr int LOG = Bucket<K>::LOG;
-    const int hshift = tshift + LOG;
     for (int r = tr0; r < rows; r += rstep) {
         if (HAS_W && !(wt[r] > 0.0)) continue;
         const T x = tile[r * cw + lc];
@@ -633,18 +640,18 @@ __device__ __noinline__ void track_inserts(const T *tile, const double *wt, int 
         K key;
         if (!FastKey<T>::of(x, key)) {  // NaN or inf: counts nothing; a common NaN gets its alias
             if (sl >= 0 && FastKey<T>::nan_alias(raw))
-                shared_insert<K>(tab, ts, raw, EMPTY, bucket_of<T>(raw, hshift) << LOG);
+                shared_insert<K>(tab, ts, raw, EMPTY, bulk_slot<T>(raw, tshift));
             continue;
         }
         bool done;
         if (sl >= 0) {
-            const int res = shared_insert<K>(tab, ts, key, EMPTY, bucket_of<T>(key, hshift) << LOG);
+            const int res = shared_insert<K>(tab, ts, key, EMPTY, bulk_slot<T>(key, tshift));
             done = res == 2 || (res == 1 && atomicAdd(sCnt + sl, 1) + 1 > cap);
             if (done) {
                 sOver[sl] = 1;
                 atomicExch(over + lc, 1);
             } else if (raw != key) {  // -0.0: its alias, after +0.0 itself
-                shared_insert<K>(tab, ts, raw, EMPTY, bucket_of<T>(raw, hshift) << LOG);
+                shared_insert<K>(tab, ts, raw, EMPTY, bulk_slot<T>(raw, tshift));
             }
         } else {
             done = distinct_insert(FastKey<T>::value(key), lc, table, tsize, count, over, cap);
@@ -853,7 +860,7 @@ sketch_tiles(const T *__restrict__ X, const double *__restrict__ w, long long n,
     }
     __syncthreads();
     seed_sets<K, NT>(tabs, nslots, ts, sCol, sCnt, seed, seed_n, cap, EMPTY,
-                     [&](K key) { return (FastKey<T>::fold(key) * 0x9E3779B1u) >> tshift; });
+                     [&](K key) { return tiles_slot<T>(key, tshift); });
     __syncthreads();
 
     const double c = active ? center[tile0 + col] : 0.0;
@@ -950,7 +957,7 @@ sketch_tiles(const T *__restrict__ X, const double *__restrict__ w, long long n,
                 for (int r = tr0; r < rows; r += rstep, ip += istep) {
                     K key;
                     const bool fin = FastKey<T>::of(*ip, key) && (!HAS_W || wt[r] > 0.0);
-                    const unsigned int hh = (FastKey<T>::fold(key) * 0x9E3779B1u) >> tshift;
+                    const unsigned int hh = tiles_slot<T>(key, tshift);
                     const K p0 = tabp[hh], p1 = tabp[(hh + 1) & msk];
                     miss |= fin && p0 != key && p1 != key;
                 }
@@ -962,7 +969,7 @@ sketch_tiles(const T *__restrict__ X, const double *__restrict__ w, long long n,
                     K key;
                     if (!FastKey<T>::of(tile[r * cw + lc], key)) continue;
                     if (HAS_W && !(wt[r] > 0.0)) continue;
-                    if (sl >= 0 && ((volatile K *)tab)[(FastKey<T>::fold(key) * 0x9E3779B1u) >> tshift] == key)
+                    if (sl >= 0 && ((volatile K *)tab)[tiles_slot<T>(key, tshift)] == key)
                         continue;
                     done = track_insert<T>(key, sl, tab, ts, tshift, EMPTY, sCnt, sOver, tile0 + lc, table, tsize,
                                            count, over, cap);
@@ -1113,9 +1120,8 @@ sketch_bulk(const T *__restrict__ X, const double *__restrict__ w, long long n, 
             mbar_arrive(full + k);
         }
     }
-    seed_sets<K, NT>(tabs, nslots, ts, sCol, sCnt, seed, seed_n, cap, EMPTY, [&](K key) {
-        return bucket_of<T>(key, tshift + Bucket<K>::LOG) << Bucket<K>::LOG;
-    });
+    seed_sets<K, NT>(tabs, nslots, ts, sCol, sCnt, seed, seed_n, cap, EMPTY,
+                     [&](K key) { return bulk_slot<T>(key, tshift); });
     __syncthreads();  // the sets hold the sample's values
 
     const double c = active ? center[col] : 0.0;
