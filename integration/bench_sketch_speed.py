@@ -271,19 +271,19 @@ def main():
         rows = []
         # (variant, n_moments, max_distinct, options): v1 options = chunk; fast options = vals (values per thread
         # per tile; default 32 for float32 at l <= 16), stages (cp.async pipeline depth, default 2), minb (blocks
-        # per SM the registers must allow, default 2), f2f, fastpath; {} = the defaults users get
+        # per SM the registers must allow, default 2), fastpath, bulk; {} = the defaults users get
         configs = [("v1", 15, 256, {"chunk": 16}),
                    ("fast", 15, 256, {}),
                    ("fast", 15, 256, {"bulk": False}),
                    ("fast", 15, 0, {"bulk": False}),
-                   ("fast", 15, 256, {"f2f": True}),
+                   ("fast", 15, 256, {"fastpath": False}),
                    ("fast", 15, 256, {"vals": 16}),
                    ("fast", 15, 0, {}),
                    ("fast", 8, 256, {}),
                    ("fast", 8, 0, {})]
         if not args.quick:
-            configs += [("fast", 15, 256, {"vals": 16, "stages": 3}), ("fast", 15, 256, {"fastpath": False}),
-                        ("fast", 15, 0, {"f2f": True}), ("v1", 8, 256, {"chunk": 16}), ("v1", 20, 256, {"chunk": 16}),
+            configs += [("fast", 15, 256, {"vals": 16, "stages": 3}), ("fast", 15, 256, {"stages": 3}),
+                        ("v1", 8, 256, {"chunk": 16}), ("v1", 20, 256, {"chunk": 16}),
                         ("fast", 20, 256, {})]
         for variant, l, md, opt in configs:
             try:
@@ -374,7 +374,7 @@ def report(res: dict, out: Path) -> None:
                   "defaults): vals = values per thread per tile (default 32 for float32 at n_moments <= 16), stages = "
                   "tiles in flight per block (cp.async, default 2), minb = blocks per SM the registers must allow "
                   "(default 2), fastpath = straight-line sums in chunks of 16 values, one path per warp (default "
-                  "True), f2f = the plain path converts by F2F instead of bit operations (default False), bulk = the read "
+                  "True), bulk = the read "
                   "kernel: sketch_bulk (bulk copy engine, no block-wide barrier per tile; the default on sm_90+ where "
                   "it applies) or, with bulk=False, sketch_tiles (cp.async).", ""]
         pc = g.get("public_call")

@@ -86,7 +86,7 @@ def _allow_smem(kern, key: tuple, nbytes: int) -> None:
 
 
 @lru_cache(maxsize=64)
-def _plan(n, d, l, is_f32, has_w, cap, aligned16, w_aligned16, vals, stages, minb, fastpath, f2f, blocks_per_sm,
+def _plan(n, d, l, is_f32, has_w, cap, aligned16, w_aligned16, vals, stages, minb, fastpath, blocks_per_sm,
           bulk, device_id) -> _Plan:
     """Launch geometry and compiled kernels for one input shape, option set and device."""
     dev = cupy_module().cuda.Device(device_id)
@@ -136,7 +136,7 @@ def _plan(n, d, l, is_f32, has_w, cap, aligned16, w_aligned16, vals, stages, min
     read = "sketch_bulk" if use_bulk else "sketch_tiles"
     names = (f"sketch_prep<{T},{hw}>", f"{read}<{T},{l},{nt},{vals},{stages},{hw},{fp}>",
              f"sketch_finish<{l},{FINISH_THREADS}>")
-    opts = (f"-I{_DIR}", f"-DFAST_MINB={int(minb)}", f"-DFAST_F2F={int(bool(f2f))}")
+    opts = (f"-I{_DIR}", f"-DFAST_MINB={int(minb)}")
     kernels = tuple(get_kernel("sketch/sketch_fast.cu", nm, options=opts, name_expressions=names) for nm in names)
     if _HAS_DRIVER_LAUNCH[0] is None:
         _HAS_DRIVER_LAUNCH[0] = hasattr(cupy_module().cuda.driver, "launchKernel") and all(
@@ -288,7 +288,7 @@ def default_vals(is_f32: bool, l: int) -> int:
     return 32 if is_f32 and l <= 16 else 16
 
 
-def _prepare(X, sample_weight, n_moments, max_distinct, vals, stages, minb, fastpath, f2f, blocks_per_sm, bulk):
+def _prepare(X, sample_weight, n_moments, max_distinct, vals, stages, minb, fastpath, blocks_per_sm, bulk):
     """(l, X, w, has_w, cap, plan, buffers), or (l, empty sketch) for X without rows."""
     cp = cupy_module()
     if vals is not None and not (isinstance(vals, (int, np.integer))
@@ -306,25 +306,24 @@ def _prepare(X, sample_weight, n_moments, max_distinct, vals, stages, minb, fast
     if bulk not in (None, True, False):
         raise ValueError(f"bulk must be None, True or False, got {bulk!r}")
     p = _plan(n, d, l, X.dtype == np.float32, has_w, cap, X.data.ptr % 16 == 0, w.data.ptr % 16 == 0, int(vals),
-              int(stages), int(minb), bool(fastpath), bool(f2f), blocks_per_sm, bulk, cp.cuda.Device().id)
+              int(stages), int(minb), bool(fastpath), blocks_per_sm, bulk, cp.cuda.Device().id)
     return l, X, w, has_w, cap, p, _buffers(cp, d, l, p)
 
 
 def sketch_fast(X, sample_weight=None, *, n_moments: int = 15, max_distinct: int = 256, vals: int | None = None,
-                stages: int = 2, minb: int = 2, fastpath: bool = True, f2f: bool = False,
-                blocks_per_sm: int | None = None, bulk: bool | None = None) -> MomentSketch:
+                stages: int = 2, minb: int = 2, fastpath: bool = True, blocks_per_sm: int | None = None,
+                bulk: bool | None = None) -> MomentSketch:
     """Same result as gpu.sketch(variant="v1") and the CPU twin within 1e-12 of each moment's scale.
 
     vals: values per thread per tile (None: 32 for float32 up to 16 moments, else 16; above 16 a multiple of 16);
     stages: tiles in flight per block (cp.async pipeline depth); minb: blocks per SM the compiler must fit
-    (registers vs occupancy); fastpath: each warp sums its chunks of 16 values in straight-line code (normal floats
-    and zeros / finite doubles; a second straight-line path masks NaN, inf and zero weights), else value by value;
-    f2f: the first path converts floats by F2F instead of bit operations (both exact there); blocks_per_sm: blocks
+    (registers vs occupancy); fastpath: each warp sums its chunks of 16 values in straight-line code (finite
+    values; a second straight-line path masks NaN, inf and zero weights), else value by value; blocks_per_sm: blocks
     launched per SM (default minb); bulk: read the tiles through the bulk copy engine (sketch_bulk: no block-wide
     barrier per tile), None = wherever it applies (sm_90+, one column tile, 16-byte aligned tiles), True = required
     (ValueError where it does not apply), False = never (sketch_tiles, cp.async). All options give the same sketch.
     """
-    opts = (vals, stages, minb, fastpath, f2f, blocks_per_sm, bulk)
+    opts = (vals, stages, minb, fastpath, blocks_per_sm, bulk)
     cp = cupy_module()
     rep = key = None
     if sample_weight is None and type(X) is cp.ndarray:  # a repeated call skips the checks and the planning
@@ -360,13 +359,16 @@ def sketch_fast(X, sample_weight=None, *, n_moments: int = 15, max_distinct: int
     W, mean, lo, hi = A[0], A[1], A[l + 1], A[l + 2]
     M = np.ascontiguousarray(A[2 : l + 1].T)
     nd = A[l + 4].astype(np.int64)
-    if p.capx == cap:
-        vals_ = R[:, l + 5 :].copy()
+    if p.capx == cap:  # only the rows with values are read from the pinned buffer (most are NaN padding)
+        vals_ = np.full((d, cap), np.nan)
+        has = nd > 0
+        if has.any():
+            vals_[has] = R[has, l + 5 :]
     else:
         vals_ = _host_sets(b["table"], nd, p.tsize, cap)
     redo = np.flatnonzero(A[l + 3])
     if redo.size:
-        _recentre(X, w, has_w, l, redo, mean, M, lo, hi, opts[:6] + (False if bulk is False else None,))
+        _recentre(X, w, has_w, l, redo, mean, M, lo, hi, opts[:5] + (False if bulk is False else None,))
     if not (W > 0).all():
         empty = W <= 0
         lo[empty] = np.nan
@@ -383,11 +385,11 @@ def _recentre(X, w, has_w, l, redo, mean, M, lo, hi, opts) -> None:
     c2[off] = 0.5 * lo[redo][off] + 0.5 * hi[redo][off]
     Xs = cp.ascontiguousarray(X[:, cp.asarray(redo)])
     n, d2 = Xs.shape
-    vals, stages, minb, fastpath, f2f, blocks_per_sm, bulk = opts
+    vals, stages, minb, fastpath, blocks_per_sm, bulk = opts
     if vals is None:
         vals = default_vals(Xs.dtype == np.float32, l)
     p2 = _plan(n, d2, l, Xs.dtype == np.float32, has_w, 0, Xs.data.ptr % 16 == 0, w.data.ptr % 16 == 0, int(vals),
-               int(stages), int(minb), bool(fastpath), bool(f2f), blocks_per_sm, bulk, cp.cuda.Device().id)
+               int(stages), int(minb), bool(fastpath), blocks_per_sm, bulk, cp.cuda.Device().id)
     b2 = _buffers(cp, d2, l, p2)
     _launch(Xs, w, has_w, l, 0, p2, b2, center=cp.asarray(c2))
     cp.cuda.get_current_stream().synchronize()
@@ -414,8 +416,8 @@ def kernels_only(X, n_moments: int = 15, max_distinct: int = 256, **opts):
     """A callable that queues only the three kernels on X (no checks, allocation or transfer): for timing. opts as
     sketch_fast's, same defaults."""
     kw = sketch_fast.__kwdefaults__
-    o = {k: opts.get(k, kw[k]) for k in ("vals", "stages", "minb", "fastpath", "f2f", "blocks_per_sm", "bulk")}
-    prep = _prepare(X, None, n_moments, max_distinct, o["vals"], o["stages"], o["minb"], o["fastpath"], o["f2f"],
+    o = {k: opts.get(k, kw[k]) for k in ("vals", "stages", "minb", "fastpath", "blocks_per_sm", "bulk")}
+    prep = _prepare(X, None, n_moments, max_distinct, o["vals"], o["stages"], o["minb"], o["fastpath"],
                     o["blocks_per_sm"], o["bulk"])
     l, X, w, has_w, cap, p, b = prep
     return lambda: _launch(X, w, has_w, l, cap, p, b)

@@ -12,8 +12,8 @@
 //    for k = 1..L by the FMA power plan (powers d..d^P, then blocks of P orders per product), the weight (an integer
 //    count without weights), min and max. A thread sums its V values in chunks of 16 in straight-line code (their
 //    power chains interleave); each warp picks one path per chunk by vote (a lone thread on another path would make
-//    the warp run both): normal floats and zeros (finite doubles); the same with NaN, inf and zero weights masked to
-//    add nothing (inf still raises); value by value (float subnormals).
+//    the warp run both): finite values, whose FP32 min / max (NaN-propagating) come first and tell the path; or the
+//    same with NaN, inf and zero weights masked to add nothing (inf still raises).
 //    Distinct values: the values of the block's tracked columns (candidates not yet over) in a tile are spread
 //    evenly over all threads and looked up after the sums: a value at its home slot or the next one of the
 //    column's per-block hash set in shared memory is known; otherwise the insert path runs (the first nslots
@@ -31,37 +31,47 @@
 //    |delta| > tol * sd (a centre that far off would amplify rounding in the shift; gpu_fast.py does it), and
 //    writes the sorted distinct set, all into one buffer in pinned host memory (no copy back).
 //
-// float32 input: CuPy compiles with -ftz=true, which flushes subnormal floats in F2F and in every FP32 instruction,
-// so floats are never touched by FP32 arithmetic here: float -> double by integer bit operations (subnormals via
-// an exact integer -> double conversion), min and max on order-preserving integer keys, -0.0 folded by bits.
+// float32 input: CuPy compiles with -ftz=true, which flushes subnormal floats in C++ float -> double conversions and in
+// FP32 instructions. Floats are converted by cvt.f64.f32 without .ftz (exact, subnormals included) and compared by
+// min / max without .ftz, or on order-preserving integer keys; -0.0 is folded by bits.
 
 #include "sketch.cu"
 
 #ifndef FAST_MINB
 #define FAST_MINB 2
 #endif
-#ifndef FAST_F2F
-#define FAST_F2F 0  // 1: the straight-line path converts by F2F (one instruction, FP64 pipe) instead of bit operations
-#endif
 
 #define EMPTY32 0xffffffffu
 #define MAX_SLOTS 64
 #define PREP_THREADS 256
 #define PREP_PER 16  // sample values per prep thread: SAMPLE_ROWS <= PREP_THREADS * PREP_PER
+#define POS_INF_F __int_as_float(0x7f800000)
+#define NEG_INF_F __int_as_float((int)0xff800000u)
 
 // ------------------------------------------------------------------------ exact float -> double, whatever -ftz says
-__device__ __forceinline__ double f2d_normal(unsigned int u) {  // normal floats only
-    const unsigned int mag = u & 0x7fffffffu;
-    return __hiloint2double((int)(((mag >> 3) + 0x38000000u) | (u & 0x80000000u)), (int)(u << 29));
+__device__ __forceinline__ double cvt_f64(float x) {  // one F2F; exact for every float (NaN stays NaN)
+    double r;
+    asm("cvt.f64.f32 %0, %1;" : "=d"(r) : "f"(x));
+    return r;
 }
-__device__ __forceinline__ double f2d_small(unsigned int u) {  // zeros and subnormals: mantissa * 2^-149
-    const double v = (double)(u & 0x7fffffffu) * 0x1p-149;
-    return __hiloint2double(__double2hiint(v) | (int)(u & 0x80000000u), __double2loint(v));
+__device__ __forceinline__ double f2d_exact(unsigned int u) { return cvt_f64(__uint_as_float(u)); }
+// FP32 min (MAX = false) or max that returns NaN if an input is NaN (sm_80+; before, the non-NaN input), subnormals
+// kept
+template <bool MAX> __device__ __forceinline__ float mnx_nan_f32(float a, float b) {
+    float r;
+#if __CUDA_ARCH__ >= 800
+    if (MAX) asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+    else asm("min.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+#else
+    if (MAX) asm("max.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+    else asm("min.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+#endif
+    return r;
 }
-__device__ __forceinline__ double f2d_exact(unsigned int u) {
-    const unsigned int mag = u & 0x7fffffffu;
-    if (mag >= 0x7f800000u) return mag == 0x7f800000u ? ((u >> 31) ? NEG_INF : POS_INF) : QNAN;
-    return mag >= 0x00800000u ? f2d_normal(u) : f2d_small(u);
+__device__ __forceinline__ float fma0_f32(float x, float z) {  // z + x * 0: NaN once x is inf or NaN
+    float r;
+    asm("fma.rn.f32 %0, %1, 0f00000000, %2;" : "=f"(r) : "f"(x), "f"(z));
+    return r;
 }
 // order-preserving integer key of a non-NaN float (-0.0 sorts just below +0.0) and its inverse
 __device__ __forceinline__ int f_order(unsigned int u) { const int s = (int)u; return s ^ ((s >> 31) & 0x7fffffff); }
@@ -69,10 +79,8 @@ __device__ __forceinline__ unsigned int f_unorder(int k) { return (unsigned int)
 
 // finite value as an exact double
 __device__ __forceinline__ bool exact_double(float x, double &xd) {
-    const unsigned int u = __float_as_uint(x);
-    const unsigned int mag = u & 0x7fffffffu;
-    xd = mag >= 0x00800000u ? f2d_normal(u) : f2d_small(u);
-    return mag < 0x7f800000u;
+    xd = cvt_f64(x);
+    return (__float_as_uint(x) & 0x7fffffffu) < 0x7f800000u;
 }
 __device__ __forceinline__ bool exact_double(double x, double &xd) {
     xd = x;
@@ -180,7 +188,7 @@ __device__ __forceinline__ void add_powers(double *S, double dl, double wt) {
     double pw[P + 1];
     pw[1] = dl;
 #pragma unroll
-    for (int a = 2; a <= P; ++a) pw[a] = pw[a - 1] * dl;
+    for (int a = 2; a <= P; ++a) pw[a] = pw[a / 2] * pw[a - a / 2];  // depth log2(a): short dependency chains
     double cw[P];  // coefficient of block term a: wt * d^a (a >= 1)
 #pragma unroll
     for (int a = 1; a < P; ++a) cw[a] = HAS_W ? wt * pw[a] : pw[a];
@@ -238,65 +246,56 @@ template <int L, bool HAS_W> struct Moments<float, L, HAS_W> : PowerSums<L, HAS_
     __device__ __forceinline__ void add(float x, double wt, double c) {
         const unsigned int u = __float_as_uint(x);
         const unsigned int mag = u & 0x7fffffffu;
-        if (__builtin_expect(mag - 0x00800000u < 0x7f000000u && (!HAS_W || wt > 0.0), 1)) {  // normal, finite
+        if (__builtin_expect(mag < 0x7f800000u && (!HAS_W || wt > 0.0), 1)) {  // finite
             minmax(u);
-            this->put(f2d_normal(u) - c, wt);
+            this->put(cvt_f64(x) - c, wt);
             return;
         }
         this->bad |= mag == 0x7f800000u;
-        if (mag < 0x00800000u && (!HAS_W || wt > 0.0)) {  // zero or subnormal
-            minmax(u);
-            this->put(f2d_small(u) - c, wt);
-        } else {
-            this->put_invalid();
-        }
+        this->put_invalid();
     }
-    // which straight-line path a chunk of values can take: s = |x|bits - 1 puts zeros at the top (unsigned) and
-    // below 0 (signed), subnormals below 0x7fffff, inf and NaN at 0x7f7fffff and above
+    // which straight-line path a chunk can take, and its min and max: FP32 min / max that return NaN if an input is
+    // NaN (sm_80+; before, z + x * 0 is NaN once x is inf or NaN), so a chunk of finite values has finite min and max
     struct Class {
-        unsigned int umin = 0xffffffffu;
-        int smax = (int)0x80000000;
+        float mn = POS_INF_F, mx = NEG_INF_F;
+#if __CUDA_ARCH__ < 800
+        float z = 0.0f;
+#endif
         bool wpos = true;
         __device__ __forceinline__ void see(float x, double wt) {
-            const unsigned int s = (__float_as_uint(x) & 0x7fffffffu) - 1u;
-            umin = min(umin, s);
-            smax = max(smax, (int)s);
+            mn = mnx_nan_f32<false>(mn, x);
+            mx = mnx_nan_f32<true>(mx, x);
+#if __CUDA_ARCH__ < 800
+            z = fma0_f32(x, z);
+#endif
             if (HAS_W) wpos = wpos && wt > 0.0;
         }
-        __device__ __forceinline__ void see2(float x0, float x1, double w0, double w1) {  // two values at once
-            const unsigned int s0 = (__float_as_uint(x0) & 0x7fffffffu) - 1u, s1 = (__float_as_uint(x1) & 0x7fffffffu) - 1u;
-            umin = min(umin, min(s0, s1));
-            smax = max(smax, max((int)s0, (int)s1));
+        __device__ __forceinline__ void see2(float x0, float x1, double w0, double w1) {
+            mn = mnx_nan_f32<false>(mn, mnx_nan_f32<false>(x0, x1));
+            mx = mnx_nan_f32<true>(mx, mnx_nan_f32<true>(x0, x1));
+#if __CUDA_ARCH__ < 800
+            z = fma0_f32(x1, fma0_f32(x0, z));
+#endif
             if (HAS_W) wpos = wpos && w0 > 0.0 && w1 > 0.0;
         }
-        __device__ __forceinline__ bool plain() const { return umin >= 0x007fffffu && smax < 0x7f7fffff && wpos; }
-        __device__ __forceinline__ bool maskable() const { return umin >= 0x007fffffu; }  // no subnormals
-    };
-    // min and max of a plain chunk (normal floats and zeros only): FP32 min / max, exact there whatever -ftz says
-    // (it flushes subnormals only), then one key each for the running min / max
-    template <int N> __device__ __forceinline__ void minmax_n(const float *xv) {
-        float mn = xv[0], mx = xv[0];
-#pragma unroll
-        for (int v = 1; v < N; ++v) {
-            mn = fminf(mn, xv[v]);
-            mx = fmaxf(mx, xv[v]);
-        }
-        lo = min(lo, f_order(__float_as_uint(mn)));
-        hi = max(hi, f_order(__float_as_uint(mx)));
-    }
-    // the chunk's sums without min / max (minmax_n does them): branch-free for normal floats and zeros
-    __device__ __forceinline__ void add_fast(float x, double wt, double c) {
-        const unsigned int u = __float_as_uint(x);
-#if FAST_F2F
-        const double xd = (double)x;  // F2F: exact for normal floats and zeros (-ftz only flushes subnormals)
+        __device__ __forceinline__ bool plain() const {
+            const bool fin = (__float_as_uint(mn) & 0x7f800000u) != 0x7f800000u &&
+                             (__float_as_uint(mx) & 0x7f800000u) != 0x7f800000u;
+#if __CUDA_ARCH__ < 800
+            return fin && z == 0.0f && wpos;
 #else
-        const unsigned int mag = u & 0x7fffffffu;
-        const double xd = __hiloint2double((int)(mag ? ((mag >> 3) + 0x38000000u) | (u & 0x80000000u)
-                                                     : (u & 0x80000000u)), (int)(u << 29));
+            return fin && wpos;
 #endif
-        this->put(xd - c, wt);
+        }
+    };
+    // min and max of a plain chunk: the class's
+    template <int N> __device__ __forceinline__ void minmax_chunk(const Class &cls, const float *) {
+        lo = min(lo, f_order(__float_as_uint(cls.mn)));
+        hi = max(hi, f_order(__float_as_uint(cls.mx)));
     }
-    // branch-free: normal floats, zeros, NaN / inf / zero weights (adding exactly nothing; inf raises later)
+    // a plain chunk's sums (minmax_chunk does min and max)
+    __device__ __forceinline__ void add_fast(float x, double wt, double c) { this->put(cvt_f64(x) - c, wt); }
+    // branch-free: any float, NaN / inf / zero weights adding exactly nothing (inf raises later)
     __device__ __forceinline__ void add_masked(float x, double wt, double c) {
         const unsigned int u = __float_as_uint(x);
         const unsigned int mag = u & 0x7fffffffu;
@@ -305,10 +304,8 @@ template <int L, bool HAS_W> struct Moments<float, L, HAS_W> : PowerSums<L, HAS_
         const int k = f_order(u);
         lo = min(lo, ok ? k : 0x7fffffff);
         hi = max(hi, ok ? k : (int)0x80000000);
-        const double xd = __hiloint2double((int)(mag ? ((mag >> 3) + 0x38000000u) | (u & 0x80000000u)
-                                                     : (u & 0x80000000u)), (int)(u << 29));
         this->ninv += ok ? 0 : 1;
-        this->put(ok ? xd - c : 0.0, ok ? wt : 0.0);
+        this->put(ok ? cvt_f64(x) - c : 0.0, ok ? wt : 0.0);
     }
     __device__ __forceinline__ double lo_value() const { return lo == 0x7fffffff ? POS_INF : f2d_exact(f_unorder(lo)); }
     __device__ __forceinline__ double hi_value() const {
@@ -337,8 +334,8 @@ template <int L, bool HAS_W> struct Moments<double, L, HAS_W> : PowerSums<L, HAS
             see(x1, w1);
         }
         __device__ __forceinline__ bool plain() const { return hmax < 0x7ff00000 && wpos; }
-        __device__ __forceinline__ bool maskable() const { return true; }
     };
+    template <int N> __device__ __forceinline__ void minmax_chunk(const Class &, const double *xv) { minmax_n<N>(xv); }
     template <int N> __device__ __forceinline__ void minmax_n(const double *xv) {
 #pragma unroll
         for (int v = 0; v < N; ++v) {
@@ -571,7 +568,10 @@ template <> struct Pair2<unsigned long long> { typedef ulonglong2 P; };
 template <typename K> struct Bucket {
     typedef typename Pair2<K>::P P;
     static constexpr int LOG = 1;  // two slots
-    static __device__ __forceinline__ bool has(const P &p, K k) { return p.x == k || p.y == k; }
+    // both slots compared (no short circuit, so the bucket stays one vector load): 1 if k is in neither
+    static __device__ __forceinline__ unsigned int lacks(const P &p, K k) {
+        return (unsigned int)(p.x != k) & (unsigned int)(p.y != k);
+    }
 };
 template <typename T>
 __device__ __forceinline__ unsigned int bucket_of(typename FastKey<T>::K key, int hshift) {
@@ -599,10 +599,11 @@ __device__ __forceinline__ bool lookup_group(const typename Bucket<typename Fast
         raw[u] = FastKey<T>::bits(ip[v * istep]);
         pos[u] = !HAS_W || wt[r + v * rstep] > 0.0;
     }
-    bool miss = false;
+    unsigned int miss = 0u;
 #pragma unroll
-    for (int u = 0; u < G; ++u) miss |= pos[u] && !Bucket<K>::has(bk[bucket_of<T>(raw[u], hshift)], raw[u]);
-    return miss;
+    for (int u = 0; u < G; ++u)
+        miss |= (unsigned int)pos[u] & Bucket<K>::lacks(bk[bucket_of<T>(raw[u], hshift)], raw[u]);
+    return miss != 0u;
 }
 // A thread's tracked items of one tile, rows r0, r0 + rstep, ... (items of them) of one column (ip: its first value;
 // istep: elements from one item to the next), looked up by their raw bits in the column's shared set (tab), one
@@ -674,32 +675,29 @@ __device__ __forceinline__ void sum_full_tile(Moments<T, L, HAS_W> &acc, const T
         for (int v = 0; v < V; ++v) acc.add(tile[t + v * KC], HAS_W ? wt[rg + v * kr] : 1.0, c);
         return;
     }
-    const T *tp = tile + t;
+    const char *tb = (const char *)(tile + t);
+    const int kcb = KC * (int)sizeof(T);  // byte offsets (h + v) * kcb: fewer address instructions than tp[v * KC]
 #pragma unroll 1
-    for (int h = 0; h < V; h += VB, tp += VB * KC) {
+    for (int h = 0; h < V; h += VB) {
         T xv[VB];
         double wv[HAS_W ? VB : 1];
         typename Moments<T, L, HAS_W>::Class cls;
 #pragma unroll
         for (int v = 0; v < VB; ++v) {
-            xv[v] = tp[v * KC];
+            xv[v] = *(const T *)(tb + (h + v) * kcb);
             if (HAS_W) wv[HAS_W ? v : 0] = wt[rg + (h + v) * kr];
         }
 #pragma unroll
         for (int v = 0; v + 1 < VB; v += 2)
             cls.see2(xv[v], xv[v + 1], HAS_W ? wv[HAS_W ? v : 0] : 1.0, HAS_W ? wv[HAS_W ? v + 1 : 0] : 1.0);
         if (VB & 1) cls.see(xv[VB - 1], HAS_W ? wv[HAS_W ? VB - 1 : 0] : 1.0);
-        const unsigned int am = __activemask();
-        if (__builtin_expect(__all_sync(am, cls.plain()), 1)) {  // normal floats / finite doubles, zeros
+        if (__builtin_expect(__all_sync(__activemask(), cls.plain()), 1)) {  // finite values, positive weights
 #pragma unroll
             for (int v = 0; v < VB; ++v) acc.add_fast(xv[v], HAS_W ? wv[HAS_W ? v : 0] : 1.0, c);
-            acc.template minmax_n<VB>(xv);
-        } else if (__all_sync(am, cls.maskable())) {  // also NaN, inf (raises later), zero weights
+            acc.template minmax_chunk<VB>(cls, xv);
+        } else {  // also NaN, inf (raises later), zero weights
 #pragma unroll
             for (int v = 0; v < VB; ++v) acc.add_masked(xv[v], HAS_W ? wv[HAS_W ? v : 0] : 1.0, c);
-        } else {  // float subnormals somewhere in the warp: value by value
-#pragma unroll
-            for (int v = 0; v < VB; ++v) acc.add(xv[v], HAS_W ? wv[HAS_W ? v : 0] : 1.0, c);
         }
     }
 }
@@ -1137,13 +1135,17 @@ sketch_bulk(const T *__restrict__ X, const double *__restrict__ w, long long n, 
         const bool whole = rows == RT;
         const T *tile = stage + (size_t)s * stage_elems;
         const double *wt = wst + (size_t)s * wstage;
-        // distinct tracking: list entry tj takes threads tj * rstep .. + rstep - 1 (rstep = NT / ntr), thread tj *
+        // distinct tracking: list entry tj takes threads tj * rstep .. + rstep - 1 (rstep <= NT / ntr), thread tj *
         // rstep + tr0 its rows tr0, tr0 + rstep, ... (a warp's lookups mostly hit one column's set: repeated values
         // are broadcasts); looked up after the sums, a miss runs the inserts. The geometry changes only with ntr.
         const int ntr = sNtr[s];
         if (ntr != g_ntr) {
             g_ntr = ntr;
-            rstep = ntr > 0 ? NT / ntr : NT;
+            // items per thread: what NT / ntr threads per column need, rounded up to whole lookup groups (a
+            // group's unused items cost as much as real ones); then the fewest threads per column for that
+            const int itm = ntr > 0 ? (RT + NT / ntr - 1) / (NT / ntr) : 1;
+            const int itg = (itm + LOOKUP_GROUP - 1) / LOOKUP_GROUP * LOOKUP_GROUP;
+            rstep = (RT + itg - 1) / itg;
             tj = t / rstep;
             tr0 = t - tj * rstep;
             items_full = (RT - tr0 + rstep - 1) / rstep;
