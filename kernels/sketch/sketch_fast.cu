@@ -335,8 +335,8 @@ template <int L, bool HAS_W> struct Moments<double, L, HAS_W> : PowerSums<L, HAS
         }
         __device__ __forceinline__ bool plain() const { return hmax < 0x7ff00000 && wpos; }
     };
-    template <int N> __device__ __forceinline__ void minmax_chunk(const Class &, const double *xv) { minmax_n<N>(xv); }
-    template <int N> __device__ __forceinline__ void minmax_n(const double *xv) {
+    // min and max of a plain chunk (finite doubles)
+    template <int N> __device__ __forceinline__ void minmax_chunk(const Class &, const double *xv) {
 #pragma unroll
         for (int v = 0; v < N; ++v) {
             lo = fmin(lo, xv[v]);
