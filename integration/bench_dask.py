@@ -228,7 +228,7 @@ def persist_within(client, collection, timeout: float):
 # ------------------------------------------------------------------------------------------------------- parts
 def bench_shap(client, ex, shipped, X, backend: str, budget: Budget, interactions: bool = False) -> float:
     """Seconds to explain all rows of the persisted X (values reduced on the workers)."""
-    from shap_ext._dask import dask_shap_values
+    from hitml.shap_ext._dask import dask_shap_values
 
     t = time.perf_counter()
     out = dask_shap_values(ex, X, backend=backend, check_additivity=False, interactions=interactions, shipped=shipped)
@@ -239,7 +239,7 @@ def bench_shap(client, ex, shipped, X, backend: str, budget: Budget, interaction
 
 
 def bench_sketch(client, X, backend: str, n_workers: int) -> float:
-    from xgboost_ext.dask import sketch_partitions
+    from hitml.xgboost_ext.dask import sketch_partitions
 
     sketch_partitions(warm_slice(X, n_workers), n_moments=15, backend=backend)  # compile on every worker
     t = time.perf_counter()
@@ -253,7 +253,7 @@ def bench_shuffle(client, X, n_workers: int, budget: Budget, anchor_cap: float) 
     import dask.array as da
     from distributed import futures_of
 
-    from sklearn_ext._dask import dask_shuffle, dask_train_test_split
+    from hitml.sklearn_ext._dask import dask_shuffle, dask_train_test_split
 
     out = {}
     client.cancel(futures_of(persist_within(client, dask_shuffle(warm_slice(X, n_workers), random_state=1),
@@ -295,7 +295,7 @@ def bench_frame_split(client, n: int, chunk: int) -> dict:
         return {"frame_error": f"{type(exc).__name__}: {exc}"[:200]}
     from distributed import wait
 
-    from sklearn_ext._dask import dask_train_test_split
+    from hitml.sklearn_ext._dask import dask_train_test_split
 
     ddf = dd.from_dask_array(da.random.default_rng(0).random((n, 8), chunks=(chunk, 8)),
                              columns=[f"c{i}" for i in range(8)]).persist()
@@ -317,7 +317,7 @@ def bench_frame_split(client, n: int, chunk: int) -> dict:
 
 # ------------------------------------------------------------------------------------------------------- main
 def train_models(args, gpu: bool) -> dict:
-    import shap_ext
+    from hitml import shap_ext
     from bench_treeshap import load_dataset, train_model
 
     models = {}
@@ -342,7 +342,7 @@ def run_cluster(args, report: dict, models: dict, n_workers: int, budget: Budget
     """Every part on one cluster of n_workers; ``reserve()`` seconds are kept for later clusters' SHAP runs."""
     from distributed import Client
 
-    from shap_ext._dask import ship_explainer
+    from hitml.shap_ext._dask import ship_explainer
 
     gpu = args.mode == "gpu"
     backend = "gpu" if gpu else "cpu"

@@ -123,7 +123,7 @@ def run_method(method, f, X, bg, budget, seed):
     """(phi (m, d), evaluations per row actually charged)."""
     import shap
 
-    from sklearn_ext import ShapleyExplainer, ShapleySampler
+    from hitml.sklearn_ext import ShapleyExplainer, ShapleySampler
 
     m, d = X.shape
     cf = Counter(f)
@@ -202,7 +202,7 @@ def accuracy(args, report):
 
 
 def generation_timing(report, backend="cpu"):
-    from kernels import permutations as kp
+    from hitml.kernels import permutations as kp
 
     rows = []
     for method, n, d in [("herding", 1000, 200), ("sbq", 100, 200), ("orthogonal", 1000, 200), ("sobol", 1000, 200),
@@ -243,7 +243,7 @@ def speed(args, report):
 def _speed_one(args, name, X, y, task, out):
     import shap
 
-    from sklearn_ext import ShapleyExplainer, ShapleySampler
+    from hitml.sklearn_ext import ShapleyExplainer, ShapleySampler
 
     gpu = args.speed_backend == "gpu"
     if gpu:
@@ -457,7 +457,7 @@ def main():
     ap.add_argument("--note", default=None, help="a paragraph written under the settings in the markdown")
     ap.add_argument("--out", default=str(ROOT / "docs/benchmarks"))
     args = ap.parse_args()
-    from kernels.device import device_name
+    from hitml.kernels.device import device_name
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

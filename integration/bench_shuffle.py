@@ -75,7 +75,7 @@ def reps_for(m: int) -> int:
 def bench_keys(ws, dtypes=("uint32", "uint64"), torch_ok=True):
     import cupy as cp
 
-    from kernels.shuffle import gpu
+    from hitml.kernels.shuffle import gpu
 
     rows = []
     try:
@@ -134,7 +134,7 @@ def bench_keys(ws, dtypes=("uint32", "uint64"), torch_ok=True):
 def bench_rows(cases):
     import cupy as cp
 
-    from kernels.shuffle import gpu
+    from hitml.kernels.shuffle import gpu
 
     rows = []
     for d, ws in cases:
@@ -155,7 +155,7 @@ def bench_rows(cases):
 
 
 def bench_batched(cases):
-    from kernels.shuffle import gpu
+    from hitml.kernels.shuffle import gpu
 
     rows = []
     for k, d in cases:
@@ -167,7 +167,7 @@ def bench_batched(cases):
 
 
 def bench_cpu(ws):
-    from kernels.shuffle import cpu
+    from hitml.kernels.shuffle import cpu
 
     rows = []
     rng = np.random.default_rng(0)
@@ -188,7 +188,7 @@ def bench_pi(n: int, p: int, n_repeats: int, n_estimators: int, cpu_budget_s: fl
     import xgboost as xgb
     from sklearn.inspection import permutation_importance as sk_pi
 
-    from sklearn_ext import permutation_importance
+    from hitml.sklearn_ext import permutation_importance
 
     rng = np.random.default_rng(0)
     X = rng.normal(size=(n, p)).astype(np.float32)
@@ -234,7 +234,7 @@ def versions():
     try:
         import cupy as cp
 
-        from kernels.device import device_name
+        from hitml.kernels.device import device_name
 
         out["device"] = device_name()
         out["cuda_runtime"] = cp.cuda.runtime.runtimeGetVersion()

@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from kernels.sketch import MomentSketch, cpu
-from kernels.sketch.naive import naive_from_power_sums, naive_sketch
-from kernels.sketch.cuts import cut_points
-from kernels.sketch.solvers import quantiles
+from hitml.kernels.sketch import MomentSketch, cpu
+from hitml.kernels.sketch.naive import naive_from_power_sums, naive_sketch
+from hitml.kernels.sketch.cuts import cut_points
+from hitml.kernels.sketch.solvers import quantiles
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 PHI = np.linspace(0, 1, 1000)
@@ -222,7 +222,7 @@ def downstream(seeds, n_estimators: int) -> dict:
     from sklearn.metrics import mean_squared_error, roc_auc_score
     from sklearn.model_selection import train_test_split
 
-    from xgboost_ext import QuantileBinner, quantile_dmatrix
+    from hitml.xgboost_ext import QuantileBinner, quantile_dmatrix
 
     out = {}
     for task in ("cal_housing", "adult", "bank"):

@@ -56,7 +56,7 @@ def make_data(xp, n, d, seed=0, dtype=np.float32):
 
 
 def solver_threads():
-    from kernels.sketch._newton import n_threads
+    from hitml.kernels.sketch._newton import n_threads
 
     return n_threads()
 
@@ -89,8 +89,8 @@ def agreement(a, b, X):
 def end_to_end_gpu(X, y, sk_kw, reps, cp, xgb, skgpu, skcpu):
     """Ours (sketch -> cuts -> ref -> QuantileDMatrix) vs XGBoost's own QuantileDMatrix, with stage times taken
     inside the same loop, and diagnostics for time the stages alone do not explain."""
-    from kernels.sketch.cuts import cut_points
-    from xgboost_ext.hook import check_cuts, reference_dmatrix, reference_matrix
+    from hitml.kernels.sketch.cuts import cut_points
+    from hitml.xgboost_ext.hook import check_cuts, reference_dmatrix, reference_matrix
 
     max_bin = 256
     sync = cp.cuda.Device().synchronize
@@ -207,7 +207,7 @@ def main():
     if args.profile_once:
         import cupy as cp
 
-        from kernels.sketch import gpu as skgpu
+        from hitml.kernels.sketch import gpu as skgpu
 
         X = make_data(cp, 10_000_000, 50)
         for md in (256, 0):
@@ -220,8 +220,8 @@ def main():
     res: dict = {"versions": {}, "gpu": {}, "cpu": {}}
     import numba
 
-    import kernels.sketch.cpu as skcpu
-    from kernels.sketch.cuts import cut_points
+    import hitml.kernels.sketch.cpu as skcpu
+    from hitml.kernels.sketch.cuts import cut_points
 
     res["versions"].update(numpy=np.__version__, numba=numba.__version__, python=platform.python_version())
     try:
@@ -230,15 +230,15 @@ def main():
         res["versions"]["xgboost"] = xgb.__version__
     except ImportError:
         xgb = None
-    from xgboost_ext.hook import reference_dmatrix
+    from hitml.xgboost_ext.hook import reference_dmatrix
 
     reps = 3 if args.quick else 5
     # ------------------------------------------------------------------------------------------------ GPU
     try:
         import cupy as cp
 
-        from kernels.device import device_name
-        from kernels.sketch import gpu as skgpu
+        from hitml.kernels.device import device_name
+        from hitml.kernels.sketch import gpu as skgpu
 
         have_gpu = True
     except Exception:
@@ -258,7 +258,7 @@ def main():
         res["gpu"]["copy_bandwidth_GBps"] = bw / 1e9
         res["gpu"]["shape"] = [n, d]
         # the headline: the whole call users make (checks, three kernels, one transfer, host unpacking)
-        from kernels.sketch import sketch as public_sketch
+        from hitml.kernels.sketch import sketch as public_sketch
 
         t_pub = gpu_time(lambda: public_sketch(X, n_moments=15, max_distinct=256, backend="gpu"), args.reps, cp)
         t_pub0 = gpu_time(lambda: public_sketch(X, n_moments=15, max_distinct=0, backend="gpu"), args.reps, cp)
@@ -301,7 +301,7 @@ def main():
         res["gpu"]["sketch"] = rows
         # the three fast kernels alone (sketch_prep + the read kernel + sketch_finish: no checks, no transfer, no host
         # work), best options at l = 15
-        from kernels.sketch import gpu_fast
+        from hitml.kernels.sketch import gpu_fast
 
         fast15 = [r for r in rows if "seconds" in r and r["variant"] == "fast" and r["n_moments"] == 15]
         for md in (256, 0):

@@ -141,7 +141,7 @@ def versions() -> dict:
 def our_paths(bst, M):
     """PathSet of an XGBoost booster, through shap's TreeEnsemble (the adapter's route)."""
     import shap
-    from kernels.treeshap import extract_paths
+    from hitml.kernels.treeshap import extract_paths
     ens = shap.TreeExplainer(bst).model
     return extract_paths(ens.children_left, ens.children_right, ens.children_default, ens.features, ens.thresholds,
                          ens.values, ens.node_sample_weight, ens.base_offset, n_features=M,
@@ -237,7 +237,7 @@ def bench_model(name, size, args, data_cache):
     rec = {"model": f"{name}-{size}", "dataset": source, "train_rows": len(X), "train_s": train_s,
            "trees": int(bst.num_boosted_rounds() * max(num_class, 1)), "features": M, "rows": len(Xt),
            "inter_rows": len(Xi)}
-    import kernels.treeshap as ts
+    import hitml.kernels.treeshap as ts
     t = time.perf_counter()
     ps, ens = our_paths(bst, M)
     rec["extract_s"] = time.perf_counter() - t
@@ -248,7 +248,7 @@ def bench_model(name, size, args, data_cache):
     budget = args.anchor_budget
     if args.device == "gpu":
         import cupy as cp
-        from kernels.treeshap import gpu
+        from hitml.kernels.treeshap import gpu
         sync = cp.cuda.Device().synchronize
         t = time.perf_counter()
         pk = gpu.packed_paths(ps)
@@ -324,7 +324,7 @@ def bench_model(name, size, args, data_cache):
         ref = run(Xt[:200]).reshape(ours.shape[0], -1, M + 1)
         rec["max_abs_diff_vs_xgb"] = float(np.abs(ours.transpose(0, 2, 1) - ref).max())
     else:
-        from kernels.treeshap import cpu
+        from hitml.kernels.treeshap import cpu
         cpu.shap_values(ps, Xt[:10], progress=False)   # JIT warm-up
         res["ours"] = timed_rows(lambda A: cpu.shap_values(ps, A, progress=False), Xt, len(Xt), budget,
                                  args.repeats)
@@ -363,7 +363,7 @@ def bench_model(name, size, args, data_cache):
 def crossover(args, data_cache):
     """Row counts where our GPU engine starts to beat the fastest CPU anchor (cal_housing-medium, as in the paper)."""
     import cupy as cp
-    from kernels.treeshap import gpu
+    from hitml.kernels.treeshap import gpu
     key = ("cal_housing", args.train_rows)
     if key not in data_cache:
         data_cache[key] = load_dataset(*key)
@@ -386,7 +386,7 @@ def crossover(args, data_cache):
 def profile(model: str, args):
     """Two SHAP (or, with --profile-what inter, interaction) calls on --rows rows of a model, for Nsight Compute
     (ncu --kernel-name regex:shap ...)."""
-    from kernels.treeshap import gpu
+    from hitml.kernels.treeshap import gpu
     name, size = model.rsplit("-", 1)
     X, y, objective, num_class, _ = load_dataset(name, args.train_rows)
     bst, _ = train_model(name, size, X, y, objective, num_class, "cuda")
@@ -548,7 +548,7 @@ def main(argv=None):
     sizes = list(SIZES) if args.size == "all" else args.size.split(",")
     import numba
     numba.set_num_threads(min(args.threads, numba.config.NUMBA_NUM_THREADS))
-    from kernels.device import device_name
+    from hitml.kernels.device import device_name
     report = {"device": device_name() if args.device == "gpu" else platform.processor() or "cpu",
               "threads": args.threads, "versions": versions(), "args": vars(args), "models": []}
     data_cache = {}

@@ -14,8 +14,8 @@ import shap
 import xgboost as xgb
 from shap.explainers._tree import TreeEnsemble
 
-import shap_ext  # noqa: F401  (installs the backend= hook on shap.TreeExplainer)
-from kernels.device import device_name
+from hitml import shap_ext  # noqa: F401  (installs the backend= hook on shap.TreeExplainer)
+from hitml.kernels.device import device_name
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "cal_housing.csv.gz"
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from kernels.device import is_cupy_array, resolve_backend
+from hitml.kernels.device import is_cupy_array, resolve_backend
 
 __all__ = ["dask_shap_values", "is_dask_collection", "ship_explainer", "ShippedExplainer"]
 

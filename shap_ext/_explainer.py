@@ -9,7 +9,7 @@ import shap
 from shap.explainers._tree import DEPRECATED_APPROX, TreeEnsemble
 from shap.utils._exceptions import DimensionError, ExplainerError, InvalidModelError
 
-from kernels.device import is_cupy_array, resolve_backend, to_numpy
+from hitml.kernels.device import is_cupy_array, resolve_backend, to_numpy
 
 from ._categories import categorical_splits
 from ._dask import dask_shap_values, is_dask_collection
@@ -23,7 +23,7 @@ _DEFAULT = {"backend": None}  # set by shap_ext.enable(): the backend used when 
 
 
 def _engine():
-    import kernels.treeshap as engine  # noqa: PLC0415 - the engine compiles numba code; load on first use
+    import hitml.kernels.treeshap as engine  # noqa: PLC0415 - the engine compiles numba code; load on first use
 
     return engine
 

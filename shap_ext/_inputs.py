@@ -6,7 +6,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from kernels.device import is_cupy_array
+from hitml.kernels.device import is_cupy_array
 
 __all__ = ["encode_frame", "model_n_features", "to_matrix"]
 

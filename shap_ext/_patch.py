@@ -5,7 +5,7 @@ from typing import Any
 
 import shap
 
-from kernels.device import BACKENDS
+from hitml.kernels.device import BACKENDS
 
 from ._explainer import _DEFAULT, TreeExplainer
 

@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 from sklearn.model_selection._split import _validate_shuffle_split
 
-from kernels.device import is_cupy_array
-from kernels.shuffle import as_generator, padded_bits, philox_round_keys, variable_philox_inverse
+from hitml.kernels.device import is_cupy_array
+from hitml.kernels.shuffle import as_generator, padded_bits, philox_round_keys, variable_philox_inverse
 
 __all__ = ["dask_shuffle", "dask_train_test_split", "is_dask_collection", "destination_keys"]
 

@@ -10,10 +10,10 @@ from sklearn.metrics import check_scoring
 from sklearn.utils import Bunch, check_array, check_consistent_length
 from sklearn.utils._param_validation import InvalidParameterError
 
-from kernels._progress import progress_bar
-from kernels.device import cupy_module, is_cupy_array, resolve_backend
-from kernels.shuffle import as_generator, base_key, batch_round_keys
-from kernels.shuffle import cpu as _cpu
+from hitml.kernels._progress import progress_bar
+from hitml.kernels.device import cupy_module, is_cupy_array, resolve_backend
+from hitml.kernels.shuffle import as_generator, base_key, batch_round_keys
+from hitml.kernels.shuffle import cpu as _cpu
 
 _FAST = ("r2", "neg_mean_squared_error", "neg_root_mean_squared_error", "neg_mean_absolute_error", "accuracy",
          "neg_log_loss")
@@ -68,7 +68,7 @@ def _predict(estimator, name: str, X, xp):
 def _perms(q0: int, q1: int, d: int, base: int, gpu: bool):
     """Permutations of range(d) for flat rows [q0, q1) of the batch keyed by ``base`` (same on CPU and GPU)."""
     if gpu:
-        from kernels.shuffle import gpu as _gpu  # noqa: PLC0415
+        from hitml.kernels.shuffle import gpu as _gpu  # noqa: PLC0415
 
         if d <= _SMALL_D:
             return _gpu.batched_from_base(q1 - q0, d, base, start=q0)

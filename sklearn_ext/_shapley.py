@@ -10,8 +10,8 @@ from sklearn.exceptions import NotFittedError
 from sklearn.utils import check_random_state, get_tags
 from sklearn.utils.validation import _check_feature_names_in, check_is_fitted, validate_data
 
-from kernels.device import resolve_backend, to_numpy
-from kernels.permutations import (MASK_METHODS, METHODS, PAIRED_METHODS, backend_module, estimate_shapley,
+from hitml.kernels.device import resolve_backend, to_numpy
+from hitml.kernels.permutations import (MASK_METHODS, METHODS, PAIRED_METHODS, backend_module, estimate_shapley,
                                   evaluations_per_row, samples_for_budget)
 
 __all__ = ["ShapleySampler", "ShapleyExplainer"]
@@ -249,7 +249,7 @@ class ShapleyExplainer(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
                 raise ValueError(f"batch_size must be 'auto' or a positive int, got {self.batch_size!r}")
             return int(self.batch_size)
         if gpu:
-            from kernels.device import free_gpu_bytes  # noqa: PLC0415
+            from hitml.kernels.device import free_gpu_bytes  # noqa: PLC0415
 
             return int(max(self.background_.shape[0], min(1 << 22, free_gpu_bytes(0.25) // (8 * d + 64))))
         return int(max(self.background_.shape[0], (64 << 20) // (8 * d + 64)))
@@ -273,7 +273,7 @@ class ShapleyExplainer(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
         to_model = None
         predict = self._call_model_host
         if gpu:
-            from kernels.device import cupy_module  # noqa: PLC0415
+            from hitml.kernels.device import cupy_module  # noqa: PLC0415
 
             xp = cupy_module()
             device_in = self.model_input == "device" or (

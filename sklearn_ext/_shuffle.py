@@ -8,9 +8,9 @@ import numpy as np
 from sklearn.utils import _safe_indexing, check_consistent_length
 from sklearn.utils._param_validation import InvalidParameterError
 
-from kernels.device import is_cupy_array, resolve_backend
-from kernels.shuffle import as_generator
-from kernels.shuffle import cpu as _cpu
+from hitml.kernels.device import is_cupy_array, resolve_backend
+from hitml.kernels.shuffle import as_generator
+from hitml.kernels.shuffle import cpu as _cpu
 
 from ._dask import dask_shuffle, is_dask_collection
 
@@ -25,7 +25,7 @@ def _backend(arrays, backend: str | None) -> str:
 def _permutation(n: int, gen: np.random.Generator, backend: str):
     """Random order of range(n) from the generator, on the chosen backend (numpy or cupy int64)."""
     if backend == "gpu":
-        from kernels.shuffle import gpu  # noqa: PLC0415
+        from hitml.kernels.shuffle import gpu  # noqa: PLC0415
 
         return gpu.permutation(n, gen)
     return _cpu.permutation(n, gen)

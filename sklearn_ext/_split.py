@@ -14,8 +14,8 @@ from sklearn.utils._param_validation import Interval, RealNotInt, StrOptions, va
 from sklearn.utils.extmath import _approximate_mode
 from sklearn.utils.validation import _num_samples
 
-from kernels.device import to_numpy
-from kernels.shuffle import as_generator
+from hitml.kernels.device import to_numpy
+from hitml.kernels.shuffle import as_generator
 
 from ._dask import dask_train_test_split, is_dask_collection
 from ._shuffle import _backend, _host, _permutation, _take

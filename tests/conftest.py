@@ -9,7 +9,7 @@ os.environ.setdefault("HITML_PROGRESS", "0")
 
 
 def pytest_collection_modifyitems(config, items):
-    from kernels.device import _cupy_or_reason
+    from hitml.kernels.device import _cupy_or_reason
 
     cp, why = _cupy_or_reason()
     if cp is not None:

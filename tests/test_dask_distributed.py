@@ -11,14 +11,14 @@ import pandas as pd  # noqa: E402
 import shap  # noqa: E402
 import xgboost as xgb  # noqa: E402
 
-import shap_ext  # noqa: E402
-from kernels.shuffle import permutation  # noqa: E402
-from kernels.sketch import sketch  # noqa: E402
-from shap_ext._dask import dask_shap_values  # noqa: E402
-from shap_ext._explainer import _ShapTreeExplainer  # noqa: E402
-from sklearn_ext._dask import dask_shuffle, dask_train_test_split  # noqa: E402
-from sklearn_ext import train_test_split  # noqa: E402
-from xgboost_ext.dask import sketch_partitions  # noqa: E402
+from hitml import shap_ext  # noqa: E402
+from hitml.kernels.shuffle import permutation  # noqa: E402
+from hitml.kernels.sketch import sketch  # noqa: E402
+from hitml.shap_ext._dask import dask_shap_values  # noqa: E402
+from hitml.shap_ext._explainer import _ShapTreeExplainer  # noqa: E402
+from hitml.sklearn_ext._dask import dask_shuffle, dask_train_test_split  # noqa: E402
+from hitml.sklearn_ext import train_test_split  # noqa: E402
+from hitml.xgboost_ext.dask import sketch_partitions  # noqa: E402
 
 
 def _model(n_class=None, n=600, seed=0):
@@ -54,12 +54,12 @@ def test_shap_dataframe_unknown_lengths_and_sent_once(client):
     model, X = _model()
     ex = shap.TreeExplainer(model, backend="cpu")  # the hook installed by `import shap_ext`
     ddf = dd.from_pandas(pd.DataFrame(X, columns=[f"f{i}" for i in range(6)]), npartitions=8)
-    client.run(lambda: __import__("shap_ext._dask").__dict__)  # import the module on every worker
-    client.run(lambda: __import__("shap_ext._dask", fromlist=["_LOADS"])._LOADS.update(count=0))
+    client.run(lambda: __import__("hitml.shap_ext._dask").__dict__)  # import the module on every worker
+    client.run(lambda: __import__("hitml.shap_ext._dask", fromlist=["_LOADS"])._LOADS.update(count=0))
     out = dask_shap_values(ex, ddf, lengths=False)
     assert np.isnan(out.shape[0]) and out.shape[1:] == (6,)
     np.testing.assert_allclose(out.compute(), ex.shap_values(X), rtol=1e-12, atol=1e-12)
-    loads = client.run(lambda: __import__("shap_ext._dask", fromlist=["_LOADS"])._LOADS["count"])
+    loads = client.run(lambda: __import__("hitml.shap_ext._dask", fromlist=["_LOADS"])._LOADS["count"])
     # 8 partitions, yet each worker unpickled the explainer (and its PathSet) at most once
     assert all(v <= 1 for v in loads.values()) and sum(loads.values()) >= 1, loads
 

@@ -9,9 +9,9 @@ da = pytest.importorskip("dask.array")
 import shap  # noqa: E402
 import xgboost as xgb  # noqa: E402
 
-import shap_ext  # noqa: E402,F401
-from kernels.shuffle import permutation  # noqa: E402
-from sklearn_ext import shuffle, train_test_split  # noqa: E402
+from hitml import shap_ext  # noqa: E402,F401
+from hitml.kernels.shuffle import permutation  # noqa: E402
+from hitml.sklearn_ext import shuffle, train_test_split  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

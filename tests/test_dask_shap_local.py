@@ -10,9 +10,9 @@ dask = pytest.importorskip("dask")
 da = pytest.importorskip("dask.array")
 import xgboost as xgb  # noqa: E402
 
-import shap_ext  # noqa: E402
-from shap_ext._dask import ShippedExplainer, dask_shap_values  # noqa: E402
-from shap_ext._explainer import _ShapTreeExplainer  # noqa: E402
+from hitml import shap_ext  # noqa: E402
+from hitml.shap_ext._dask import ShippedExplainer, dask_shap_values  # noqa: E402
+from hitml.shap_ext._explainer import _ShapTreeExplainer  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -10,9 +10,9 @@ dd = pytest.importorskip("dask.dataframe")
 import pandas as pd  # noqa: E402
 from sklearn.model_selection import train_test_split as sk_train_test_split  # noqa: E402
 
-from kernels.shuffle import permutation  # noqa: E402
-from sklearn_ext import shuffle, train_test_split  # noqa: E402
-from sklearn_ext._dask import dask_shuffle, dask_train_test_split  # noqa: E402
+from hitml.kernels.shuffle import permutation  # noqa: E402
+from hitml.sklearn_ext import shuffle, train_test_split  # noqa: E402
+from hitml.sklearn_ext._dask import dask_shuffle, dask_train_test_split  # noqa: E402
 
 N = 2011
 

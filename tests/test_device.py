@@ -4,7 +4,7 @@ import warnings
 import numpy as np
 import pytest
 
-import kernels.device as dev
+import hitml.kernels.device as dev
 
 
 def test_cpu_is_cpu():

@@ -8,7 +8,7 @@ from sklearn.inspection import permutation_importance as sk_pi
 from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.utils._param_validation import InvalidParameterError
 
-from sklearn_ext import permutation_importance
+from hitml.sklearn_ext import permutation_importance
 
 N_REP = 30
 

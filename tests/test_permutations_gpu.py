@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels import permutations as kp
-from kernels.permutations.coalitions import estimate_shapley
+from hitml.kernels import permutations as kp
+from hitml.kernels.permutations.coalitions import estimate_shapley
 
 pytestmark = pytest.mark.gpu
 
@@ -54,7 +54,7 @@ def test_gpu_coalition_evaluation_equals_cpu(method):
 
 
 def test_gpu_explainer_equals_cpu_explainer():
-    from sklearn_ext import ShapleyExplainer, ShapleySampler
+    from hitml.sklearn_ext import ShapleyExplainer, ShapleySampler
 
     rng = np.random.default_rng(1)
     X = rng.normal(size=(60, 6))

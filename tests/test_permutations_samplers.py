@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from kernels import permutations as kp
-from kernels.shuffle.uniformity import chi2_uniformity_test, mallows_mmd_test
+from hitml.kernels import permutations as kp
+from hitml.kernels.shuffle.uniformity import chi2_uniformity_test, mallows_mmd_test
 
 PERM_METHODS = list(kp.PERMUTATION_METHODS)
 

@@ -18,10 +18,10 @@ from shap.utils._exceptions import ExplainerError
 from sklearn.ensemble import RandomForestRegressor
 from sklearn.linear_model import LinearRegression
 
-import kernels.device
-import kernels.treeshap
-import shap_ext
-from kernels.device import GPUUnavailableError
+import hitml.kernels.device
+import hitml.kernels.treeshap
+from hitml import shap_ext
+from hitml.kernels.device import GPUUnavailableError
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -72,14 +72,14 @@ def test_single_row_and_multioutput_shapes(frame):
 def test_check_additivity_raises_on_tampered_output(frame, xgb_reg, monkeypatch):
     X, _ = frame
     ex = shap_ext.TreeExplainer(xgb_reg, backend="cpu")
-    real = kernels.treeshap.shap_values
+    real = hitml.kernels.treeshap.shap_values
 
     def tampered(*args, **kw):
         phi = real(*args, **kw)
         phi[:, 0] += 0.5
         return phi
 
-    monkeypatch.setattr(kernels.treeshap, "shap_values", tampered)
+    monkeypatch.setattr(hitml.kernels.treeshap, "shap_values", tampered)
     with pytest.raises(ExplainerError, match="Additivity check failed"):
         ex.shap_values(X.iloc[:10])
     ex.shap_values(X.iloc[:10], check_additivity=False)  # switched off: no error
@@ -123,7 +123,7 @@ def test_entry_point_resolves_without_import():
             "print(cls.__module__, cls.__name__, issubclass(cls, shap.TreeExplainer))")
     res = _run(["-c", code])
     assert res.returncode == 0, res.stderr
-    assert res.stdout.split() == ["shap_ext._explainer", "GPUTreeExplainer", "True"]
+    assert res.stdout.split() == ["hitml.shap_ext._explainer", "GPUTreeExplainer", "True"]
 
 
 def test_python_m_shap_ext_runs_unmodified_script(tmp_path):
@@ -138,10 +138,10 @@ def test_python_m_shap_ext_runs_unmodified_script(tmp_path):
         sv = ex.shap_values(X)
         print(type(ex).__module__, ex.backend, sv.shape, sys.argv[1:])
     """))
-    res = _run(["-m", "shap_ext", str(script), "a1", "--flag"], HITML_SHAP_BACKEND="cpu")
+    res = _run(["-m", "hitml.shap_ext", str(script), "a1", "--flag"], HITML_SHAP_BACKEND="cpu")
     assert res.returncode == 0, res.stderr
-    assert res.stdout.strip() == "shap_ext._explainer cpu (60, 3) ['a1', '--flag']"
-    res = _run(["-m", "shap_ext", "--backend", "bogus", str(script)])
+    assert res.stdout.strip() == "hitml.shap_ext._explainer cpu (60, 3) ['a1', '--flag']"
+    res = _run(["-m", "hitml.shap_ext", "--backend", "bogus", str(script)])
     assert res.returncode == 2 and "backend must be one of" in res.stderr
 
 
@@ -171,13 +171,13 @@ def test_bad_inputs(frame, xgb_reg):
         shap_ext.TreeExplainer(xgb_reg, X.iloc[:10], model_output="log_loss", backend="cpu").shap_values(X)
 
 
-@pytest.mark.skipif(kernels.device.gpu_available(), reason="checks the no-GPU behaviour")
+@pytest.mark.skipif(hitml.kernels.device.gpu_available(), reason="checks the no-GPU behaviour")
 def test_gpu_unavailable(xgb_reg, monkeypatch):
     with pytest.raises(GPUUnavailableError, match='backend="gpu" needs a CUDA GPU'):
         shap_ext.TreeExplainer(xgb_reg, backend="gpu")
     with pytest.raises(GPUUnavailableError):
         shap.GPUTreeExplainer(xgb_reg)
-    monkeypatch.setattr(kernels.device, "_warned_fallback", False)
+    monkeypatch.setattr(hitml.kernels.device, "_warned_fallback", False)
     with pytest.warns(RuntimeWarning, match="using the CPU backend"):
         ex = shap.TreeExplainer(xgb_reg, backend="auto")
     assert ex.backend == "cpu"

@@ -18,7 +18,7 @@ from sklearn.ensemble import (
     RandomForestRegressor,
 )
 
-import shap_ext
+from hitml import shap_ext
 
 RTOL = 1e-6
 

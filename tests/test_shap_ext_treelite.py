@@ -20,8 +20,8 @@ from sklearn.ensemble import (  # noqa: E402
     RandomForestRegressor,
 )
 
-import shap_ext  # noqa: E402
-from shap_ext._treelite import TreeliteModel  # noqa: E402
+from hitml import shap_ext  # noqa: E402
+from hitml.shap_ext._treelite import TreeliteModel  # noqa: E402
 from _shapley import exact_shapley  # noqa: E402
 
 

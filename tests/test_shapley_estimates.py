@@ -11,9 +11,9 @@ from sklearn.linear_model import LinearRegression
 from sklearn.neural_network import MLPRegressor
 from sklearn.tree import DecisionTreeRegressor
 
-from kernels import permutations as kp
-from kernels.permutations.coalitions import estimate_shapley, permutation_coalitions
-from sklearn_ext import ShapleyExplainer, ShapleySampler
+from hitml.kernels import permutations as kp
+from hitml.kernels.permutations.coalitions import estimate_shapley, permutation_coalitions
+from hitml.sklearn_ext import ShapleyExplainer, ShapleySampler
 from _shapley import exact_shapley
 
 METHODS = list(kp.METHODS)

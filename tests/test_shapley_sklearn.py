@@ -12,7 +12,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from sklearn_ext import SelectFromShapley, ShapleyExplainer, ShapleySampler
+from hitml.sklearn_ext import SelectFromShapley, ShapleyExplainer, ShapleySampler
 
 # No check is skipped: all three pass sklearn's full estimator check suite.
 ESTIMATORS = [

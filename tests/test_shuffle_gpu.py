@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels import shuffle as sh
+from hitml.kernels import shuffle as sh
 
 pytestmark = pytest.mark.gpu
 
@@ -72,7 +72,7 @@ def test_repeated_launches_are_deterministic():
 def test_workspace_reuse_and_tag_wrap(monkeypatch):
     """Each cached launch plan reuses its look-back workspace without clearing (per-launch tags): sizes in turn, and a
     tag wrap (forced after 3 launches) that clears it, still give the CPU twin's permutation."""
-    from kernels.shuffle import gpu
+    from hitml.kernels.shuffle import gpu
 
     monkeypatch.setattr(gpu, "_TAG_LIMIT", 3)
     for m in [(1 << 21) + 7, 5000, (1 << 22) + 1, 1 << 20, (1 << 21) + 7, 3, (1 << 22) + 1]:
@@ -99,7 +99,7 @@ def test_shuffle_pairs_fused_and_split(monkeypatch, split):
     the L2 while each alone fits it about (forced here with a 16 MiB L2): the same pairs as the CPU twin either way."""
     import cupy as cp
 
-    from kernels.shuffle import gpu
+    from hitml.kernels.shuffle import gpu
 
     monkeypatch.setattr(gpu, "_PLANS", type(gpu._PLANS)())
     monkeypatch.setattr(gpu, "_l2_bytes", lambda dev: 1 << 24 if split else 1 << 40)
@@ -119,7 +119,7 @@ def test_rawkernel_launch_equals_driver_launch(monkeypatch, dtype):
     prepacked parameter block give the same shuffle, equal to the CPU twin."""
     import cupy as cp
 
-    from kernels.shuffle import gpu
+    from hitml.kernels.shuffle import gpu
 
     m = (1 << 21) + 3
     x = (np.arange(m, dtype=np.uint64) * 7919 % (1 << 32)).astype(dtype)

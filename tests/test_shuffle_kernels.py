@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels import shuffle as sh
-from kernels.shuffle import cpu
+from hitml.kernels import shuffle as sh
+from hitml.kernels.shuffle import cpu
 
 M0 = 0xD2B74407B1CE6E93
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from sklearn.base import BaseEstimator, RegressorMixin
 
-from sklearn_ext import KFold, ShuffleSplit, permutation_importance, shuffle, train_test_split
+from hitml.sklearn_ext import KFold, ShuffleSplit, permutation_importance, shuffle, train_test_split
 
 pytestmark = pytest.mark.gpu
 

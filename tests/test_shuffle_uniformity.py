@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from kernels import shuffle as sh
-from kernels.shuffle import uniformity as u
+from hitml.kernels import shuffle as sh
+from hitml.kernels.shuffle import uniformity as u
 
 
 def _numpy_perms(N, n, seed=0):

@@ -7,10 +7,10 @@ import pickle
 import numpy as np
 import pytest
 
-from kernels.sketch import MomentSketch, cpu, update
-from kernels.sketch.naive import naive_sketch
-from kernels.sketch.cuts import cut_points, exact_cut_points
-from kernels.sketch.solvers import quantiles
+from hitml.kernels.sketch import MomentSketch, cpu, update
+from hitml.kernels.sketch.naive import naive_sketch
+from hitml.kernels.sketch.cuts import cut_points, exact_cut_points
+from hitml.kernels.sketch.solvers import quantiles
 
 
 def two_pass(X, w=None, l=12):
@@ -219,7 +219,7 @@ def test_bad_input():
 # ------------------------------------------------------------------------------------------- solver thread pool
 def test_solver_threads_do_not_change_results(data, monkeypatch):
     """The nogil per-feature solver gives the same quantiles on 1 thread and on several (no shared state)."""
-    from kernels.sketch import _newton
+    from hitml.kernels.sketch import _newton
 
     sk = cpu.sketch(data, n_moments=15)
     phi = np.linspace(0, 1, 257)
@@ -234,7 +234,7 @@ def test_solver_threads_do_not_change_results(data, monkeypatch):
 
 def test_maxent_newton_matches_batched_numpy(data):
     """The Numba Newton (thread pool) and the batched-NumPy reference iteration reach the same theta."""
-    from kernels.sketch import solvers
+    from hitml.kernels.sketch import solvers
 
     sk = cpu.sketch(data, n_moments=10)
     mu, ok = solvers.scaled_moments(sk)
@@ -248,7 +248,7 @@ def test_maxent_newton_matches_batched_numpy(data):
 
 def test_invert_cdf_matches_bruteforce():
     """First crossing of phi by a (clipped, running-max) CDF row, linear between grid points, vs a Python loop."""
-    from kernels.sketch.solvers import _invert_cdf
+    from hitml.kernels.sketch.solvers import _invert_cdf
 
     rng = np.random.default_rng(4)
     grid = np.linspace(-1, 1, 101)

@@ -5,14 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels.sketch import cpu
+from hitml.kernels.sketch import cpu
 
 pytestmark = pytest.mark.gpu
 VARIANTS = ["v1", "fast", "fast_tiles"]  # fast_tiles: variant "fast" with bulk=False (the cp.async read)
 
 
 def _gpu_sketch(X, w=None, *, variant="fast", **kw):
-    from kernels.sketch import gpu
+    from hitml.kernels.sketch import gpu
 
     if variant == "fast_tiles":
         variant, kw = "fast", {**kw, "bulk": False}
@@ -49,7 +49,7 @@ def _scale(X, w, l):
 def test_gpu_equals_cpu_twin(dtype, l, weighted, variant):
     import cupy as cp
 
-    from kernels.sketch import gpu
+    from hitml.kernels.sketch import gpu
 
     rng = np.random.default_rng(l)
     n = 200_003
@@ -84,7 +84,7 @@ def _fast_and_twin(X, w, bulk, cap=256):
     """The fast GPU sketch (read kernel chosen by bulk) and the CPU twin of X with weights w, l = 15."""
     import cupy as cp
 
-    from kernels.sketch import gpu
+    from hitml.kernels.sketch import gpu
 
     g = gpu.sketch(cp.asarray(X), None if w is None else cp.asarray(w), n_moments=15, max_distinct=cap,
                    variant="fast", bulk=bulk)
@@ -116,7 +116,7 @@ def test_fast_distinct_paths(dtype, bulk):
 def test_gpu_rejects_inf_and_handles_empty(variant):
     import cupy as cp
 
-    from kernels.sketch import gpu
+    from hitml.kernels.sketch import gpu
 
     X = cp.asarray(np.array([[1.0, np.nan], [np.inf, np.nan], [2.0, np.nan]]))
     with pytest.raises(ValueError, match="inf"):
@@ -129,7 +129,7 @@ def test_gpu_rejects_inf_and_handles_empty(variant):
 def test_gpu_small_and_odd_shapes(variant):
     import cupy as cp
 
-    from kernels.sketch import gpu
+    from hitml.kernels.sketch import gpu
 
     rng = np.random.default_rng(0)
     for n, d in [(1, 1), (7, 33), (1000, 64), (129, 3), (5000, 300), (3000, 1)]:
@@ -141,7 +141,7 @@ def test_gpu_small_and_odd_shapes(variant):
 
 
 def test_default_variant_is_fast():
-    from kernels.sketch import gpu
+    from hitml.kernels.sketch import gpu
 
     assert gpu.DEFAULT_VARIANT == "fast"
 
@@ -155,7 +155,7 @@ def test_fast_options_subnormals_and_signed_zero(opts):
     column's chunks are all subnormals and zeros, so its min and max come from the straight-line path)."""
     import cupy as cp
 
-    from kernels.sketch import gpu
+    from hitml.kernels.sketch import gpu
 
     rng = np.random.default_rng(9)
     n = 50_001
@@ -181,7 +181,7 @@ def test_fast_wide_unaligned_weighted(dtype):
     and X starting 1 row into a buffer (not 16-byte aligned for odd d: the element-wise copy path)."""
     import cupy as cp
 
-    from kernels.sketch import gpu
+    from hitml.kernels.sketch import gpu
 
     rng = np.random.default_rng(11)
     for n, d in [(40_001, 301), (30_001, 49)]:
@@ -210,7 +210,7 @@ def test_fast_no_tracking_and_large_cap():
     the device sort's limit (sets sorted on the host) with a column of 4500 distinct values."""
     import cupy as cp
 
-    from kernels.sketch import gpu, gpu_fast
+    from hitml.kernels.sketch import gpu, gpu_fast
 
     rng = np.random.default_rng(12)
     n = 30_000
@@ -234,7 +234,7 @@ def test_fast_shared_memory_limit_across_plans():
     must not lower the limit a later call with sets needs (seen on the H100: CUDA_ERROR_INVALID_VALUE)."""
     import cupy as cp
 
-    from kernels.sketch import gpu
+    from hitml.kernels.sketch import gpu
 
     rng = np.random.default_rng(13)
     X = rng.normal(size=(20_000, 50)).astype(np.float32)
@@ -254,7 +254,7 @@ def test_device_shift_matches_two_pass():
     for one column 0.5 (flagged)."""
     import math
 
-    from kernels.sketch import gpu_fast
+    from hitml.kernels.sketch import gpu_fast
 
     rng = np.random.default_rng(3)
     n = 6000
@@ -295,7 +295,7 @@ def test_fast_recentres_unrepresentative_sample_and_all_missing_sample():
     column)."""
     import cupy as cp
 
-    from kernels.sketch import gpu, gpu_fast
+    from hitml.kernels.sketch import gpu, gpu_fast
 
     rng = np.random.default_rng(1)
     m = 37
@@ -322,7 +322,7 @@ def test_bulk_read_many_tracked_columns(weighted):
     to the cp.async read."""
     import cupy as cp
 
-    from kernels.sketch import gpu, gpu_fast
+    from hitml.kernels.sketch import gpu, gpu_fast
 
     if int(cp.cuda.Device().compute_capability) < 90:
         pytest.skip("the bulk copy engine needs sm_90+")
@@ -394,7 +394,7 @@ def test_fast_driver_launch_equals_kernel_calls(monkeypatch):
     sketch, equal to the CPU twin; a new geometry rebuilds the prepacked parameters."""
     import cupy as cp
 
-    from kernels.sketch import gpu_fast
+    from hitml.kernels.sketch import gpu_fast
 
     rng = np.random.default_rng(8)
     X = np.column_stack([rng.normal(size=100_000), np.round(rng.normal(size=100_000) * 4)]).astype(np.float32)
@@ -416,7 +416,7 @@ def test_fast_repeated_call_reuses_plan_not_results():
     planned afresh."""
     import cupy as cp
 
-    from kernels.sketch import gpu_fast
+    from hitml.kernels.sketch import gpu_fast
 
     rng = np.random.default_rng(12)
     X = np.column_stack([rng.normal(size=80_000), np.round(rng.normal(size=80_000) * 3)]).astype(np.float32)

@@ -8,7 +8,7 @@ import scipy.sparse as sp
 from sklearn import model_selection as skms
 from sklearn.utils import shuffle as sk_shuffle
 
-from sklearn_ext import KFold, ShuffleSplit, StratifiedShuffleSplit, shuffle, train_test_split
+from hitml.sklearn_ext import KFold, ShuffleSplit, StratifiedShuffleSplit, shuffle, train_test_split
 
 
 def _raises_like(fn_ours, fn_sk):

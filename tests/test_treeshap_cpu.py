@@ -7,7 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kernels.treeshap import extract_paths, interaction_values, interventional_shap_values, shap_values
+from hitml.kernels.treeshap import extract_paths, interaction_values, interventional_shap_values, shap_values
 
 from _trees import basic_tree, duplicates_tree
 from _shapley import exact_shapley

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels.treeshap import cpu, extract_paths
+from hitml.kernels.treeshap import cpu, extract_paths
 
 pytestmark = pytest.mark.gpu
 
@@ -12,7 +12,7 @@ TRANSFORMS = ["identity", "logistic", "logistic_nlogloss", "squared_loss"]
 
 
 def _gpu():
-    from kernels.treeshap import gpu
+    from hitml.kernels.treeshap import gpu
     return gpu
 
 

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kernels.treeshap import extract_paths, interventional_shap_values
+from hitml.kernels.treeshap import extract_paths, interventional_shap_values
 from _shapley import exact_shapley
 
 _GRID = [-1.0, -0.5, 0.0, 0.5, 1.0, 2.0, 2.7, 3.0, 5.0, 40.0, np.inf, -np.inf, np.nan]

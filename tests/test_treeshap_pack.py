@@ -6,7 +6,7 @@ import time
 import numpy as np
 import pytest
 
-from kernels.treeshap.pack import bfd_bins, next_fit_bins, plan_packing, utilisation
+from hitml.kernels.treeshap.pack import bfd_bins, next_fit_bins, plan_packing, utilisation
 
 
 def _bfd_reference(sizes, cap):
@@ -89,7 +89,7 @@ def test_table_plan(kind, monkeypatch):
     documented (SHAP_VARIANT's comment)."""
     from types import SimpleNamespace
 
-    from kernels.treeshap import gpu as g
+    from hitml.kernels.treeshap import gpu as g
     rng = np.random.default_rng(0)
     m = rng.integers(1, 16, size=500)
     per = [(1 << d) * d * 8 * (d // 2 + 1 if kind == "inter" else 1) for d in range(13)]

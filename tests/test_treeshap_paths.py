@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 from sklearn.tree import DecisionTreeRegressor
 
-from kernels.treeshap.paths import extract_paths
+from hitml.kernels.treeshap.paths import extract_paths
 
 from _trees import basic_tree, duplicates_tree
 
@@ -136,7 +136,7 @@ def test_bad_inputs():
 def test_select_splits_shap_additively():
     """PathSet.select: SHAP is additive over paths, so the CPU engine on two complementary subsets sums to the full
     result (the bias counts base_offset once per subset)."""
-    from kernels.treeshap import cpu
+    from hitml.kernels.treeshap import cpu
     rng = np.random.default_rng(5)
     X = rng.normal(size=(400, 9))
     y = X[:, 0] * X[:, 1] + np.sin(2 * X[:, 2]) + rng.normal(scale=0.1, size=400)

@@ -9,8 +9,8 @@ import pytest
 import xgboost as xgb
 from sklearn.utils.estimator_checks import check_estimator
 
-from kernels.sketch import MomentSketch
-from xgboost_ext import QuantileBinner, XGBClassifier, XGBRegressor, check_cuts, dmatrix, quantile_dmatrix, snap
+from hitml.kernels.sketch import MomentSketch
+from hitml.xgboost_ext import QuantileBinner, XGBClassifier, XGBRegressor, check_cuts, dmatrix, quantile_dmatrix, snap
 
 MB = 32
 

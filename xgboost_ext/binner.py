@@ -5,9 +5,9 @@ import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
-from kernels.device import is_cupy_array, to_numpy
-from kernels.sketch import MomentSketch, sketch
-from kernels.sketch.cuts import Cuts, cut_points, exact_cut_points
+from hitml.kernels.device import is_cupy_array, to_numpy
+from hitml.kernels.sketch import MomentSketch, sketch
+from hitml.kernels.sketch.cuts import Cuts, cut_points, exact_cut_points
 
 METHODS = ("maxent", "legendre", "exact")
 

@@ -5,8 +5,8 @@ from typing import Any
 
 import numpy as np
 
-from kernels.device import is_cupy_array
-from kernels.sketch import MomentSketch, sketch
+from hitml.kernels.device import is_cupy_array
+from hitml.kernels.sketch import MomentSketch, sketch
 
 from .binner import QuantileBinner
 from .hook import snap

@@ -6,8 +6,8 @@ from typing import Any
 import numpy as np
 import xgboost as xgb
 
-from kernels.device import is_cupy_array
-from kernels.sketch.cuts import Cuts
+from hitml.kernels.device import is_cupy_array
+from hitml.kernels.sketch.cuts import Cuts
 
 
 def _cuts_of(binner_or_cuts) -> tuple[Cuts, int]:

@@ -45,7 +45,7 @@ def _check_nd(n: int, d: int) -> None:
 
 
 def _uniform(k: int, d: int, rng, xp, backend: str):
-    from kernels.shuffle import batched_permutations  # noqa: PLC0415  (the bijective shuffle kernel)
+    from hitml.kernels.shuffle import batched_permutations  # noqa: PLC0415  (the bijective shuffle kernel)
 
     return xp.asarray(batched_permutations(k, d, _child_seed(rng), backend=backend)).astype(xp.int64)
 

@@ -5,7 +5,7 @@ from typing import Callable
 
 import numpy as np
 
-from kernels._progress import progress_bar
+from hitml.kernels._progress import progress_bar
 
 from ._kernels import rank_vectors
 

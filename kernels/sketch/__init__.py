@@ -8,7 +8,7 @@ __all__ = ["MAX_MOMENTS", "MomentSketch", "merge_moments", "update", "sketch", "
 
 def sketch(X, sample_weight=None, *, n_moments: int = 15, max_distinct: int = 256, backend: str = "cpu"):
     """Sketch the columns of X (n, d) on "cpu", "gpu" or "auto"; NaN is missing, inf raises ValueError."""
-    from kernels.device import is_cupy_array, resolve_backend
+    from hitml.kernels.device import is_cupy_array, resolve_backend
 
     be = resolve_backend(backend, X)
     if be == "gpu":

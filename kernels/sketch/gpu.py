@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels._cuda import get_kernel
-from kernels.device import cupy_module, to_numpy
+from hitml.kernels._cuda import get_kernel
+from hitml.kernels.device import cupy_module, to_numpy
 
 from .state import MomentSketch, _check_n_moments, _prepare_input
 

@@ -11,8 +11,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from kernels._cuda import get_kernel
-from kernels.device import cupy_module
+from hitml.kernels._cuda import get_kernel
+from hitml.kernels.device import cupy_module
 
 from .gpu import EMPTY_KEY, begin
 from .state import MomentSketch
