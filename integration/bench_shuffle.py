@@ -258,7 +258,7 @@ def write_report(res, outdir: Path, tag: str):
              "after warm-up (ms): CUDA events around one call, so a call's host latency before its launch counts, for "
              "our calls and the anchors alike. 'vs gather' = gather time / our time (>= 1 is at or above the "
              "random-gather bound; for keys and pairs, ours and the gather are timed alternately in one loop, 3x the other "
-             "anchors' repeats, from session 4 on). 'GPU vs gather' (m >= 2^23, keys and pairs): the same ratio from back-to-back "
+             "anchors' repeats). 'GPU vs gather' (m >= 2^23, keys and pairs): the same ratio from back-to-back "
              "calls between two events (GPU time per call, without the host latency of a lone call).",
              ""]
     lines += [f"- {note}" for note in res.get("notes", [])] + ([""] if res.get("notes") else [])
