@@ -131,7 +131,13 @@ def test_serialise_roundtrip(data):
         for f in ("weight", "mean", "M", "vmin", "vmax", "n_distinct"):
             np.testing.assert_array_equal(getattr(back, f), getattr(sk, f))
         np.testing.assert_array_equal(back.distinct[3], sk.distinct[3])
-    assert len(sk.to_bytes()) < 20_000  # overflowed distinct sets are not stored
+        np.testing.assert_array_equal(back.sample.x, sk.sample.x)
+        np.testing.assert_array_equal(back.sample.key, sk.sample.key)
+        assert back.sample.tau == sk.sample.tau
+    # overflowed distinct sets are not stored; the row sample: 8-byte keys and float32 values, no unit weights
+    extra = sk.sample.n_rows * (8 + 4 * data.shape[1])
+    assert len(sk.to_bytes()) < 20_000 + extra
+    assert len(cpu.sketch(data, n_moments=8, n_sample=0).to_bytes()) < 20_000
 
 
 def test_no_naive_breakdown_on_shifted_normal():

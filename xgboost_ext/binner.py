@@ -25,6 +25,10 @@ class QuantileBinner(TransformerMixin, BaseEstimator):
         "legendre": truncated Legendre series; "exact": exact weighted quantiles by sorting (no streaming).
     n_moments : int, default=15
         Number of moments l kept per feature (2..24).
+    n_sample : int, default=4096
+        Rows of the sketch's mergeable row sample. The solved cuts are checked against it for point masses and bins
+        holding clearly more than their share; such columns get quantile cuts (of the data in ``fit``, else of the
+        sample) with a ``SketchFallbackWarning`` naming them. 0 keeps no sample (unchecked moment cuts).
     backend : {"cpu", "gpu", "auto"}, default="cpu"
         Where the sketch is accumulated.
 
@@ -41,10 +45,12 @@ class QuantileBinner(TransformerMixin, BaseEstimator):
         The merged sketch (None for method="exact").
     """
 
-    def __init__(self, max_bin: int = 256, method: str = "maxent", n_moments: int = 15, backend: str = "cpu"):
+    def __init__(self, max_bin: int = 256, method: str = "maxent", n_moments: int = 15, n_sample: int = 4096,
+                 backend: str = "cpu"):
         self.max_bin = max_bin
         self.method = method
         self.n_moments = n_moments
+        self.n_sample = n_sample
         self.backend = backend
 
     def __sklearn_tags__(self):
@@ -59,6 +65,8 @@ class QuantileBinner(TransformerMixin, BaseEstimator):
             raise ValueError(f"max_bin must be an integer >= 2, got {self.max_bin!r}")
         if self.method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}, got {self.method!r}")
+        if isinstance(self.n_sample, bool) or not isinstance(self.n_sample, (int, np.integer)) or self.n_sample < 0:
+            raise ValueError(f"n_sample must be a non-negative integer, got {self.n_sample!r}")
         if self.backend not in ("cpu", "gpu", "auto"):
             raise ValueError(f"backend must be 'cpu', 'gpu' or 'auto', got {self.backend!r}")
 
@@ -89,7 +97,7 @@ class QuantileBinner(TransformerMixin, BaseEstimator):
     def _sketch(self, X, sample_weight) -> MomentSketch:
         sample_weight = self._weights(X, sample_weight)
         return sketch(X, sample_weight, n_moments=self.n_moments, max_distinct=int(self.max_bin),
-                      backend=self.backend)
+                      n_sample=self.n_sample, backend=self.backend)
 
     # ---------------------------------------------------------------------------------------------- fitting
     def fit(self, X, y=None, sample_weight=None):
@@ -100,7 +108,8 @@ class QuantileBinner(TransformerMixin, BaseEstimator):
             self.sketch_ = None
             w = self._weights(X, None if sample_weight is None else to_numpy(sample_weight))
             return self._set_cuts(exact_cut_points(to_numpy(X), w, int(self.max_bin)))
-        return self.fit_sketch(self._sketch(X, sample_weight))
+        sample_weight = self._weights(X, sample_weight)
+        return self._fit_sketch(self._sketch(X, sample_weight), X, sample_weight)
 
     def partial_fit(self, X, y=None, sample_weight=None):
         """Sketch a batch, merge it into the running sketch, and recompute the cuts (a streaming fit)."""
@@ -114,6 +123,10 @@ class QuantileBinner(TransformerMixin, BaseEstimator):
 
     def fit_sketch(self, sk: MomentSketch):
         """Fit from a ready sketch (e.g. merged from partitions or deserialised)."""
+        return self._fit_sketch(sk)
+
+    def _fit_sketch(self, sk: MomentSketch, data=None, sample_weight=None):
+        """Fit from a sketch; ``data`` (the sketched X) serves columns the moments cannot resolve."""
         self._check_params()
         if self.method == "exact":
             raise ValueError('fit_sketch needs method "maxent" or "legendre"')
@@ -124,7 +137,9 @@ class QuantileBinner(TransformerMixin, BaseEstimator):
         if sk.n_moments != self.n_moments:
             raise ValueError(f"sketch has {sk.n_moments} moments, the binner has n_moments={self.n_moments}")
         self.sketch_ = sk
-        return self._set_cuts(cut_points(sk, int(self.max_bin), self.method))
+        names = getattr(self, "feature_names_in_", None)
+        return self._set_cuts(cut_points(sk, int(self.max_bin), self.method, data=data, sample_weight=sample_weight,
+                                         feature_names=names))
 
     def _set_cuts(self, cuts: Cuts):
         self.cuts_ = cuts

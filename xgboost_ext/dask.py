@@ -6,7 +6,7 @@ from typing import Any
 import numpy as np
 
 from hitml.kernels.device import is_cupy_array
-from hitml.kernels.sketch import MomentSketch, sketch
+from hitml.kernels.sketch import N_SAMPLE, MomentSketch, sketch
 
 from .binner import QuantileBinner
 from .hook import snap
@@ -25,7 +25,7 @@ def _to_array(X):
 
 
 def sketch_partitions(X, sample_weight=None, *, n_moments: int = 15, max_distinct: int = 256,
-                      backend: str = "cpu") -> MomentSketch:
+                      n_sample: int = N_SAMPLE, backend: str = "cpu") -> MomentSketch:
     """Sketch a dask.array (or dataframe) partition by partition on the workers, then tree-merge the sketches."""
     import dask
     import dask.array as da
@@ -48,7 +48,7 @@ def sketch_partitions(X, sample_weight=None, *, n_moments: int = 15, max_distinc
 
     def _one(b, w):  # NumPy or CuPy partitions go to the engine as they are (CuPy ones stay on their GPU)
         return sketch(_host_or_device(b), None if w is None else _host_or_device(w), n_moments=n_moments,
-                      max_distinct=max_distinct, backend=backend).to_bytes()
+                      max_distinct=max_distinct, n_sample=n_sample, backend=backend).to_bytes()
 
     def _merge(a, b):
         return MomentSketch.from_bytes(a).merge(MomentSketch.from_bytes(b)).to_bytes()
@@ -66,7 +66,7 @@ def fit_binner(X, sample_weight=None, binner: QuantileBinner | None = None) -> Q
     binner = QuantileBinner() if binner is None else binner
     binner._check_params()
     sk = sketch_partitions(X, sample_weight, n_moments=binner.n_moments, max_distinct=int(binner.max_bin),
-                           backend=binner.backend)
+                           n_sample=binner.n_sample, backend=binner.backend)
     return binner.fit_sketch(sk)
 
 

@@ -1,27 +1,30 @@
 """Moment-based quantile sketches: mergeable per-feature state, CPU/GPU accumulation, solvers and cut points."""
 from __future__ import annotations
 
+from .sample import N_SAMPLE, RowSample
 from .state import MAX_MOMENTS, MomentSketch, merge_moments, update
 
-__all__ = ["MAX_MOMENTS", "MomentSketch", "merge_moments", "update", "sketch", "quantiles", "cut_points", "Cuts"]
+__all__ = ["MAX_MOMENTS", "N_SAMPLE", "RowSample", "MomentSketch", "merge_moments", "update", "sketch", "quantiles", "cut_points", "Cuts"]
 
 
-def sketch(X, sample_weight=None, *, n_moments: int = 15, max_distinct: int = 256, backend: str = "cpu"):
-    """Sketch the columns of X (n, d) on "cpu", "gpu" or "auto"; NaN is missing, inf raises ValueError."""
+def sketch(X, sample_weight=None, *, n_moments: int = 15, max_distinct: int = 256, n_sample: int = N_SAMPLE,
+           backend: str = "cpu"):
+    """Sketch the columns of X (n, d) on "cpu", "gpu" or "auto"; NaN is missing, inf raises ValueError. n_sample:
+    rows of the mergeable row sample the cut solver checks its cuts against (0: none)."""
     from hitml.kernels.device import is_cupy_array, resolve_backend
 
     be = resolve_backend(backend, X)
     if be == "gpu":
         from . import gpu
 
-        return gpu.sketch(X, sample_weight, n_moments=n_moments, max_distinct=max_distinct)
+        return gpu.sketch(X, sample_weight, n_moments=n_moments, max_distinct=max_distinct, n_sample=n_sample)
     from . import cpu
 
     if is_cupy_array(X):
         X = X.get()
     if is_cupy_array(sample_weight):
         sample_weight = sample_weight.get()
-    return cpu.sketch(X, sample_weight, n_moments=n_moments, max_distinct=max_distinct)
+    return cpu.sketch(X, sample_weight, n_moments=n_moments, max_distinct=max_distinct, n_sample=n_sample)
 
 
 def __getattr__(name):

@@ -4,6 +4,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from .sample import N_SAMPLE, RowSample, check_n_sample
 from .state import MomentSketch, _check_n_moments, _prepare_input
 
 BLOCK_ROWS = 2048
@@ -168,19 +169,24 @@ def _distinct_scan(X, cap):
     return vals, cnt
 
 
-def sketch(X, sample_weight=None, *, n_moments: int = 15, max_distinct: int = 256,
+def sketch(X, sample_weight=None, *, n_moments: int = 15, max_distinct: int = 256, n_sample: int = N_SAMPLE,
            block_rows: int = BLOCK_ROWS) -> MomentSketch:
-    """Sketch every column of X (n, d); NaN is missing, +/-inf is rejected with ValueError."""
+    """Sketch every column of X (n, d); NaN is missing, +/-inf is rejected with ValueError. n_sample: rows of the
+    mergeable row sample (0: none)."""
     l = _check_n_moments(n_moments)
+    n_sample = check_n_sample(n_sample)
     X, w, has_w = _prepare_input(X, sample_weight)
     d = X.shape[1]
     if X.shape[0] == 0:
-        return MomentSketch.empty(d, l, max_distinct)
+        return MomentSketch.empty(d, l, max_distinct, n_sample)
     part, bad = _block_partials(X, w, has_w, l, int(block_rows))
     if bad.any():
         raise ValueError("X contains +/-inf; encode missing values as NaN (inf is not a valid feature value)")
     red = _reduce_partials(part, l)
-    return finish(red, l, X, max_distinct, w if has_w else None)
+    sk = finish(red, l, X, max_distinct, w if has_w else None)
+    if n_sample:
+        sk.sample = RowSample.of_rows(X, w if has_w else None, n_sample)
+    return sk
 
 
 def finish(red: np.ndarray, l: int, X, max_distinct: int, w) -> MomentSketch:

@@ -1,12 +1,16 @@
 """Cut points for max_bin bins from a sketch (exact for columns with few distinct values) or from exact quantiles."""
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
+from .robust import ATOM_SCREEN, SketchFallbackWarning, _finish, guard_fails, quantile_cuts, sampled_atoms
 from .solvers import METHODS, quantiles
 from .state import MomentSketch
+
+SOURCES = ("exact", "moments", "data", "sample")
 
 
 @dataclass
@@ -17,12 +21,15 @@ class Cuts:
     so bin 0 is [min, values[j][0]) and the last cut equals the column's maximum (its own bin). A constant or
     empty column has no cuts. vmin / vmax: float32 min and max (NaN for an all-missing column).
     exact: True where the cuts are every distinct value but the first (as XGBoost itself does for such columns).
+    source: per feature where the cuts come from: "exact" (every distinct value), "moments" (the solver's, passed the
+    occupancy check), "data" (quantiles of the data, point masses isolated), "sample" (the same from the row sample).
     """
 
     values: list[np.ndarray]
     vmin: np.ndarray
     vmax: np.ndarray
     exact: np.ndarray
+    source: np.ndarray | None = None
 
     @property
     def n_features(self) -> int:
@@ -39,35 +46,82 @@ def _check_max_bin(max_bin: int) -> int:
     return int(max_bin)
 
 
-def _finish(q: np.ndarray, lo: float, hi: float, max_bin: int) -> np.ndarray:
-    """Interior float32 quantiles strictly inside (lo, hi), then hi itself; at most max_bin - 1 cuts."""
-    q = np.unique(np.asarray(q, np.float32))
-    q = q[(q > lo) & (q < hi)][: max_bin - 2]
-    return np.append(q, np.float32(hi)).astype(np.float32)
+def cut_points(sk: MomentSketch, max_bin: int = 256, method: str = "maxent", *, data=None, sample_weight=None,
+               feature_names=None) -> Cuts:
+    """Cuts for max_bin bins from a sketch; columns with <= max_bin distinct values get exact cuts.
 
-
-def cut_points(sk: MomentSketch, max_bin: int = 256, method: str = "maxent") -> Cuts:
-    """Cuts for max_bin bins from a sketch; columns with <= max_bin distinct values get exact cuts."""
+    The other columns get the solver's cuts where the sketch's row sample shows no point mass and no bin holding
+    clearly more than 1/(max_bin - 1) of the weight. Else (or without a row sample, data given) the cuts are
+    quantiles with every value above 1/max_bin of the weight in a bin of its own: of ``data`` (the sketched X, NumPy
+    or CuPy, with ``sample_weight``) where given, else of the row sample. Columns whose moment cuts failed the check
+    are named in a SketchFallbackWarning.
+    """
     max_bin = _check_max_bin(max_bin)
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     lo32 = sk.vmin.astype(np.float32)
     hi32 = sk.vmax.astype(np.float32)
     d = sk.n_features
+    if data is not None and data.shape[1] != d:
+        raise ValueError(f"data has {data.shape[1]} features, the sketch {d}")
     exact = (sk.n_distinct >= 0) & (sk.n_distinct <= max_bin)
+    source = np.where(exact, "exact", "moments").astype(object)
     values: list[np.ndarray | None] = [None] * d
     for j in np.flatnonzero(exact):
         u = np.unique(sk.distinct[j, : sk.n_distinct[j]].astype(np.float32))
         values[j] = u[1:]
-    approx = np.flatnonzero(~exact)
+    approx = np.flatnonzero(~exact & (hi32 > lo32))
+    for j in np.flatnonzero(~exact & ~(hi32 > lo32)):
+        values[j] = np.zeros(0, np.float32)
+    failed = []
     if approx.size:
         phis = np.arange(1, max_bin - 1) / (max_bin - 1)
         sub = MomentSketch(sk.weight[approx], sk.mean[approx], sk.M[approx], sk.vmin[approx], sk.vmax[approx],
                            sk.distinct[approx, :0], sk.n_distinct[approx])
         Q = quantiles(sub, phis, method)
+        screen = (ATOM_SCREEN if data is not None else 1.0) / max_bin
         for r, j in enumerate(approx):
-            values[j] = _finish(Q[r], lo32[j], hi32[j], max_bin) if hi32[j] > lo32[j] else np.zeros(0, np.float32)
-    return Cuts(values, lo32, hi32, exact)
+            c = _finish(Q[r], lo32[j], hi32[j], max_bin)
+            if sk.sample is None:
+                if data is None:
+                    values[j] = c
+                    continue
+                bad = True
+            else:
+                xs, ws = sk.sample.column(j)
+                bad = sampled_atoms(xs, ws, screen).size > 0
+                if not bad and guard_fails(c, xs, ws, max_bin):
+                    bad = True
+                    failed.append(j)
+            if not bad:
+                values[j] = c
+            elif data is not None:
+                values[j] = quantile_cuts(data[:, j], sample_weight, max_bin, lo32[j], hi32[j], _xp(data))
+                source[j] = "data"
+            else:
+                xs, ws = sk.sample.column(j)
+                values[j] = quantile_cuts(xs, ws, max_bin, lo32[j], hi32[j])
+                source[j] = "sample"
+    if failed:
+        names = [str(feature_names[j]) if feature_names is not None else f"f{j}" for j in failed]
+        how = "quantiles of the data" if data is not None else f"quantiles of the {sk.sample.n_rows}-row sample"
+        warnings.warn(f"the moment sketch ({method}) cannot resolve {len(failed)} feature(s) {names}: a bin would hold "
+                      f"clearly more than 1/{max_bin - 1} of the weight; their cuts are {how}",
+                      SketchFallbackWarning, stacklevel=2)
+    if sk.sample is None and approx.size and data is None:
+        warnings.warn("the sketch keeps no row sample: the moment cuts are unchecked (heavy tails, sentinels or point "
+                      "masses can leave bins holding most of the weight)", SketchFallbackWarning, stacklevel=2)
+    return Cuts(values, lo32, hi32, exact, source)
+
+
+def _xp(a):
+    from hitml.kernels.device import is_cupy_array
+
+    if is_cupy_array(a):
+        import cupy  # noqa: PLC0415
+
+        return cupy
+    return np
 
 
 def exact_cut_points(X, sample_weight=None, max_bin: int = 256) -> Cuts:

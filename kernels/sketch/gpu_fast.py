@@ -1,4 +1,4 @@
-"""GPU moment sketch, variant "fast" (sketch_fast.cu): three launches (sample centres and candidate columns; one
+"""GPU moment sketch kernels (sketch_fast.cu): three launches (sample centres and candidate columns; one
 tiled read of X with distinct tracking folded in; sums -> mean, central sums and sorted distinct sets) and one
 device-to-host write (sketch_finish writes the result into pinned host memory). Device buffers and the pinned result
 buffer are kept per thread for the last geometry."""
@@ -14,8 +14,9 @@ import numpy as np
 from hitml.kernels._cuda import get_kernel
 from hitml.kernels.device import cupy_module
 
-from .gpu import EMPTY_KEY, begin
-from .state import MomentSketch
+from .state import MomentSketch, _check_n_moments, _prepare_input
+
+EMPTY_KEY = 0x7FF8DEAD0000BEEF  # sketch_fast.cu's empty slot of the global distinct tables
 
 SAMPLE_ROWS = 4096  # sampled rows: the centre of each column, and which columns can have <= cap distinct values
 SAMPLE_RUN = 64  # sketch_fast.cu: the sample is SAMPLE_ROWS / SAMPLE_RUN runs of SAMPLE_RUN consecutive rows
@@ -282,6 +283,16 @@ def _launch(X, w, has_w: bool, l: int, cap: int, p: _Plan, b: dict, center=None)
     fin((d,), (FINISH_THREADS,), fa, shared_mem=p.capx * 8)
 
 
+def begin(X, sample_weight, n_moments: int, max_distinct: int):
+    """Checked n_moments, prepared X / weights, and the empty sketch when X has no rows (else None)."""
+    l = _check_n_moments(n_moments)
+    if not isinstance(max_distinct, (int, np.integer)) or max_distinct < 0:
+        raise ValueError(f"max_distinct must be a non-negative integer, got {max_distinct!r}")
+    X, w, has_w = _prepare_input(X, sample_weight, cupy_module())
+    empty = MomentSketch.empty(X.shape[1], l, max_distinct) if X.shape[0] == 0 else None
+    return l, X, w, has_w, empty
+
+
 def default_vals(is_f32: bool, l: int) -> int:
     """Values per thread per tile: 32 where two blocks' stages and sets still fit an SM's shared memory (float32,
     256-thread blocks), else 16."""
@@ -313,7 +324,7 @@ def _prepare(X, sample_weight, n_moments, max_distinct, vals, stages, minb, fast
 def sketch_fast(X, sample_weight=None, *, n_moments: int = 15, max_distinct: int = 256, vals: int | None = None,
                 stages: int = 2, minb: int = 2, fastpath: bool = True, blocks_per_sm: int | None = None,
                 bulk: bool | None = None) -> MomentSketch:
-    """Same result as gpu.sketch(variant="v1") and the CPU twin within 1e-12 of each moment's scale.
+    """The moments and distinct sets of the CPU twin (cpu.sketch) within 1e-12 of each moment's scale.
 
     vals: values per thread per tile (None: 32 for float32 up to 16 moments, else 16; above 16 a multiple of 16);
     stages: tiles in flight per block (cp.async pipeline depth); minb: blocks per SM the compiler must fit

@@ -35,7 +35,41 @@
 // FP32 instructions. Floats are converted by cvt.f64.f32 without .ftz (exact, subnormals included) and compared by
 // min / max without .ftz, or on order-preserving integer keys; -0.0 is folded by bits.
 
-#include "sketch.cu"
+// Shared helpers: the empty key of the global distinct tables, IEEE specials, a 64-bit mixer and the insert into
+// a column's global distinct set (open addressing, abandoned once it holds more than cap values).
+#define EMPTY_KEY 0x7ff8dead0000beefULL
+#define POS_INF __longlong_as_double(0x7ff0000000000000LL)
+#define NEG_INF __longlong_as_double((long long)0xfff0000000000000ULL)
+#define QNAN __longlong_as_double(0x7ff8000000000000LL)
+
+__device__ __forceinline__ unsigned long long mix64(unsigned long long z) {
+    z ^= z >> 33; z *= 0xff51afd7ed558ccdULL; z ^= z >> 33; z *= 0xc4ceb9fe1a85ec53ULL; z ^= z >> 33;
+    return z;
+}
+
+// Insert x into feature f's table; true once the set holds more than cap values. table: (d, tsize) keys, count: (d,), over: (d,)
+__device__ bool distinct_insert(double x, int f, unsigned long long *table, int tsize, int *count, int *over, int cap) {
+    const unsigned long long key = (unsigned long long)__double_as_longlong(x);
+    unsigned long long *t = table + (size_t)f * tsize;
+    unsigned int h = (unsigned int)(mix64(key) & (unsigned long long)(tsize - 1));
+    for (int probe = 0; probe < 32; ++probe) {
+        unsigned long long cur = t[h];
+        if (cur == key) return false;
+        if (cur == EMPTY_KEY) {
+            unsigned long long old = atomicCAS(t + h, EMPTY_KEY, key);
+            if (old == EMPTY_KEY) {
+                int c = atomicAdd(count + f, 1);
+                if (c + 1 > cap) { atomicExch(over + f, 1); return true; }
+                return false;
+            }
+            if (old == key) return false;
+        }
+        h = (h + 1) & (tsize - 1);
+    }
+    atomicExch(over + f, 1);  // a probe chain this long at load factor <= 1/4: more than cap values anyway
+    return true;
+}
+
 
 #ifndef FAST_MINB
 #define FAST_MINB 2

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .sample import N_SAMPLE, RowSample
+
 MAX_MOMENTS = 24  # the largest l the kernels are built for
 
 
@@ -57,7 +59,8 @@ class MomentSketch:
     weight: (d,) total sample weight of non-missing values; mean: (d,) weighted mean;
     M: (d, l-1) weighted central sums sum w (x-mean)^k for k = 2..l; vmin / vmax: (d,) (NaN when empty);
     distinct: (d, max_distinct) sorted distinct values padded with NaN, n_distinct: (d,) count, -1 once a
-    feature has more than max_distinct distinct values (then only the moments describe it).
+    feature has more than max_distinct distinct values (then only the moments describe it); sample: the mergeable
+    row sample (sample.RowSample) the cut solver checks the moment cuts against, or None (not kept).
     """
 
     weight: np.ndarray
@@ -67,6 +70,7 @@ class MomentSketch:
     vmax: np.ndarray
     distinct: np.ndarray
     n_distinct: np.ndarray
+    sample: RowSample | None = None
 
     @property
     def n_features(self) -> int:
@@ -81,7 +85,8 @@ class MomentSketch:
         return int(self.distinct.shape[1])
 
     @classmethod
-    def empty(cls, n_features: int, n_moments: int = 15, max_distinct: int = 256) -> "MomentSketch":
+    def empty(cls, n_features: int, n_moments: int = 15, max_distinct: int = 256,
+              n_sample: int = N_SAMPLE) -> "MomentSketch":
         """A sketch of no data (the identity of merge)."""
         l = _check_n_moments(n_moments)
         d = int(n_features)
@@ -93,6 +98,7 @@ class MomentSketch:
             vmax=np.full(d, np.nan),
             distinct=np.full((d, int(max_distinct)), np.nan),
             n_distinct=np.zeros(d, np.int64),
+            sample=RowSample.empty(d, n_sample) if n_sample else None,
         )
 
     def central_moments(self) -> np.ndarray:
@@ -117,19 +123,20 @@ class MomentSketch:
         vmin = np.fmin(self.vmin, other.vmin)
         vmax = np.fmax(self.vmax, other.vmax)
         distinct, nd = merge_distinct(self.distinct, self.n_distinct, other.distinct, other.n_distinct)
-        return MomentSketch(w, mean, M, vmin, vmax, distinct, nd)
+        both = self.sample is not None and other.sample is not None
+        return MomentSketch(w, mean, M, vmin, vmax, distinct, nd, self.sample.merge(other.sample) if both else None)
 
     __add__ = merge
 
     # ----------------------------------------------------------------------------------------- serialisation
     def to_bytes(self) -> bytes:
-        """Serialise (a NumPy .npz payload; overflowed distinct sets are not stored)."""
+        """Serialise (a NumPy .npz payload, version 2 with the row sample; overflowed distinct sets are not stored)."""
         buf = io.BytesIO()
         keep = self.n_distinct >= 0
         width = int(self.n_distinct[keep].max()) if keep.any() else 0
         np.savez(
             buf,
-            version=np.int64(1),
+            version=np.int64(2),
             weight=self.weight,
             mean=self.mean,
             M=self.M,
@@ -138,20 +145,21 @@ class MomentSketch:
             distinct=self.distinct[:, :width],
             n_distinct=self.n_distinct,
             max_distinct=np.int64(self.max_distinct),
+            **(self.sample.arrays() if self.sample is not None else {}),
         )
         return buf.getvalue()
 
     @classmethod
     def from_bytes(cls, payload: bytes) -> "MomentSketch":
-        """Inverse of to_bytes."""
+        """Inverse of to_bytes (version 1 payloads, from before the row sample, load without one)."""
         with np.load(io.BytesIO(payload), allow_pickle=False) as z:
-            if int(z["version"]) != 1:
+            if int(z["version"]) not in (1, 2):
                 raise ValueError(f"unknown MomentSketch serialisation version {int(z['version'])}")
             d = z["weight"].shape[0]
             distinct = np.full((d, int(z["max_distinct"])), np.nan)
             distinct[:, : z["distinct"].shape[1]] = z["distinct"]
             return cls(z["weight"].copy(), z["mean"].copy(), z["M"].copy(), z["vmin"].copy(), z["vmax"].copy(),
-                       distinct, z["n_distinct"].copy())
+                       distinct, z["n_distinct"].copy(), RowSample.from_arrays(z) if "sample_key" in z else None)
 
     def __getstate__(self):
         return {"payload": self.to_bytes()}
@@ -244,4 +252,7 @@ def update(sketch: MomentSketch, x: np.ndarray, w: float = 1.0) -> MomentSketch:
     one = np.full((x.shape[0], sketch.max_distinct), np.nan)
     one[ok, 0] = x[ok]
     distinct, nd = merge_distinct(sketch.distinct, sketch.n_distinct, one, ok.astype(np.int64))
-    return MomentSketch(wn, mean, M, vmin, vmax, distinct, nd)
+    sample = None
+    if sketch.sample is not None:
+        sample = sketch.sample.merge(RowSample.of_rows(x[None, :], np.array([float(w)]), sketch.sample.cap))
+    return MomentSketch(wn, mean, M, vmin, vmax, distinct, nd, sample)
