@@ -1,5 +1,5 @@
-"""GPU moment sketch vs its CPU twin (Numba): equal within 1e-12 relative to each moment's scale, for both kernels
-("fast", the default: power sums about a sampled centre; "v1": per-chunk Pebay merges) at every l up to 24."""
+"""GPU moment sketch vs its CPU twin (Numba): equal within 1e-12 relative to each moment's scale, for both read
+kernels (sketch_bulk, the default on sm_90+, and sketch_tiles) at every l up to 24; the row sample bit for bit."""
 from __future__ import annotations
 
 import numpy as np
@@ -8,15 +8,15 @@ import pytest
 from hitml.kernels.sketch import cpu
 
 pytestmark = pytest.mark.gpu
-VARIANTS = ["v1", "fast", "fast_tiles"]  # fast_tiles: variant "fast" with bulk=False (the cp.async read)
+VARIANTS = ["fast", "fast_tiles"]  # fast_tiles: bulk=False (the cp.async read)
 
 
 def _gpu_sketch(X, w=None, *, variant="fast", **kw):
     from hitml.kernels.sketch import gpu
 
     if variant == "fast_tiles":
-        variant, kw = "fast", {**kw, "bulk": False}
-    return gpu.sketch(X, w, variant=variant, **kw)
+        kw = {**kw, "bulk": False}
+    return gpu.sketch(X, w, **kw)
 
 
 def _scale(X, w, l):
@@ -87,7 +87,7 @@ def _fast_and_twin(X, w, bulk, cap=256):
     from hitml.kernels.sketch import gpu
 
     g = gpu.sketch(cp.asarray(X), None if w is None else cp.asarray(w), n_moments=15, max_distinct=cap,
-                   variant="fast", bulk=bulk)
+                   bulk=bulk)
     return g, cpu.sketch(X, w, n_moments=15, max_distinct=cap)
 
 
@@ -140,12 +140,6 @@ def test_gpu_small_and_odd_shapes(variant):
         np.testing.assert_allclose(g.M, c.M, rtol=1e-10, atol=1e-12)
 
 
-def test_default_variant_is_fast():
-    from hitml.kernels.sketch import gpu
-
-    assert gpu.DEFAULT_VARIANT == "fast"
-
-
 @pytest.mark.parametrize("opts", [{"vals": 4, "stages": 2, "minb": 3, "fastpath": False}, {"vals": 16, "stages": 4},
                                   {"vals": 8}, {"vals": 4, "fastpath": False, "bulk": False},
                                   {"bulk": False}])
@@ -168,7 +162,7 @@ def test_fast_options_subnormals_and_signed_zero(opts):
     X = np.column_stack([sub, mix, rng.lognormal(size=n), np.round(rng.normal(size=n) * 2), neg]).astype(np.float32)
     for w in (None, rng.uniform(0, 1, n)):
         g = gpu.sketch(cp.asarray(X), None if w is None else cp.asarray(w), n_moments=15, max_distinct=64,
-                       variant="fast", **opts)
+                       **opts)
         c = cpu.sketch(X, w, n_moments=15, max_distinct=64)
         _assert_same(g, c, X, w, 15)
         assert c.n_distinct[0] == 4  # -tiny, 0 (-0.0 counts as 0.0), tiny, 3 tiny
@@ -216,12 +210,12 @@ def test_fast_no_tracking_and_large_cap():
     n = 30_000
     X = np.column_stack([rng.normal(size=n), np.full(n, np.nan), rng.integers(0, 4500, n).astype(np.float64),
                          rng.normal(size=n)])
-    g = gpu.sketch(cp.asarray(X), n_moments=10, max_distinct=0, variant="fast")
+    g = gpu.sketch(cp.asarray(X), n_moments=10, max_distinct=0)
     c = cpu.sketch(X, n_moments=10, max_distinct=0)
     _assert_same(g, c, X, None, 10)
     assert list(g.n_distinct) == [-1, 0, -1, -1]
     cap = gpu_fast.EXTRACT_MAX + 904
-    g = gpu.sketch(cp.asarray(X), n_moments=10, max_distinct=cap, variant="fast")
+    g = gpu.sketch(cp.asarray(X), n_moments=10, max_distinct=cap)
     c = cpu.sketch(X, n_moments=10, max_distinct=cap)
     _assert_same(g, c, X, None, 10)
     assert c.n_distinct[2] == np.unique(X[:, 2]).size and c.n_distinct[0] == -1
@@ -242,7 +236,7 @@ def test_fast_shared_memory_limit_across_plans():
     Xd = cp.asarray(X)
     for md in (256, 0, 256):
         for vals, stages in ((16, 3), (8, 2)):
-            g = gpu.sketch(Xd, n_moments=15, max_distinct=md, variant="fast", vals=vals, stages=stages)
+            g = gpu.sketch(Xd, n_moments=15, max_distinct=md, vals=vals, stages=stages)
             c = cpu.sketch(X, n_moments=15, max_distinct=md)
             _assert_same(g, c, X, None, 15)
 
@@ -309,7 +303,7 @@ def test_fast_recentres_unrepresentative_sample_and_all_missing_sample():
     X = np.column_stack([spike, hole, rng.normal(size=n)])
     for dtype in (np.float32, np.float64):
         Xd = X.astype(dtype)
-        g = gpu.sketch(cp.asarray(Xd), n_moments=15, max_distinct=0, variant="fast")
+        g = gpu.sketch(cp.asarray(Xd), n_moments=15, max_distinct=0)
         c = cpu.sketch(Xd, n_moments=15, max_distinct=0)
         _assert_same(g, c, Xd, None, 15)
 
@@ -338,10 +332,10 @@ def test_bulk_read_many_tracked_columns(weighted):
     X[rng.random(n) < 0.01, 5] = np.nan
     w = rng.uniform(0, 1, n) if weighted else None
     wd = None if w is None else cp.asarray(w)
-    g = gpu.sketch(cp.asarray(X), wd, n_moments=15, max_distinct=64, variant="fast", bulk=True)
+    g = gpu.sketch(cp.asarray(X), wd, n_moments=15, max_distinct=64, bulk=True)
     c = cpu.sketch(X, w, n_moments=15, max_distinct=64)
     _assert_same(g, c, X, w, 15)
-    t = gpu.sketch(cp.asarray(X), wd, n_moments=15, max_distinct=64, variant="fast", bulk=False)
+    t = gpu.sketch(cp.asarray(X), wd, n_moments=15, max_distinct=64, bulk=False)
     _assert_same(t, c, X, w, 15)
     assert (c.n_distinct[:60] > 0).all() and (c.n_distinct[60:70] == -1).sum() >= 5 and (c.n_distinct[70:] == -1).all()
     with pytest.raises(ValueError, match="bulk"):  # d odd and X one row into its buffer: tiles not 16-byte aligned
@@ -434,3 +428,48 @@ def test_fast_repeated_call_reuses_plan_not_results():
     _assert_same(gpu_fast.sketch_fast(cp.asarray(X64)), cpu.sketch(X64, None), X64, None, 15)
     with pytest.raises(ValueError, match="n_moments"):
         gpu_fast.sketch_fast(Xd, n_moments=1)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("n", [1, 700, 50_000])
+def test_gpu_row_sample_equals_cpu_twin(dtype, weighted, n):
+    """sample.cu selects and gathers the same rows as sample.py: keys, values, weights and tau bit for bit."""
+    import cupy as cp
+
+    from hitml.kernels.sketch import gpu
+
+    rng = np.random.default_rng(n)
+    X = rng.standard_t(2, (n, 7)).astype(dtype)
+    X[rng.random((n, 7)) < 0.05] = np.nan
+    X[:, 3] = np.float32(1e-40) if dtype == np.float32 else 1e-310  # subnormals: exact in the salt
+    w = rng.uniform(0, 2, n) if weighted else None
+    g = gpu.sketch(cp.asarray(X), None if w is None else cp.asarray(w), n_moments=8, max_distinct=16,
+                   n_sample=512).sample
+    c = cpu.sketch(X, w, n_moments=8, max_distinct=16, n_sample=512).sample
+    assert g.tau == c.tau and g.n_rows == c.n_rows == min(n, 512)
+    np.testing.assert_array_equal(g.key, c.key)
+    np.testing.assert_array_equal(g.x, c.x)
+    np.testing.assert_array_equal(g.w, c.w)
+
+
+def test_gpu_cuts_checked_like_cpu():
+    """The GPU sketch's sample drives the same checks: hostile columns get the same fallback cuts as on the CPU."""
+    import cupy as cp
+
+    from hitml.kernels.sketch import gpu
+    from hitml.kernels.sketch.cuts import cut_points
+
+    rng = np.random.default_rng(3)
+    n = 200_000
+    X = np.column_stack([rng.normal(size=n), rng.standard_t(1, n), np.where(rng.random(n) < 0.7, 0.0,
+                                                                               rng.lognormal(size=n))])
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        g = cut_points(gpu.sketch(cp.asarray(X), n_moments=12), 64)
+        c = cut_points(cpu.sketch(X, n_moments=12), 64)
+    assert list(g.source) == list(c.source) == ["moments", "sample", "sample"]
+    for j in (1, 2):
+        np.testing.assert_array_equal(g.values[j], c.values[j])

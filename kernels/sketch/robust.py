@@ -39,19 +39,20 @@ def quantile_cuts(x, w, max_bin: int, lo: float, hi: float, xp=np) -> np.ndarray
     share = (cw[ends] - below) / total
     heavy = share > 1.0 / max_bin
     atoms = np.asarray(_host(xs[starts[heavy]]), np.float32)
-    if 2 * atoms.size + 1 >= max_bin - 2:  # too many point masses for two cuts each: one cut per atom
-        return _finish(atoms, lo, hi, max_bin)
+    # two cuts per atom ([a, nextafter(a))) while the budget allows; with many atoms (discrete columns) one cut each,
+    # the atom opening its bin, which the next cut (the next value's atom or a quantile) closes
+    per_atom = 2 if 2 * atoms.size + 1 < max_bin - 2 else 1
     keep = xp.ones(xs.size, bool)
     if atoms.size:
         keep = ~xp.isin(xs, xp.asarray(atoms))
     xr = xs[keep]
     q = np.zeros(0, np.float32)
-    if xr.size:
+    m = max_bin - 1 - per_atom * atoms.size
+    if xr.size and m >= 2:
         cr = xp.cumsum(ws[keep]) if ws is not None else xp.arange(1, xr.size + 1, dtype=xp.float64)
-        m = max_bin - 1 - 2 * atoms.size
         k = xp.searchsorted(cr, xp.arange(1, m) / m * cr[-1], side="left")
         q = np.asarray(_host(xr[xp.minimum(k, xr.size - 1)]), np.float32)
-    nxt = np.nextafter(atoms, np.float32(np.inf)).astype(np.float32)
+    nxt = np.nextafter(atoms, np.float32(np.inf)).astype(np.float32) if per_atom == 2 else atoms[:0]
     return _finish(np.concatenate([q, atoms, nxt]), lo, hi, max_bin)
 
 
