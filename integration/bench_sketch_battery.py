@@ -123,7 +123,7 @@ def target(kind: str, cols: list[np.ndarray], r) -> np.ndarray:
     return z if kind == "reg" else (z > np.median(z)).astype(np.float32)
 
 
-def downstream(n: int, seeds=(0, 1, 2), rounds: int = 100) -> dict:
+def downstream(n: int, seeds=(0, 1, 2), rounds: int = 100, dump=None) -> dict:
     import cupy as cp
     import xgboost as xgb
 
@@ -167,6 +167,8 @@ def downstream(n: int, seeds=(0, 1, 2), rounds: int = 100) -> dict:
                                        "met": bool(ratio <= 1.01 or ours.mean() - own.mean() <= own.std(ddof=1))}
         out[gname] = res
         print(gname, {k: round(v["ratio"], 4) for k, v in res.items()}, flush=True)
+        if dump is not None:  # after every family: a time-boxed run keeps what it finished
+            dump(out)
     return out
 
 
@@ -242,8 +244,12 @@ def main() -> None:
         from hitml.kernels.device import device_name
 
         meta = _meta(args) | {"device": device_name(), "seeds": [0, 1, 2], "rounds": args.rounds}
-        res = {"meta": meta, "results": downstream(args.rows, rounds=args.rounds)}
-        (out / "sketch_battery_downstream.json").write_text(json.dumps(res, indent=1))
+
+        def dump(results):
+            (out / "sketch_battery_downstream.json").write_text(json.dumps({"meta": meta, "results": results},
+                                                                           indent=1))
+
+        downstream(args.rows, rounds=args.rounds, dump=dump)
     report(out)
     print(f"done in {time.perf_counter() - t0:.0f} s", flush=True)
 
