@@ -1,4 +1,4 @@
-"""ShapleySampler and ShapleyExplainer: permutation-sampling Shapley values as scikit-learn estimators."""
+"""ShapleySampler and ShapleyExplainer: sampled Shapley values (regression or permutations) as scikit-learn estimators."""
 from __future__ import annotations
 
 import numbers
@@ -12,22 +12,34 @@ from sklearn.utils.validation import _check_feature_names_in, check_is_fitted, v
 
 from hitml.kernels.device import resolve_backend, to_numpy
 from hitml.kernels.permutations import (MASK_METHODS, METHODS, PAIRED_METHODS, backend_module, estimate_shapley,
-                                  evaluations_per_row, samples_for_budget)
+                                        evaluations_per_row, samples_for_budget)
+from hitml.kernels.permutations.coalitions import coalition_values
+from hitml.kernels.shapley import RegressionPlan
+
+REGRESSION_METHODS = ("regression",)
+ALL_METHODS = ("auto", *REGRESSION_METHODS, *METHODS)
 
 __all__ = ["ShapleySampler", "ShapleyExplainer"]
 
 
 class ShapleySampler(BaseEstimator):
-    """A permutation sampler for Shapley value estimation (the seed's Table 3 methods).
+    """How Shapley values are sampled: a regression over coalitions or a permutation sampler.
 
     Parameters
     ----------
-    method : {"orthogonal", "sobol", "herding", "sbq", "antithetic", "mc", "stratified", "owen", "owen_halved"}
-        Sampling scheme. "sbq" gives non-uniform weights (summing to 1); the Owen methods sample coalitions (masks)
-        instead of permutations, at d + 1 evaluations per sample (a permutation costs d - 1 plus two per row shared
-        by all permutations).
+    method : {"auto", "regression", "orthogonal", "sobol", "herding", "sbq", "antithetic", "mc", "stratified", "owen",
+        "owen_halved"}
+        "regression" (what "auto" picks, by the benchmark in docs/benchmarks/shapley.md): paired coalitions, sizes
+        allocated evenly (leverage scores of the Shapley kernel), whole sizes enumerated when the budget covers them,
+        and a kernel-weighted polynomial fit of order ``order`` whose Shapley values are read off exactly. The others
+        are the seed's permutation samplers: "sbq" gives non-uniform weights (summing to 1); the Owen methods sample
+        coalitions (masks) at d + 1 evaluations per sample (a permutation costs d - 1 plus two per row shared by all).
     n_permutations : int or None
-        Samples to draw; None lets ShapleyExplainer derive it from ``max_evals`` (10 when used alone).
+        Permutation methods: samples to draw; None lets ShapleyExplainer derive it from ``max_evals`` (10 when used
+        alone). With "regression", ``max_evals="auto"`` spends what this many permutations would.
+    order : "auto" or int
+        Regression only: interaction order of the fitted surrogate game. "auto" takes 3 once its
+        d + C(d,2) + C(d,3) terms fit in the budget, else 1 (with paired coalitions order 2 equals order 1).
     kernel : {"mallows", "kendall", "spearman"}
         Kernel on permutations for herding, SBQ and the reported discrepancy.
     kernel_param : float
@@ -37,33 +49,61 @@ class ShapleySampler(BaseEstimator):
         Where permutations (and ShapleyExplainer's masked rows) are built.
     """
 
-    def __init__(self, method: str = "orthogonal", n_permutations: int | None = None, kernel: str = "mallows",
+    def __init__(self, method: str = "auto", n_permutations: int | None = None, order="auto", kernel: str = "mallows",
                  kernel_param: float = 4.0, random_state=None, backend: str = "cpu"):
         self.method = method
         self.n_permutations = n_permutations
+        self.order = order
         self.kernel = kernel
         self.kernel_param = kernel_param
         self.random_state = random_state
         self.backend = backend
 
     def _check_params(self) -> None:
-        if self.method not in METHODS:
-            raise ValueError(f"ShapleySampler: method must be one of {METHODS}, got {self.method!r}")
+        if self.method not in ALL_METHODS:
+            raise ValueError(f"ShapleySampler: method must be one of {ALL_METHODS}, got {self.method!r}")
+        if self.order != "auto" and (not isinstance(self.order, numbers.Integral) or self.order < 1):
+            raise ValueError(f"ShapleySampler: order must be 'auto' or a positive int, got {self.order!r}")
         if self.n_permutations is not None and (
                 not isinstance(self.n_permutations, numbers.Integral) or self.n_permutations < 1):
             raise ValueError(f"ShapleySampler: n_permutations must be a positive int or None, got {self.n_permutations!r}")
 
     @property
+    def method_(self) -> str:
+        """The method "auto" resolves to."""
+        return "regression" if self.method == "auto" else self.method
+
+    @property
+    def is_regression(self) -> bool:
+        """True for the regression estimator (and "auto")."""
+        return self.method_ in REGRESSION_METHODS
+
+    @property
     def is_permutation_method(self) -> bool:
-        """False for the Owen methods, which sample coalition masks."""
-        return self.method not in MASK_METHODS
+        """False for the Owen methods and the regression, which sample coalitions."""
+        return self.method_ not in MASK_METHODS and not self.is_regression
+
+    def plan(self, n_features: int, budget: int, random_state=None) -> RegressionPlan:
+        """The regression design and Shapley operator for ``budget`` evaluations (coalitions) of ``n_features``."""
+        self._check_params()
+        if not self.is_regression:
+            raise ValueError(f"plan() is for method='regression' (or 'auto'), not {self.method!r}")
+        rs = check_random_state(self.random_state if random_state is None else random_state)
+        seed = [int(x) for x in rs.randint(0, 2 ** 31 - 1, size=4)]  # RandomState -> Generator, deterministic
+        return RegressionPlan(int(n_features), int(budget), seed, order=self.order)
 
     def sample(self, n_features: int, n_samples: int | None = None, random_state=None):
         """(samples, weights) for ``n_features`` features: (n, d) orders (int8 masks for Owen) and weights summing to 1.
 
-        Arrays live on the sampler's backend (CuPy for "gpu").
+        Arrays live on the sampler's backend (CuPy for "gpu"). For "regression", ``n_samples`` is the budget and the
+        samples are the (C, d) bool coalitions with their kernel weights (host arrays).
         """
         self._check_params()
+        if self.is_regression:
+            d = int(n_features)
+            plan = self.plan(d, n_samples if n_samples is not None else 2 + (self.n_permutations or 10) * max(1, d - 1),
+                             random_state)
+            return plan.coalitions, plan.weights
         n = n_samples if n_samples is not None else (self.n_permutations or 10)
         seed = check_random_state(self.random_state if random_state is None else random_state)
         mod = backend_module(self.backend)
@@ -73,8 +113,11 @@ class ShapleySampler(BaseEstimator):
         """Draw ``n_permutations`` samples for X's width: sets permutations_, weights_, discrepancy_."""
         X = validate_data(self, X, reset=True, ensure_all_finite=False)
         perms, w = self.sample(X.shape[1])
-        self.permutations_ = to_numpy(perms)
         self.weights_ = to_numpy(w)
+        if self.is_regression:
+            self.coalitions_ = perms
+            return self
+        self.permutations_ = to_numpy(perms)
         if self.is_permutation_method:
             self.discrepancy_ = backend_module("cpu").discrepancy(self.permutations_, self.weights_, self.kernel,
                                                                   float(self.kernel_param))
@@ -129,7 +172,7 @@ def _restricted(predict: Callable, to_model: Callable | None, x_full: np.ndarray
 
 
 class ShapleyExplainer(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
-    """Shapley values by permutation sampling for any fitted model or prediction callable.
+    """Shapley values by coalition regression or permutation sampling for any fitted model or prediction callable.
 
     v(S) = mean over background rows b of f(x_S, b_{not S}) (shap's interventional convention). An *evaluation* is
     one coalition S for one explained row, i.e. ``len(background)`` model rows (shap's ``max_evals`` unit). v(empty)
@@ -139,9 +182,11 @@ class ShapleyExplainer(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
     Parameters
     ----------
     estimator : fitted estimator, unfitted estimator (fitted on ``fit(X, y)``), or a callable X -> predictions.
-    sampler : ShapleySampler, default ShapleySampler() (orthogonal).
+    sampler : ShapleySampler, default ShapleySampler() ("auto": the regression estimator).
     max_evals : "auto" or int
-        Evaluations per explained row. "auto": ``sampler.n_permutations`` (default 10) permutations. An int buys
+        Evaluations per explained row. Regression: the int is the number of coalitions (empty and full set
+        included; at least d + 1; 2^d or more is exact), "auto" what 10 permutations cost, 2 + 10 (d - 1).
+        Permutation methods: "auto" is ``sampler.n_permutations`` (default 10) permutations. An int buys
         the most permutations n with 2 + n (d - 1) <= max_evals (Owen: n (d + 1) <= max_evals), rounded down to
         whole pairs for the paired samplers (antithetic, orthogonal, owen_halved), capped by
         ``sampler.n_permutations`` when set. At least d + 1 (one permutation).
@@ -226,7 +271,24 @@ class ShapleyExplainer(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
     def _call_model_host(self, X):
         return self._predict_fn(self._frame(X))
 
+    def _budget(self, d: int) -> int:
+        """Regression: evaluations per row, capped at the 2^d coalitions there are."""
+        cap = 2 ** d if d < 63 else None
+        if self.max_evals == "auto":
+            budget = 2 + (self._sampler().n_permutations or 10) * max(1, d - 1)
+        elif not isinstance(self.max_evals, numbers.Integral) or isinstance(self.max_evals, bool):
+            raise ValueError(f"max_evals must be 'auto' or an int, got {self.max_evals!r}")
+        else:
+            budget = int(self.max_evals)
+        need = min(d + 1, cap) if cap else d + 1
+        if budget < need:
+            raise ValueError(f"max_evals={budget} is too small for a regression over the {d} varying features: it "
+                             f"needs d + 1 = {d + 1} evaluations (coalitions per row)")
+        return min(budget, cap) if cap else budget
+
     def _n_samples(self, d: int) -> int:
+        if self._sampler().is_regression:
+            return self._budget(d)
         n_perm = self._sampler().n_permutations
         if self.max_evals == "auto":
             return n_perm or 10
@@ -290,8 +352,16 @@ class ShapleyExplainer(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
             cols = np.flatnonzero(pattern)
             if cols.size == 0:
                 continue
-            samples, weights = sampler.sample(cols.size, self._n_samples(cols.size))
             f = _restricted(predict, to_model, X[rows[0]], cols, xp) if cols.size < d else predict
+            if sampler.is_regression:
+                plan = sampler.plan(cols.size, self._budget(cols.size))
+                vals = coalition_values(f, X[np.ix_(rows, cols)], bg[:, cols], plan.coalitions,
+                                        batch_rows=self._batch_rows(d, gpu), xp=xp,
+                                        to_model=None if cols.size < d else to_model)
+                # the operator runs on the host in float64, so CPU and GPU give the same bytes for the same v(S)
+                phi[np.ix_(rows, cols)] = plan.apply(to_numpy(vals))
+                continue
+            samples, weights = sampler.sample(cols.size, self._n_samples(cols.size))
             part, _ = estimate_shapley(f, X[np.ix_(rows, cols)], bg[:, cols], samples, weights, kind=kind,
                                        batch_rows=self._batch_rows(d, gpu), xp=xp,
                                        to_model=None if cols.size < d else to_model)
