@@ -1,0 +1,176 @@
+"""Regression Shapley estimator: design properties, exactness at full coverage, efficiency, consistency, bad input."""
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from hitml.kernels.shapley import RegressionPlan, auto_order, coalition_design, n_terms, size_mass
+from hitml.sklearn_ext import ShapleyExplainer, ShapleySampler
+
+from _shapley import exact_shapley
+
+
+def _table_game(d: int, rng, order: int | None = None):
+    """A random set function as a lookup table over bit codes (optionally a polynomial game of ``order``) and its
+    Shapley values by brute force."""
+    codes = np.arange(2 ** d)
+    masks = ((codes[:, None] >> np.arange(d)) & 1).astype(bool)
+    if order is None:
+        table = rng.standard_t(3, size=2 ** d) * 10  # heavy tails: no structure a fit could exploit
+    else:
+        table = np.zeros(2 ** d)
+        for o in range(1, order + 1):
+            for t in itertools.combinations(range(d), o):
+                table += rng.normal() * masks[:, list(t)].all(axis=1)
+        table += rng.normal()
+    truth = exact_shapley(lambda S: table[sum(1 << i for i in S)], d)
+    return table, truth, 1 << np.arange(d)
+
+
+def _estimate(plan: RegressionPlan, table, pw):
+    vals = table[plan.coalitions.astype(np.int64) @ pw]
+    return plan.apply(vals[None, :, None])[0, :, 0]
+
+
+@pytest.mark.parametrize("d", [1, 2, 3, 5, 7])
+def test_exact_when_the_budget_covers_every_coalition(d):
+    rng = np.random.default_rng(d)
+    table, truth, pw = _table_game(d, rng)
+    for budget, order in [(2 ** d, 1), (2 ** d + 50, "auto"), (2 ** d, min(3, d))]:
+        plan = RegressionPlan(d, budget, seed=0, order=order)
+        assert plan.exact and plan.evaluations == 2 ** d
+        np.testing.assert_allclose(_estimate(plan, table, pw), truth, rtol=1e-9, atol=1e-9)
+
+
+def test_exact_sizes_and_design_invariants():
+    rng = np.random.default_rng(0)
+    for trial in range(40):
+        d = int(rng.integers(2, 14))
+        budget = int(rng.integers(d + 1, min(2 ** d, 600) + 1))
+        coal, w, complete = coalition_design(d, budget, seed=trial)
+        assert coal.shape[0] <= budget and coal.shape[1] == d
+        assert not coal[0].any() and coal[1].all() and w[0] == w[1] == 0
+        keys = {row.tobytes() for row in coal}
+        assert len(keys) == coal.shape[0], "a coalition was evaluated twice"
+        assert all((~row).tobytes() in keys for row in coal), "a sampled coalition lacks its complement"
+        sizes = coal.sum(axis=1)
+        for k in range(1, d):
+            n_k = int((sizes == k).sum())
+            if complete[k]:
+                assert n_k == math.comb(d, k)
+            if n_k:  # the weights of one size add up to its Shapley-kernel mass
+                assert w[sizes == k].sum() == pytest.approx(size_mass(d)[k], rel=1e-12)
+        assert budget - coal.shape[0] < d, "the design left most of the budget unspent"
+
+
+def test_efficiency_holds_exactly_for_every_budget_and_order():
+    rng = np.random.default_rng(1)
+    for trial in range(25):
+        d = int(rng.integers(2, 11))
+        table, _, pw = _table_game(d, rng)
+        budget = int(rng.integers(d + 1, 2 ** d + 1))
+        order = [1, 2, 3, "auto"][trial % 4]
+        phi = _estimate(RegressionPlan(d, budget, seed=trial, order=order if order == "auto" or order <= d else 1),
+                        table, pw)
+        assert abs(phi.sum() - (table[-1] - table[0])) <= 1e-9 * max(1.0, abs(table).max())
+
+
+def test_additive_and_cubic_games_recovered_from_a_partial_budget():
+    rng = np.random.default_rng(2)
+    d = 9
+    table, truth, pw = _table_game(d, rng, order=1)
+    np.testing.assert_allclose(_estimate(RegressionPlan(d, 4 * d, seed=0), table, pw), truth, atol=1e-9)
+    table, truth, pw = _table_game(d, rng, order=3)
+    budget = 2 * (d + math.comb(d, 3)) + 20  # paired: each complementary pair pins one odd-order equation
+    assert budget < 2 ** d and auto_order(d, budget) == 3 and auto_order(d, n_terms(d, 3) + 1) == 1
+    np.testing.assert_allclose(_estimate(RegressionPlan(d, budget, seed=1), table, pw), truth, atol=1e-5)  # guard ridge
+
+
+def test_order_two_equals_order_one_with_paired_coalitions():
+    rng = np.random.default_rng(3)
+    d = 8
+    table, _, pw = _table_game(d, rng)
+    for seed in range(3):
+        one = _estimate(RegressionPlan(d, 60, seed=seed, order=1), table, pw)
+        two = _estimate(RegressionPlan(d, 60, seed=seed, order=2), table, pw)
+        np.testing.assert_allclose(two, one, rtol=1e-5, atol=1e-7)  # up to the guard ridge
+
+
+def test_design_weights_are_unbiased_per_size():
+    """z-test over seeds: sum over a sampled size of w(S) g(S) estimates mass_k * mean of g over that size."""
+    d, budget = 10, 120
+    rng = np.random.default_rng(4)
+    g = rng.normal(size=2 ** d) + np.arange(2 ** d) % 7
+    pw = 1 << np.arange(d)
+    codes = np.arange(2 ** d)
+    sizes_all = ((codes[:, None] >> np.arange(d)) & 1).sum(axis=1)
+    draws = []
+    for seed in range(300):
+        coal, w, complete = coalition_design(d, budget, seed=seed, balanced=False)
+        s = coal.sum(axis=1)
+        draws.append([(w[s == k] * g[coal[s == k].astype(np.int64) @ pw]).sum() for k in (3, 4, 5)])
+    assert not complete[3:6].any()
+    draws = np.array(draws)
+    mass = size_mass(d)
+    for col, k in enumerate((3, 4, 5)):
+        want = mass[k] * g[sizes_all == k].mean()
+        z = (draws[:, col].mean() - want) / (draws[:, col].std(ddof=1) / math.sqrt(len(draws)))
+        assert abs(z) < 4.0, (k, z)
+
+
+def test_error_falls_with_the_budget():
+    """Consistency: the mean squared error over seeds shrinks as the budget grows, to 0 at 2^d."""
+    rng = np.random.default_rng(5)
+    d = 10
+    table, truth, pw = _table_game(d, rng)
+    table += _table_game(d, rng, order=2)[0] * 5  # structure plus noise, like a model
+    truth = exact_shapley(lambda S: table[sum(1 << i for i in S)], d)
+    mse = [np.mean([np.mean((_estimate(RegressionPlan(d, b, seed=s), table, pw) - truth) ** 2) for s in range(8)])
+           for b in (40, 150, 500, 1024)]
+    assert mse[0] > mse[1] > mse[2] > mse[3] and mse[3] < 1e-15
+
+
+def test_explainer_regression_matches_brute_force_and_is_reproducible():
+    rng = np.random.default_rng(6)
+    X = rng.normal(size=(40, 5))
+    X[:, 3] = np.where(rng.random(40) < 0.3, -999.0, X[:, 3])  # sentinel values
+
+    def f(Z):
+        return Z[:, 0] * Z[:, 1] - np.abs(Z[:, 3]) ** 0.5 + np.sin(Z[:, 2] * Z[:, 4])
+
+    bg, x = X[:12], X[20:23]
+    e = ShapleyExplainer(f, ShapleySampler(random_state=0), max_evals=64).fit(bg)
+    for r in range(3):
+        def v(S, r=r):
+            Z = bg.copy()
+            Z[:, sorted(S)] = x[r, sorted(S)]
+            return f(Z).mean()
+        np.testing.assert_allclose(e.transform(x[r:r + 1])[0], exact_shapley(v, 5), rtol=1e-9, atol=1e-9)
+    a = ShapleyExplainer(f, ShapleySampler("regression", random_state=3), max_evals=14).fit(bg).transform(x)
+    b = ShapleyExplainer(f, ShapleySampler("auto", random_state=3), max_evals=14).fit(bg).transform(x)
+    assert a.tobytes() == b.tobytes()
+    np.testing.assert_allclose(a.sum(axis=1), f(x) - f(bg).mean(), rtol=1e-12, atol=1e-12)
+    sampler = ShapleySampler(random_state=0).fit(np.zeros((2, 6)))
+    assert sampler.coalitions_.shape == (2 + 10 * 5, 6) and sampler.method_ == "regression"
+
+
+def test_bad_input():
+    with pytest.raises(ValueError, match="d \\+ 1"):
+        RegressionPlan(6, 6)
+    with pytest.raises(ValueError, match="order"):
+        RegressionPlan(4, 10, order=7)
+    with pytest.raises(ValueError, match="allocation"):
+        coalition_design(4, 10, allocation="nope")
+    X = np.random.default_rng(0).normal(size=(10, 6))
+    e = ShapleyExplainer(lambda Z: Z.sum(axis=1), ShapleySampler(random_state=0), max_evals=5).fit(X)
+    with pytest.raises(ValueError, match="too small"):
+        e.transform(X[:2])
+    with pytest.raises(ValueError, match="order"):
+        ShapleySampler(order=0).fit(X)
+    with pytest.raises(ValueError, match="method"):
+        ShapleySampler("kernelshap").fit(X)
+    with pytest.raises(ValueError, match="plan"):
+        ShapleySampler("sobol").plan(4, 10)
