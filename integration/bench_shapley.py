@@ -251,20 +251,21 @@ def speed(args, report):
     for budget in args.speed_budgets:
         ours = {}
         for backend in ("gpu", "cpu"):
+            rows = fg if backend == "gpu" else fg[:max(4, len(fg) // 10)]  # the host path is timed on fewer rows
             e = ShapleyExplainer(f, ShapleySampler("auto", random_state=0, backend=backend), max_evals=budget,
                                  model_input="device" if backend == "gpu" else "numpy").fit(bg)
             e.transform(fg[:4])
             cupy.cuda.Device().synchronize()
             t0 = time.perf_counter()
-            phi = e.transform(fg)
+            phi = e.transform(rows)
             cupy.cuda.Device().synchronize()
-            ours[backend] = (time.perf_counter() - t0) / len(fg)
-            gap = float(np.abs(phi.sum(axis=1) + e.expected_value_ - f(fg)).max())
+            ours[backend] = (time.perf_counter() - t0) / len(rows)
+            gap = float(np.abs(phi.sum(axis=1) + e.expected_value_ - f(rows)).max())
             out.append(dict(budget=budget, method=f"hitml_auto[{backend}]", seconds_per_row=ours[backend],
-                            rows=len(fg), efficiency_gap=gap))
+                            rows=len(rows), efficiency_gap=gap))
             if backend == "gpu":
                 phi_gpu = phi
-        out[-1]["max_abs_diff_vs_gpu"] = float(np.abs(phi - phi_gpu).max())
+        out[-1]["max_abs_diff_vs_gpu"] = float(np.abs(phi - phi_gpu[:len(phi)]).max())
         import shapiq.approximator as sa
 
         for method in ("LeverageSHAP", "PolySHAP"):

@@ -18,6 +18,9 @@ from hitml.kernels.shapley import RegressionPlan
 
 REGRESSION_METHODS = ("regression",)
 ALL_METHODS = ("auto", *REGRESSION_METHODS, *METHODS)
+# "auto": below this many (d + 1) evaluations per row the regression is barely determined (paired coalitions pin one
+# equation per pair) and orthogonal permutations had the lower error in the benchmark; from it up, the regression.
+AUTO_REGRESSION_FROM = 4
 
 __all__ = ["ShapleySampler", "ShapleyExplainer"]
 
@@ -70,8 +73,16 @@ class ShapleySampler(BaseEstimator):
 
     @property
     def method_(self) -> str:
-        """The method "auto" resolves to."""
+        """The method "auto" resolves to at the default budget (10 permutations' worth): "regression"."""
         return "regression" if self.method == "auto" else self.method
+
+    def resolved(self, n_features: int, budget: int) -> "ShapleySampler":
+        """This sampler, or for "auto" a copy with the method the benchmark picks for d features and the budget."""
+        self._check_params()
+        if self.method != "auto":
+            return self
+        method = "regression" if budget >= AUTO_REGRESSION_FROM * (n_features + 1) else "orthogonal"
+        return clone(self).set_params(method=method)
 
     @property
     def is_regression(self) -> bool:
@@ -272,29 +283,30 @@ class ShapleyExplainer(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
         return self._predict_fn(self._frame(X))
 
     def _budget(self, d: int) -> int:
-        """Regression: evaluations per row, capped at the 2^d coalitions there are."""
-        cap = 2 ** d if d < 63 else None
+        """Evaluations per row for d varying features: max_evals, or for "auto" what n_permutations (default 10)
+        permutations cost, 2 + n (d - 1)."""
         if self.max_evals == "auto":
-            budget = 2 + (self._sampler().n_permutations or 10) * max(1, d - 1)
-        elif not isinstance(self.max_evals, numbers.Integral) or isinstance(self.max_evals, bool):
+            return 2 + (self._sampler().n_permutations or 10) * max(1, d - 1)
+        if not isinstance(self.max_evals, numbers.Integral) or isinstance(self.max_evals, bool):
             raise ValueError(f"max_evals must be 'auto' or an int, got {self.max_evals!r}")
-        else:
-            budget = int(self.max_evals)
-        need = min(d + 1, cap) if cap else d + 1
-        if budget < need:
+        return int(self.max_evals)
+
+    def _regression_budget(self, d: int) -> int:
+        """The budget capped at the 2^d coalitions there are; at least d + 1 (else ValueError)."""
+        budget = self._budget(d)
+        if budget < min(d + 1, 2 ** d):
             raise ValueError(f"max_evals={budget} is too small for a regression over the {d} varying features: it "
                              f"needs d + 1 = {d + 1} evaluations (coalitions per row)")
-        return min(budget, cap) if cap else budget
+        return min(budget, 2 ** d) if d < 63 else budget
 
-    def _n_samples(self, d: int) -> int:
-        if self._sampler().is_regression:
-            return self._budget(d)
-        n_perm = self._sampler().n_permutations
+    def _n_samples(self, d: int, sampler: ShapleySampler) -> int:
+        if sampler.is_regression:
+            return self._regression_budget(d)
+        n_perm = sampler.n_permutations
         if self.max_evals == "auto":
             return n_perm or 10
         if not isinstance(self.max_evals, numbers.Integral):
             raise ValueError(f"max_evals must be 'auto' or an int, got {self.max_evals!r}")
-        sampler = self._sampler()
         kind = "permutations" if sampler.is_permutation_method else "masks"
         n = samples_for_budget(kind, int(self.max_evals), d)
         if n < 1:
@@ -342,26 +354,27 @@ class ShapleyExplainer(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
                 self.model_input == "auto" and type(self.estimator_).__module__.startswith("xgboost"))
             predict = self._predict_fn if device_in else self._call_model_host
             to_model = None if device_in else to_numpy
-        kind = "permutations" if sampler.is_permutation_method else "masks"
         varying = np.array([(bg != x).any(axis=0) | (np.isnan(bg) != np.isnan(x)).any(axis=0) for x in X]).reshape(m, d)
         patterns, group = np.unique(varying, axis=0, return_inverse=True)
         phi = np.zeros((m, d, self.n_outputs_))
-        self._n_samples(d)  # validates max_evals for the full width
+        self._n_samples(d, sampler.resolved(d, self._budget(d)))  # validates max_evals for the full width
         for g, pattern in enumerate(patterns):
             rows = np.flatnonzero(group.ravel() == g)
             cols = np.flatnonzero(pattern)
             if cols.size == 0:
                 continue
             f = _restricted(predict, to_model, X[rows[0]], cols, xp) if cols.size < d else predict
-            if sampler.is_regression:
-                plan = sampler.plan(cols.size, self._budget(cols.size))
+            chosen = sampler.resolved(cols.size, self._budget(cols.size))
+            if chosen.is_regression:
+                plan = chosen.plan(cols.size, self._regression_budget(cols.size))
                 vals = coalition_values(f, X[np.ix_(rows, cols)], bg[:, cols], plan.coalitions,
                                         batch_rows=self._batch_rows(d, gpu), xp=xp,
                                         to_model=None if cols.size < d else to_model)
                 # the operator runs on the host in float64, so CPU and GPU give the same bytes for the same v(S)
                 phi[np.ix_(rows, cols)] = plan.apply(to_numpy(vals))
                 continue
-            samples, weights = sampler.sample(cols.size, self._n_samples(cols.size))
+            samples, weights = chosen.sample(cols.size, self._n_samples(cols.size, chosen))
+            kind = "permutations" if chosen.is_permutation_method else "masks"
             part, _ = estimate_shapley(f, X[np.ix_(rows, cols)], bg[:, cols], samples, weights, kind=kind,
                                        batch_rows=self._batch_rows(d, gpu), xp=xp,
                                        to_model=None if cols.size < d else to_model)

@@ -149,8 +149,8 @@ def test_explainer_regression_matches_brute_force_and_is_reproducible():
             Z[:, sorted(S)] = x[r, sorted(S)]
             return f(Z).mean()
         np.testing.assert_allclose(e.transform(x[r:r + 1])[0], exact_shapley(v, 5), rtol=1e-9, atol=1e-9)
-    a = ShapleyExplainer(f, ShapleySampler("regression", random_state=3), max_evals=14).fit(bg).transform(x)
-    b = ShapleyExplainer(f, ShapleySampler("auto", random_state=3), max_evals=14).fit(bg).transform(x)
+    a = ShapleyExplainer(f, ShapleySampler("regression", random_state=3), max_evals=26).fit(bg).transform(x)
+    b = ShapleyExplainer(f, ShapleySampler("auto", random_state=3), max_evals=26).fit(bg).transform(x)
     assert a.tobytes() == b.tobytes()
     np.testing.assert_allclose(a.sum(axis=1), f(x) - f(bg).mean(), rtol=1e-12, atol=1e-12)
     sampler = ShapleySampler(random_state=0).fit(np.zeros((2, 6)))
@@ -166,7 +166,10 @@ def test_bad_input():
         coalition_design(4, 10, allocation="nope")
     X = np.random.default_rng(0).normal(size=(10, 6))
     e = ShapleyExplainer(lambda Z: Z.sum(axis=1), ShapleySampler(random_state=0), max_evals=5).fit(X)
-    with pytest.raises(ValueError, match="too small"):
+    with pytest.raises(ValueError, match="too small for one permutation"):  # "auto" at 5 < 4 (d + 1): orthogonal
+        e.transform(X[:2])
+    e = ShapleyExplainer(lambda Z: Z.sum(axis=1), ShapleySampler("regression"), max_evals=6).fit(X)
+    with pytest.raises(ValueError, match="too small for a regression.*d \\+ 1 = 7"):
         e.transform(X[:2])
     with pytest.raises(ValueError, match="order"):
         ShapleySampler(order=0).fit(X)
@@ -174,3 +177,31 @@ def test_bad_input():
         ShapleySampler("kernelshap").fit(X)
     with pytest.raises(ValueError, match="plan"):
         ShapleySampler("sobol").plan(4, 10)
+    assert ShapleySampler().resolved(6, 27).method == "orthogonal"
+    assert ShapleySampler().resolved(6, 28).method == "regression"
+
+
+@pytest.mark.gpu
+def test_gpu_regression_equals_cpu():
+    """The design and operator are host-side and seeded the same way: equal bytes for a host model, and equal values
+    up to the model's own rounding when the model reads CuPy arrays."""
+    pytest.importorskip("cupy")
+    from hitml.kernels.device import gpu_available
+
+    if not gpu_available():
+        pytest.skip("no CUDA GPU")
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(80, 9))
+
+    def f(Z):
+        return Z[:, 0] * Z[:, 2] - Z[:, 5] + (Z[:, :4].sum(axis=1)) ** 2
+
+    for budget in (20, 150, 512):
+        cpu = ShapleyExplainer(f, ShapleySampler(random_state=0, backend="cpu"), max_evals=budget).fit(X[:25])
+        host = ShapleyExplainer(f, ShapleySampler(random_state=0, backend="gpu"), max_evals=budget,
+                                model_input="numpy").fit(X[:25])
+        dev = ShapleyExplainer(f, ShapleySampler(random_state=0, backend="gpu"), max_evals=budget,
+                               model_input="device").fit(X[:25])
+        want = cpu.transform(X[40:52])
+        assert host.transform(X[40:52]).tobytes() == want.tobytes()
+        np.testing.assert_allclose(dev.transform(X[40:52]), want, rtol=1e-10, atol=1e-10)
