@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from hitml.kernels.shapley import RegressionPlan, auto_order, coalition_design, n_terms, size_mass
+from hitml.kernels.shapley import RegressionPlan, auto_order, coalition_design, n_terms, order3_weight, size_mass
 from hitml.sklearn_ext import ShapleyExplainer, ShapleySampler
 
 from _shapley import exact_shapley
@@ -82,10 +82,11 @@ def test_additive_and_cubic_games_recovered_from_a_partial_budget():
     rng = np.random.default_rng(2)
     d = 9
     table, truth, pw = _table_game(d, rng, order=1)
-    np.testing.assert_allclose(_estimate(RegressionPlan(d, 4 * d, seed=0), table, pw), truth, atol=1e-9)
+    np.testing.assert_allclose(_estimate(RegressionPlan(d, 4 * d, seed=0), table, pw), truth, atol=1e-6)  # guard ridge
     table, truth, pw = _table_game(d, rng, order=3)
     budget = 2 * (d + math.comb(d, 3)) + 20  # paired: each complementary pair pins one odd-order equation
-    assert budget < 2 ** d and auto_order(d, budget) == 3 and auto_order(d, n_terms(d, 3) + 1) == 1
+    assert budget < 2 ** d and order3_weight(d, budget) == 1 and 0 < order3_weight(d, n_terms(d, 3) + 1) < 1
+    assert order3_weight(d, 20) == 0 and auto_order(d, 20) == 1
     np.testing.assert_allclose(_estimate(RegressionPlan(d, budget, seed=1), table, pw), truth, atol=1e-5)  # guard ridge
 
 
@@ -183,8 +184,8 @@ def test_bad_input():
 
 @pytest.mark.gpu
 def test_gpu_regression_equals_cpu():
-    """The design and operator are host-side and seeded the same way: equal bytes for a host model, and equal values
-    up to the model's own rounding when the model reads CuPy arrays."""
+    """The design and operator are host-side and seeded the same way, so the GPU differs from the CPU only by the
+    rounding of the background mean (a CuPy reduction) and of a model reading CuPy arrays."""
     pytest.importorskip("cupy")
     from hitml.kernels.device import gpu_available
 
@@ -203,5 +204,5 @@ def test_gpu_regression_equals_cpu():
         dev = ShapleyExplainer(f, ShapleySampler(random_state=0, backend="gpu"), max_evals=budget,
                                model_input="device").fit(X[:25])
         want = cpu.transform(X[40:52])
-        assert host.transform(X[40:52]).tobytes() == want.tobytes()
+        np.testing.assert_allclose(host.transform(X[40:52]), want, rtol=1e-12, atol=1e-12)
         np.testing.assert_allclose(dev.transform(X[40:52]), want, rtol=1e-10, atol=1e-10)

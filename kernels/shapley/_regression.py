@@ -14,18 +14,33 @@ def n_terms(d: int, order: int) -> int:
     return sum(math.comb(d, t) for t in range(1, order + 1))
 
 
-def auto_order(d: int, budget: int, max_order: int = 3) -> int:
-    """The highest odd interaction order (1 or 3) whose basis fits in the budget's interior coalitions.
+MAX_ORDER3_TERMS = 2000  # keeps the order-3 operator's (terms + 1)^2 pseudo-inverse to about a second
+
+
+def order3_weight(d: int, budget: int) -> float:
+    """Weight of the order-3 fit in "auto" (the rest on order 1), from r = (budget - 2) / (d + C(d,2) + C(d,3)).
+
+    Below r = 1.2 the order-3 fit is underdetermined (paired coalitions pin one odd-order equation per pair) and
+    noisy, order 1 is biased by the interactions it cannot represent, and their average beats both (measured on
+    d = 12 XGBoost games, docs/design/shapley.md): 0.6 r up to 0.6, then 1 from r = 1.2 on. 0 where order 3 has
+    more than MAX_ORDER3_TERMS terms or d < 3.
+    """
+    if d < 3 or n_terms(d, 3) > MAX_ORDER3_TERMS:
+        return 0.0
+    r = (budget - 2) / n_terms(d, 3)
+    if r >= 1.2:
+        return 1.0
+    w = min(0.6, 0.6 * r)
+    return w if w >= 0.15 else 0.0
+
+
+def auto_order(d: int, budget: int) -> int:
+    """The order "auto" fits: 3 when it carries any weight (order3_weight > 0), else 1.
 
     With paired coalitions an even order adds nothing: S and its complement fix the even part of the game, so
-    order 2 gives order 1's estimate (checked in the tests). Order 3 wins once its C(d,1)+C(d,2)+C(d,3) terms fit
-    in budget - 2; below that its underdetermined fit loses to order 1 (docs/design/shapley.md).
+    order 2 gives order 1's estimate (checked in the tests).
     """
-    best = 1
-    for o in range(3, max_order + 1, 2):
-        if o <= d and n_terms(d, o) <= budget - 2:
-            best = o
-    return best
+    return 3 if order3_weight(d, budget) > 0 else 1
 
 
 def _basis(coalitions: np.ndarray, order: int) -> tuple[np.ndarray, list[tuple[int, ...]]]:
@@ -79,12 +94,17 @@ class RegressionPlan:
             raise ValueError(f"a regression estimate of {d} features needs at least d + 1 = {d + 1} evaluations "
                              f"(coalitions per row), got {budget}")
         self.order = auto_order(d, budget) if order == "auto" else int(order)
+        self.order3_weight = order3_weight(d, budget) if order == "auto" else float(self.order == 3)
         if not 1 <= self.order <= max(1, d):
             raise ValueError(f"order must be 'auto' or an int in [1, {d}], got {order!r}")
         self.coalitions, self.weights, self.complete = coalition_design(d, budget, seed, allocation=allocation,
                                                                         balanced=balanced)
         self.exact = bool(self.complete.all())
         self.M, self.e = shapley_operator(self.coalitions, self.weights, self.order if d > 1 else 1, ridge)
+        if order == "auto" and 0 < self.order3_weight < 1:  # a convex mix keeps efficiency and exactness
+            m1, e1 = shapley_operator(self.coalitions, self.weights, 1, ridge)
+            w = self.order3_weight
+            self.M, self.e = w * self.M + (1 - w) * m1, w * self.e + (1 - w) * e1
 
     @property
     def evaluations(self) -> int:
