@@ -300,6 +300,45 @@ def versions() -> dict:
     return v
 
 
+def summary(acc: list[dict]) -> list[str]:
+    """The targets, cell by cell from 10 (d + 1) up: is hitml_auto lowest of all, and best shapiq / hitml_auto."""
+    cells = sorted({(r["case"], r["budget"], r["d"]) for r in acc if r["budget"] >= 10 * (r["d"] + 1)},
+                   key=lambda c: (CASES.index(c[0]) if c[0] in CASES else 99, c[1]))
+    lowest = ratio15 = 0
+    rows = ["| case | B | hitml_auto MSE | best other (method) | lowest? | best shapiq / hitml_auto |", "|---|---|---|---|---|---|"]
+    for spec, b, _ in cells:
+        here = [r for r in acc if r["case"] == spec and r["budget"] == b]
+        ours = next((r for r in here if r["method"] == "hitml_auto"), None)
+        if ours is None:
+            continue
+        others = [r for r in here if not r["method"].startswith("hitml")]
+        best = min(others, key=lambda r: r["mse"])
+        q = min(r["mse"] for r in here if r["method"] in SHAPIQ) / ours["mse"]
+        lowest += ours["mse"] < best["mse"]
+        ratio15 += q >= 1.5
+        rows.append(f"| {spec} | {b} | {ours['mse']:.2e} | {best['mse']:.2e} ({best['method']}) | "
+                    f"{'yes' if ours['mse'] < best['mse'] else 'no'} | {q:.2f}x |")
+    return ["## Targets from 10(d+1) up", "",
+            f"hitml_auto lowest of every non-hitml method in {lowest} of {len(cells)} cells; at least 1.5x below the best "
+            f"shapiq estimator in {ratio15} of {len(cells)}.", ""] + rows + [""]
+
+
+def merge(paths: list[str]) -> dict:
+    """One report from several runs: a later file's (case, budget, method) record replaces an earlier one."""
+    reports = [json.loads(Path(p).read_text()) for p in paths]
+    recs = {}
+    for rep in reports:
+        for r in rep.get("accuracy", []):
+            recs[(r["case"], r["budget"], r["method"])] = r
+    order = OURS + SHAPIQ + SHAP
+    acc = sorted(recs.values(), key=lambda r: (CASES.index(r["case"]) if r["case"] in CASES else 99, r["budget"],
+                                               order.index(r["method"]) if r["method"] in order else 99))
+    keep = ("rows", "background", "repeats")
+    settings = {k: v for k, v in reports[0]["settings"].items() if k in keep}
+    settings.update(cases=list(dict.fromkeys(r["case"] for r in acc)), merged_runs=len(paths))
+    return {"versions": reports[0]["versions"], "settings": settings, "accuracy": acc}
+
+
 def write_markdown(report: dict, path: Path) -> None:
     """Tables: MSE (95% interval) per case, budget and method; the ratio of the best shapiq MSE to ours."""
     v = report["versions"]
@@ -314,6 +353,7 @@ def write_markdown(report: dict, path: Path) -> None:
         path.write_text("\n".join(lines) + "\n")
         return
     acc = report["accuracy"]
+    lines += summary(acc)
     for spec in dict.fromkeys(r["case"] for r in acc):
         rows = [r for r in acc if r["case"] == spec]
         budgets = sorted({r["budget"] for r in rows})
@@ -357,9 +397,14 @@ def main():
     ap.add_argument("--speed-budgets", nargs="+", type=int, default=[90, 256])
     ap.add_argument("--out", default=str(ROOT / "docs/benchmarks"))
     ap.add_argument("--stem", default=None)
+    ap.add_argument("--merge", nargs="+", default=None, help="combine the JSON reports of split runs")
     args = ap.parse_args()
-    report = {"versions": versions(), "settings": {k: v for k, v in vars(args).items() if k != "out"}}
-    if args.speed:
+    keys = ("speed_rows", "shapiq_rows", "background_speed", "speed_budgets") if args.speed else (
+        "cases", "methods", "rows", "background", "repeats")
+    report = {"versions": versions(), "settings": {k: getattr(args, k) for k in keys}}
+    if args.merge:
+        report = merge(args.merge)
+    elif args.speed:
         speed(args, report)
     else:
         accuracy(args, report)
