@@ -357,6 +357,7 @@ class ShapleyExplainer(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
         varying = np.array([(bg != x).any(axis=0) | (np.isnan(bg) != np.isnan(x)).any(axis=0) for x in X]).reshape(m, d)
         patterns, group = np.unique(varying, axis=0, return_inverse=True)
         phi = np.zeros((m, d, self.n_outputs_))
+        plans: dict = {}  # an int seed gives every pattern of one width the same plan: build it once
         self._n_samples(d, sampler.resolved(d, self._budget(d)))  # validates max_evals for the full width
         for g, pattern in enumerate(patterns):
             rows = np.flatnonzero(group.ravel() == g)
@@ -366,7 +367,10 @@ class ShapleyExplainer(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
             f = _restricted(predict, to_model, X[rows[0]], cols, xp) if cols.size < d else predict
             chosen = sampler.resolved(cols.size, self._budget(cols.size))
             if chosen.is_regression:
-                plan = chosen.plan(cols.size, self._regression_budget(cols.size))
+                key = (cols.size, self._regression_budget(cols.size))
+                plan = plans.get(key) or chosen.plan(*key)
+                if isinstance(chosen.random_state, numbers.Integral):
+                    plans[key] = plan
                 vals = coalition_values(f, X[np.ix_(rows, cols)], bg[:, cols], plan.coalitions,
                                         batch_rows=self._batch_rows(d, gpu), xp=xp,
                                         to_model=None if cols.size < d else to_model)

@@ -158,6 +158,27 @@ def test_explainer_regression_matches_brute_force_and_is_reproducible():
     assert sampler.coalitions_.shape == (2 + 10 * 5, 6) and sampler.method_ == "regression"
 
 
+def test_rows_explained_together_or_alone_give_the_same_bytes():
+    """Rows with different dummy features (equal to every background row) share plans by width, not by call."""
+    rng = np.random.default_rng(8)
+    bg = rng.normal(size=(15, 7))
+    bg[:, 2] = 1.0
+    bg[:, 5] = -999.0  # a sentinel column
+    X = rng.normal(size=(6, 7))
+    X[::2, 2] = 1.0
+    X[1::3, 5] = -999.0
+
+    def f(Z):
+        return np.tanh(Z[:, 0] * Z[:, 1]) + Z[:, 2] * Z[:, 3] + 1e-3 * Z[:, 5] + Z[:, 6] ** 2
+
+    e = ShapleyExplainer(f, ShapleySampler(random_state=4), max_evals=60).fit(bg)
+    together = e.transform(X)
+    for i in range(len(X)):
+        assert e.transform(X[i:i + 1]).tobytes() == together[i:i + 1].tobytes()
+    assert (together[::2, 2] == 0).all() and (together[1::3, 5] == 0).all()
+    np.testing.assert_allclose(together.sum(axis=1), f(X) - f(bg).mean(), rtol=1e-12, atol=1e-9)
+
+
 def test_bad_input():
     with pytest.raises(ValueError, match="d \\+ 1"):
         RegressionPlan(6, 6)
