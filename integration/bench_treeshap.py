@@ -271,28 +271,28 @@ def bench_model(name, size, args, data_cache):
         # issue 4: the SHAP kernel variants, timed on the same rows (large models: on --variant-rows rows, once)
         Xv = Xt[: args.variant_rows] if light else Xt
         rec["variant_rows"] = len(Xv)
-        defaults = (gpu.SHAP_ROW_KERNEL, gpu.INTER_ROW_KERNEL)
+        defaults = (gpu.options.shap_row_kernel, gpu.options.inter_row_kernel)
         rec["variants"] = {}              # keys as for interactions below, and "smem"
         for key, v, row in (("dp", "dp", "dp"), ("quad", "dp", "quadrature"), ("smem", "smem", "dp"),
                             ("table", "table", "quadrature"), ("split_dp", "split", "dp"),
                             ("split", "split", "quadrature")):
-            gpu.SHAP_VARIANT, gpu.SHAP_ROW_KERNEL = v, row
+            gpu.options.shap_variant, gpu.options.shap_row_kernel = v, row
             fresh()
             if gpu._shap_variant(pk, M, num_class)[0] == v:       # not one that falls back to another
                 rec["variants"][key] = run_ours(lambda: gpu.shap_values(ps, Xv, progress=False), args.repeats, sync,
                                                 light)[1]
-        gpu.SHAP_VARIANT, gpu.SHAP_ROW_KERNEL = "auto", defaults[0]
+        gpu.options.shap_variant, gpu.options.shap_row_kernel = "auto", defaults[0]
         # issue 4: the interaction variants on the interaction rows (auto's choice and what it falls back from)
         # keys: (INTER_VARIANT, INTER_ROW_KERNEL) -> "dp" / "quad" (per row only), "table", "split_dp" / "split"
         rec["inter_variants"] = {}
         for key, v, row in (("dp", "dp", "dp"), ("quad", "dp", "quadrature"), ("table", "table", "quadrature"),
                             ("split_dp", "split", "dp"), ("split", "split", "quadrature")):
-            gpu.INTER_VARIANT, gpu.INTER_ROW_KERNEL = v, row
+            gpu.options.inter_variant, gpu.options.inter_row_kernel = v, row
             fresh()
             if gpu._inter_plan(pk)[0] == v:
                 rec["inter_variants"][key] = run_ours(lambda: gpu.interaction_values(ps, Xi, progress=False),
                                                       args.repeats, sync, False)[1]
-        gpu.INTER_VARIANT, gpu.INTER_ROW_KERNEL = "auto", defaults[1]
+        gpu.options.inter_variant, gpu.options.inter_row_kernel = "auto", defaults[1]
         Xg = cp.asarray(Xv)
         rec["ours_cupy_in_out_s"] = run_ours(lambda: gpu.shap_values(ps, Xg, progress=False), args.repeats, sync,
                                              light)[1]

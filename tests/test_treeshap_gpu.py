@@ -82,9 +82,9 @@ def test_path_dependent_and_interactions(reg, variant, row, monkeypatch):
     ps, X = reg
     Xt, _ = _data(300, ps.n_features, 7, nan=0.1)
     g = _gpu()
-    monkeypatch.setattr(g, "SHAP_VARIANT", variant)
-    monkeypatch.setattr(g, "SHAP_ROW_KERNEL", row)
-    monkeypatch.setattr(g, "INTER_ROW_KERNEL", row)
+    monkeypatch.setattr(g.options, "shap_variant", variant)
+    monkeypatch.setattr(g.options, "shap_row_kernel", row)
+    monkeypatch.setattr(g.options, "inter_row_kernel", row)
     _close(g.shap_values(ps, Xt), cpu.shap_values(ps, Xt))
     _close(g.interaction_values(ps, Xt[:40]), cpu.interaction_values(ps, Xt[:40]))
 
@@ -124,9 +124,9 @@ def test_multiclass_dense_and_sparse():
     g = _gpu()
     for ps in (dense, sparse):
         for variant in ("dp", "smem", "table"):
-            g.SHAP_VARIANT = variant
+            g.options.shap_variant = variant
             _close(g.shap_values(ps, Xt), cpu.shap_values(ps, Xt))
-        g.SHAP_VARIANT = "auto"
+        g.options.shap_variant = "auto"
         _close(g.interaction_values(ps, Xt[:15]), cpu.interaction_values(ps, Xt[:15]))
         for tr in ("identity", "logistic"):
             _close(g.interventional_shap_values(ps, Xt[:30], X[:20], transform=tr),
@@ -196,14 +196,14 @@ def test_paths_longer_than_a_warp():
     X[rng.random(X.shape) < 0.05] = np.nan
     g = _gpu()
     for variant, row in (("dp", "dp"), ("dp", "quadrature"), ("table", "quadrature")):
-        g.SHAP_VARIANT, g.SHAP_ROW_KERNEL = variant, row    # table: short paths from tables, long ones by the fallback
+        g.options.shap_variant, g.options.shap_row_kernel = variant, row    # table: short paths from tables, long ones by the fallback
         _close(g.shap_values(ps, X), cpu.shap_values(ps, X))
-    g.SHAP_VARIANT, g.SHAP_ROW_KERNEL = "auto", "dp"
+    g.options.shap_variant, g.options.shap_row_kernel = "auto", "dp"
     ref = cpu.interaction_values(ps, X[:6])
     for variant, row in (("dp", "dp"), ("dp", "quadrature"), ("auto", "quadrature")):
-        g.INTER_VARIANT, g.INTER_ROW_KERNEL = variant, row    # auto: tables for paths of <= 12 elements, else per row
+        g.options.inter_variant, g.options.inter_row_kernel = variant, row    # auto: tables for paths of <= 12 elements, else per row
         _close(g.interaction_values(ps, X[:6]), ref)          # quadrature up to 16 nodes (paths of 31 elements)
-    g.INTER_VARIANT, g.INTER_ROW_KERNEL = "auto", "quadrature"
+    g.options.inter_variant, g.options.inter_row_kernel = "auto", "quadrature"
     for tr in ("identity", "logistic"):
         _close(g.interventional_shap_values(ps, X[:10], X[20:30], transform=tr),
                cpu.interventional_shap_values(ps, X[:10], X[20:30], transform=tr))
@@ -233,7 +233,7 @@ def test_cupy_in_cupy_out_and_chunking(reg, monkeypatch):
     out = g.shap_values(ps, cp.asarray(Xt))
     assert isinstance(out, cp.ndarray)
     _close(out, ref)
-    monkeypatch.setattr(g, "MEMORY_BUDGET", 5000)           # a few rows per chunk
+    monkeypatch.setattr(g.options, "memory_budget", 5000)           # a few rows per chunk
     _close(g.shap_values(ps, Xt), ref)
     _close(g.interaction_values(ps, cp.asarray(Xt[:9])), cpu.interaction_values(ps, Xt[:9]))
     _close(g.interventional_shap_values(ps, Xt[:30], X[:10], transform="logistic"),
@@ -329,7 +329,7 @@ def test_split_variant_tables_for_short_paths_dp_for_long(monkeypatch):
     ref = cpu.shap_values(ps, Xt)
     monkeypatch.setattr(g, "SPLIT_MIN_SHARE", 0.0)
     for variant in ("split", "auto", "table"):
-        monkeypatch.setattr(g, "SHAP_VARIANT", variant)
+        monkeypatch.setattr(g.options, "shap_variant", variant)
         assert g._shap_variant(pk, 20, 1)[:2] == ("split", g.TABLE_DMAX)
         _close(g.shap_values(ps, Xt), ref)
     # a cap that fits the tables of the paths of <= 4 elements and two of the 5-element paths
@@ -338,7 +338,7 @@ def test_split_variant_tables_for_short_paths_dp_for_long(monkeypatch):
     monkeypatch.setattr(g, "TABLE_BYTES", int(g._table_bytes(pk.path_m[pk.path_m <= 4], "shap").sum() + 2 * five))
     assert g._shap_variant(pk, 20, 1) == ("split", 4, 2)
     _close(g.shap_values(ps, Xt), ref)
-    monkeypatch.setattr(g, "INTER_VARIANT", "split")
+    monkeypatch.setattr(g.options, "inter_variant", "split")
     monkeypatch.setattr(g, "TABLE_BYTES", int(g._table_bytes(pk.path_m[pk.path_m <= 3], "inter").sum()
                                               + 3 * g._table_bytes(4, "inter")))
     assert g._inter_plan(pk) == ("split", 3, 3)
@@ -352,9 +352,9 @@ def test_interaction_variants(variant, dmax, row, monkeypatch):
     """Interaction tables (whole and split) and the per-row kernels (quadrature, DP) against the CPU twin: regression,
     XGBoost-style sparse and random-forest dense multiclass leaves, a float64 model, NaN rows."""
     g = _gpu()
-    monkeypatch.setattr(g, "INTER_VARIANT", variant)
-    monkeypatch.setattr(g, "INTER_ROW_KERNEL", row)
-    monkeypatch.setattr(g, "INTER_TABLE_DMAX", dmax)
+    monkeypatch.setattr(g.options, "inter_variant", variant)
+    monkeypatch.setattr(g.options, "inter_row_kernel", row)
+    monkeypatch.setattr(g, "TABLE_DMAX", dmax)
     monkeypatch.setattr(g, "SPLIT_MIN_SHARE", 0.0)
     dense, sparse, _ = _multiclass_models(4, 6, 6)
     models = [_regression_paths()[0], dense, sparse, _regression_paths(input_dtype=np.float64)[0]]
@@ -390,16 +390,17 @@ def test_row_block_groups(reg, group, monkeypatch):
     """warp_task's schedule (row blocks in groups, the last one partial) covers every (bin, row) once."""
     ps, X = reg
     g = _gpu()
-    monkeypatch.setattr(g, "_bank_group", lambda rpw, rb: group)
-    monkeypatch.setattr(g, "_rows_per_warp", lambda n, bins, cap: 7)    # 37 row blocks for 257 rows
+    from hitml.kernels.treeshap import _gpu_core as core
+    monkeypatch.setattr(core, "bank_group", lambda rpw, rb: group)
+    monkeypatch.setattr(core, "rows_per_warp", lambda n, bins, cap: 7)    # 37 row blocks for 257 rows
     Xt, _ = _data(257, ps.n_features, 21, nan=0.05)
     for variant, row in (("dp", "dp"), ("dp", "quadrature"), ("table", "quadrature")):
-        monkeypatch.setattr(g, "SHAP_VARIANT", variant)
-        monkeypatch.setattr(g, "SHAP_ROW_KERNEL", row)
+        monkeypatch.setattr(g.options, "shap_variant", variant)
+        monkeypatch.setattr(g.options, "shap_row_kernel", row)
         _close(g.shap_values(ps, Xt), cpu.shap_values(ps, Xt))
     for variant, row in (("dp", "dp"), ("dp", "quadrature"), ("table", "quadrature")):
-        monkeypatch.setattr(g, "INTER_VARIANT", variant)
-        monkeypatch.setattr(g, "INTER_ROW_KERNEL", row)
+        monkeypatch.setattr(g.options, "inter_variant", variant)
+        monkeypatch.setattr(g.options, "inter_row_kernel", row)
         _close(g.interaction_values(ps, Xt[:50]), cpu.interaction_values(ps, Xt[:50]))
     _close(g.interventional_shap_values(ps, Xt[:40], X[:9]), cpu.interventional_shap_values(ps, Xt[:40], X[:9]))
 
@@ -410,8 +411,8 @@ def test_quadrature_zero_cover_and_rule_sizes(row, monkeypatch):
     of 1..31 elements (every quadrature rule size, 1..16 nodes) against the CPU twin; a bad knob is a clear error."""
     from sklearn.tree import DecisionTreeRegressor
     g = _gpu()
-    monkeypatch.setattr(g, "INTER_VARIANT", "dp")
-    monkeypatch.setattr(g, "INTER_ROW_KERNEL", row)
+    monkeypatch.setattr(g.options, "inter_variant", "dp")
+    monkeypatch.setattr(g.options, "inter_row_kernel", row)
     rng = np.random.default_rng(5)
     M = 40
     X, y = _data(600, M, 8)
@@ -427,17 +428,121 @@ def test_quadrature_zero_cover_and_rule_sizes(row, monkeypatch):
     ps = _paths_from(trees, M, 1)
     assert ps.max_length <= 32 and g.packed_paths(ps).n_long == 0
     pk = g.packed_paths(ps)
-    monkeypatch.setattr(g, "SHAP_VARIANT", "dp")
-    monkeypatch.setattr(g, "SHAP_ROW_KERNEL", row)
+    monkeypatch.setattr(g.options, "shap_variant", "dp")
+    monkeypatch.setattr(g.options, "shap_row_kernel", row)
     assert g._row_kernel(pk, "inter", "dp") == ("interactions" if row == "dp" else "inter_quad16")
     assert g._row_kernel(pk, "shap", "dp") == ("shap" if row == "dp" else "shap_quad16")
     Xt = (rng.normal(size=(45, M)) * 0.3).astype(np.float32)
     Xt[rng.random(Xt.shape) < 0.05] = np.nan
     _close(g.shap_values(ps, Xt), cpu.shap_values(ps, Xt))
     _close(g.interaction_values(ps, Xt), cpu.interaction_values(ps, Xt))
-    monkeypatch.setattr(g, "INTER_ROW_KERNEL", "bogus")
-    with pytest.raises(ValueError, match="INTER_ROW_KERNEL"):
-        g.interaction_values(ps, Xt[:2])
-    monkeypatch.setattr(g, "SHAP_ROW_KERNEL", "bogus")
-    with pytest.raises(ValueError, match="SHAP_ROW_KERNEL"):
-        g.shap_values(ps, Xt[:2])
+    with pytest.raises(ValueError, match="inter_row_kernel"):
+        g.options.inter_row_kernel = "bogus"
+    with pytest.raises(ValueError, match="shap_row_kernel"):
+        g.options.shap_row_kernel = "bogus"
+
+
+def _same_bytes(a, b) -> bool:
+    a = a.get() if hasattr(a, "get") else np.asarray(a)
+    b = b.get() if hasattr(b, "get") else np.asarray(b)
+    return a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes()
+
+
+def _variant_calls(g, ps, Xt, R):
+    """(name, options, call) for every kernel variant on ps: SHAP values (DP, quadrature, shared-memory sums,
+    tables, split), interactions (DP, quadrature, tables, split), interventional (identity, logistic)."""
+    y = (np.arange(len(Xt)) % 2).astype(np.float64)
+    out = [(f"shap {v}/{r}", {"shap_variant": v, "shap_row_kernel": r}, lambda X: g.shap_values(ps, X))
+           for v, r in (("dp", "dp"), ("dp", "quadrature"), ("smem", "dp"), ("table", "dp"), ("split", "dp"))]
+    out += [(f"inter {v}/{r}", {"inter_variant": v, "inter_row_kernel": r}, lambda X: g.interaction_values(ps, X[:12]))
+            for v, r in (("dp", "dp"), ("dp", "quadrature"), ("table", "quadrature"), ("split", "quadrature"))]
+    out += [(f"interventional {t}", {}, lambda X, t=t: g.interventional_shap_values(ps, X[:40], R, transform=t, y=y[:40]))
+            for t in ("identity", "logistic", "squared_loss")]
+    return out
+
+
+def _cpu_twin(name, ps, Xt, R):
+    y = (np.arange(len(Xt)) % 2).astype(np.float64)
+    if name.startswith("shap"):
+        return cpu.shap_values(ps, Xt)
+    if name.startswith("inter "):
+        return cpu.interaction_values(ps, Xt[:12])
+    t = name.split()[-1]
+    return cpu.interventional_shap_values(ps, Xt[:40], R, transform=t, y=y[:40])
+
+
+def test_every_variant_is_bitwise_reproducible(monkeypatch):
+    """Every kernel variant gives the same bytes on a second call, under another launch schedule (rows per warp,
+    row-block groups), in chunks of a few rows and with CuPy output: the fixed-point sums do not depend on the
+    order the warps add in. Each still matches the CPU twin."""
+    import cupy as cp
+    from hitml.kernels.treeshap import _gpu_core as core
+    g = _gpu()
+    monkeypatch.setattr(g, "SPLIT_MIN_SHARE", 0.0)
+    rng = np.random.default_rng(17)
+    mixed, Xm = _regression_paths(M=20, depths=(3, 6, 16, 18), seed=3)       # split: tables + per-row kernel
+    dense, sparse, Xc = _multiclass_models(5, 8, 5)
+    spine = _paths_from([_spine_tree(40, 40, rng), _spine_tree(40, 12, rng), _spine_tree(40, 6, rng)], 40, 1)
+    Xs = (rng.normal(size=(150, 40)) * 0.2).astype(np.float32)
+    models = [(mixed, _data(150, 20, 30, nan=0.1)[0], Xm[:17]), (dense, _data(150, 7, 31, nan=0.1)[0], Xc[:13]),
+              (sparse, _data(150, 7, 32, nan=0.1)[0], Xc[:13]), (spine, Xs, Xs[100:111])]
+    schedules = [lambda: None, lambda: (monkeypatch.setattr(core, "rows_per_warp", lambda n, b, cap: 3),
+                                        monkeypatch.setattr(core, "bank_group", lambda r, rb: 1)),
+                 lambda: monkeypatch.setattr(g.options, "memory_budget", 20_000)]
+    for ps, Xt, R in models:
+        for name, opts, call in _variant_calls(g, ps, Xt, R):
+            with monkeypatch.context() as mp:
+                for k, v in opts.items():
+                    mp.setattr(g.options, k, v)
+                first = call(Xt)
+                _close(first, _cpu_twin(name, ps, Xt, R))
+                assert _same_bytes(first, call(Xt)), name
+                for sched in schedules[1:]:
+                    with monkeypatch.context():
+                        sched()
+                        assert _same_bytes(first, call(Xt)), (name, sched)
+                gpu_out = call(cp.asarray(Xt))
+                assert isinstance(gpu_out, cp.ndarray) and _same_bytes(first, gpu_out), name
+            g.clear_cache()
+
+
+def test_double_atomics_option_still_matches_the_twin(reg, monkeypatch):
+    """options.deterministic = False (double atomics, kept to measure what the fixed point costs) is still exact to
+    the CPU twin's tolerance; a non-boolean is refused."""
+    ps, X = reg
+    g = _gpu()
+    Xt, _ = _data(200, ps.n_features, 40, nan=0.05)
+    monkeypatch.setattr(g.options, "deterministic", False)
+    _close(g.shap_values(ps, Xt), cpu.shap_values(ps, Xt))
+    _close(g.interaction_values(ps, Xt[:20]), cpu.interaction_values(ps, Xt[:20]))
+    _close(g.interventional_shap_values(ps, Xt[:20], X[:9], transform="logistic"),
+           cpu.interventional_shap_values(ps, Xt[:20], X[:9], transform="logistic"))
+    with pytest.raises(TypeError, match="deterministic"):
+        g.options.deterministic = "yes"
+
+
+def test_lightgbm_categorical_explainer_call_equals_shap_values():
+    """A LightGBM classifier with categorical columns on 300 rows of adult: explainer(X).values and
+    explainer.shap_values(X) are the same bytes on the GPU, and match LightGBM's own contributions."""
+    lgb = pytest.importorskip("lightgbm")
+    pytest.importorskip("shap")
+    from pathlib import Path
+
+    import pandas as pd
+    from hitml import shap_ext
+    df = pd.read_csv(Path(__file__).resolve().parents[1] / "data" / "adult.csv.gz", skipinitialspace=True,
+                     nrows=3000)
+    y = (df.pop("income").astype(str).str.strip() != "<=50K").to_numpy()
+    for c in df.columns:
+        if not pd.api.types.is_numeric_dtype(df[c]):
+            df[c] = df[c].astype("category").cat.codes.astype(np.int32)
+    model = lgb.LGBMClassifier(n_estimators=40, num_leaves=31, verbose=-1, n_jobs=1)
+    model.fit(df, y, categorical_feature=["workclass", "occupation", "native-country"])
+    X = df.iloc[:300]
+    ex = shap_ext.TreeExplainer(model, backend="gpu")
+    a = np.asarray(ex(X).values)
+    b = np.asarray(ex.shap_values(X))
+    assert a.shape == b.shape and a.tobytes() == b.tobytes()
+    assert np.asarray(ex.shap_values(X)).tobytes() == b.tobytes()
+    native = model.predict(X, pred_contrib=True)[:, :-1]
+    np.testing.assert_allclose(b.reshape(native.shape), native, rtol=1e-6, atol=1e-6)

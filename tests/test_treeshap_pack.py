@@ -86,14 +86,14 @@ def test_bad_sizes():
 @pytest.mark.parametrize("kind", ["inter", "shap"])
 def test_table_plan(kind, monkeypatch):
     """_inter_plan / _shap_variant: the longest path length whose tables fit the cap, and table / split / dp as
-    documented (SHAP_VARIANT's comment)."""
+    documented (gpu.py's "How auto plans")."""
     from types import SimpleNamespace
 
     from hitml.kernels.treeshap import gpu as g
     rng = np.random.default_rng(0)
     m = rng.integers(1, 16, size=500)
     per = [(1 << d) * d * 8 * (d // 2 + 1 if kind == "inter" else 1) for d in range(13)]
-    knob = "INTER_VARIANT" if kind == "inter" else "SHAP_VARIANT"
+    knob = "inter_variant" if kind == "inter" else "shap_variant"
 
     def plan(path_m):
         pk = SimpleNamespace(path_m=path_m)
@@ -103,7 +103,7 @@ def test_table_plan(kind, monkeypatch):
         monkeypatch.setattr(g, "_table_cap", lambda c=cap: c)
         want = max([d for d in range(1, 13) if sum(per[k] for k in m if k <= d) <= cap], default=0)
         for variant in ("auto", "table", "split", "dp"):
-            monkeypatch.setattr(g, knob, variant)
+            monkeypatch.setattr(g.options, knob, variant)
             got = plan(m)
             # and the first paths of want + 1 elements whose tables fit what is left of the cap
             room = cap - sum(per[k] for k in m if k <= want)
@@ -114,8 +114,7 @@ def test_table_plan(kind, monkeypatch):
             else:
                 assert got == ("split", want, extra), (cap, variant, got)    # some paths are longer than 12
     monkeypatch.setattr(g, "_table_cap", lambda: 1 << 40)
-    monkeypatch.setattr(g, knob, "auto")
+    monkeypatch.setattr(g.options, knob, "auto")
     assert plan(np.array([3, 5, 8])) == ("table", 12, 0)
-    monkeypatch.setattr(g, knob, "bogus")
     with pytest.raises(ValueError, match=knob):
-        plan(m)
+        setattr(g.options, knob, "bogus")             # a bad option is refused when it is set

@@ -7,8 +7,13 @@
 //  * "long" items (paths of more than 32 elements, root included) are handled one thread per (row, item) with
 //    scratch memory in global memory.
 //  * Output: phi[(row * (M + 1) + feature) * K + group] (SHAP) and
-//    phi[((row * (M + 1) + i) * (M + 1) + j) * K + group] (interactions), accumulated with double atomics; the
+//    phi[((row * (M + 1) + i) * (M + 1) + j) * K + group] (interactions), accumulated by out_add (below); the
 //    interaction kernels write the diagonal and the upper triangle (i < j), and mirror_upper fills the lower one.
+//  * Reproducible sums: many warps add into one output, in an order the scheduler decides. With V.det set every
+//    term arrives pre-scaled by a power of two (the host scales the leaf values, vval) and is rounded to a 64-bit
+//    integer: integer addition is associative, so the sums are the same bytes whatever the order, and fixed_to_double
+//    turns them back into doubles. The host picks the scale from a bound on every output, so the rounding error per
+//    term (B 2^-59 for a bound B) stays far below that of a double sum of the same terms (B 2^-53 per addition).
 // The DP (EXTEND / UNWOUNDSUM, digest sections 3.5-3.6) runs in double precision.
 
 #define FULL_MASK 0xffffffffu
@@ -185,8 +190,15 @@ __device__ __forceinline__ bool warp_task(long long n_rows, const long long* bin
 struct Vals {
   const int* vptr;     // item -> [vptr[it], vptr[it+1]) nonzero (group, value) pairs
   const int* vgroup;
-  const double* vval;
+  const double* vval;  // leaf values; with det, times the output's fixed-point scale
+  int det;             // 1: fixed-point sums (reproducible), 0: double atomics (last bits depend on the order)
 };
+
+// Adds a term into an output (see "Reproducible sums" above).
+__device__ __forceinline__ void out_add(double* p, double v, int det) {
+  if (det) atomicAdd((unsigned long long*)p, (unsigned long long)__double2ll_rn(v));
+  else atomicAdd(p, v);
+}
 
 template <typename XT>
 __device__ __forceinline__ void shap_body(const XT* X, long long n_rows, int M, int K, const long long* bin_ptr,
@@ -208,7 +220,7 @@ double* phi,
     if (va < vb) {
       double s = tot * (o - L.z);
       double* base = phi + (row * (M + 1) + L.f) * K;
-      for (int q = va; q < vb; ++q) atomicAdd(base + V.vgroup[q], s * V.vval[q]);
+      for (int q = va; q < vb; ++q) out_add(base + V.vgroup[q], s * V.vval[q], V.det);
     }
   }
 }
@@ -237,14 +249,15 @@ __device__ __forceinline__ void shap_smem_body(const XT* X, long long n_rows, in
     double tot = group_unwound(w, o, L.z, L.invz, L.start, L.n, L.n - 1, maxn - 1, -1, lane, s_inv);
     if (va < vb) {
       double s = tot * (o - L.z);
-      for (int q = va; q < vb; ++q) atomicAdd(acc + L.f * K + V.vgroup[q], s * V.vval[q]);
+      for (int q = va; q < vb; ++q) out_add(acc + L.f * K + V.vgroup[q], s * V.vval[q], V.det);
     }
     __syncwarp();
     double* out = phi + row * (long long)(M + 1) * K;
     for (int j = lane; j < MK; j += 32) {
-      double a = acc[j];
-      if (a != 0.0) {
-        atomicAdd(out + j, a);
+      unsigned long long bits = ((unsigned long long*)acc)[j];   // 0 bits: 0.0 or a zero fixed-point sum
+      if (bits != 0ull) {
+        if (V.det) atomicAdd((unsigned long long*)out + j, bits);
+        else atomicAdd(out + j, acc[j]);
         acc[j] = 0.0;
       }
     }
@@ -279,7 +292,7 @@ __device__ __forceinline__ void shap_table_body(const XT* X, long long n_rows, i
       unsigned int pat = (m >> (L.start + 1)) & dmask;
       double s = table[toff + (long long)pat * d];
       double* base = phi + (row * (M + 1) + L.f) * K;
-      for (int q = va; q < vb; ++q) atomicAdd(base + V.vgroup[q], s * V.vval[q]);
+      for (int q = va; q < vb; ++q) out_add(base + V.vgroup[q], s * V.vval[q], V.det);
     }
   }
 }
@@ -334,7 +347,7 @@ __device__ __forceinline__ void inter_table_body(const XT* X, long long n_rows, 
       for (int t = 0; t < ITABLE_TMAX; ++t) {
         if (s[t] == 0.0) continue;
         double* base = prow + (long long)cell[t] * K;
-        for (int q = va; q < vb; ++q) atomicAdd(base + V.vgroup[q], s[t] * V.vval[q]);
+        for (int q = va; q < vb; ++q) out_add(base + V.vgroup[q], s[t] * V.vval[q], V.det);
       }
     }
   }
@@ -374,13 +387,13 @@ __device__ __forceinline__ void interactions_body(const XT* X, long long n_rows,
         diag -= x;
         if (L.f < fj) {   // upper triangle only: the lane of fj computes the same value; mirror_upper copies it
           double* base = phi + ((row * M1 + L.f) * M1 + fj) * K;
-          for (int q = va; q < vb; ++q) atomicAdd(base + V.vgroup[q], x * V.vval[q]);
+          for (int q = va; q < vb; ++q) out_add(base + V.vgroup[q], x * V.vval[q], V.det);
         }
       }
     }
     if (va < vb) {
       double* base = phi + ((row * M1 + L.f) * M1 + L.f) * K;
-      for (int q = va; q < vb; ++q) atomicAdd(base + V.vgroup[q], diag * V.vval[q]);
+      for (int q = va; q < vb; ++q) out_add(base + V.vgroup[q], diag * V.vval[q], V.det);
     }
   }
 }
@@ -471,7 +484,7 @@ __device__ __forceinline__ void shap_quad_body(const XT* X, long long n_rows, in
       s *= o - L.z;
       double* base = phi + (row * (M + 1) + L.f) * K;
       if (s != 0.0)
-        for (int q = va; q < vb; ++q) atomicAdd(base + V.vgroup[q], s * V.vval[q]);
+        for (int q = va; q < vb; ++q) out_add(base + V.vgroup[q], s * V.vval[q], V.det);
     }
   }
 }
@@ -522,12 +535,12 @@ __device__ __forceinline__ void inter_quad_body(const XT* X, long long n_rows, i
       diag -= x + xb;
       if (live && mine && x != 0.0) {
         double* base = prow + (long long)(min(L.f, fj) * M1 + max(L.f, fj)) * K;
-        for (int q = va; q < vb; ++q) atomicAdd(base + V.vgroup[q], x * V.vval[q]);
+        for (int q = va; q < vb; ++q) out_add(base + V.vgroup[q], x * V.vval[q], V.det);
       }
     }
     if (live && diag != 0.0) {
       double* base = prow + (L.f * M1 + L.f) * K;
-      for (int q = va; q < vb; ++q) atomicAdd(base + V.vgroup[q], diag * V.vval[q]);
+      for (int q = va; q < vb; ++q) out_add(base + V.vgroup[q], diag * V.vval[q], V.det);
     }
   }
 }
@@ -572,10 +585,10 @@ const double* scale,
         }
       }
       if (scale) {
-        if (qv) atomicAdd(phi + (row * (M + 1) + L.f) * K + g, acc * inv_bg * V.vval[q]);
+        if (qv) out_add(phi + (row * (M + 1) + L.f) * K + g, acc * inv_bg * V.vval[q], V.det);
       } else {
         for (int q2 = va; q2 < vb; ++q2)
-          atomicAdd(phi + (row * (M + 1) + L.f) * K + V.vgroup[q2], acc * inv_bg * V.vval[q2]);
+          out_add(phi + (row * (M + 1) + L.f) * K + V.vgroup[q2], acc * inv_bg * V.vval[q2], V.det);
       }
     }
   }
@@ -600,7 +613,7 @@ __device__ __forceinline__ void predict_body(const XT* X, long long n_rows, int 
     bool ok = true;
     for (int k = 0; k < n && ok; ++k) ok = elem_sat<XT>(E, e0 + k, xrow[E.feat[e0 + k]]);
     if (ok)
-      for (int q = V.vptr[it]; q < V.vptr[it + 1]; ++q) atomicAdd(out + row * K + V.vgroup[q], V.vval[q]);
+      for (int q = V.vptr[it]; q < V.vptr[it + 1]; ++q) out_add(out + row * K + V.vgroup[q], V.vval[q], V.det);
   }
 }
 
@@ -661,7 +674,7 @@ __device__ __forceinline__ void long_body(const XT* X, long long n_rows, int M, 
       double s = serial_unwound(w, z[k], o[k], n) * (o[k] - z[k]);
       int f = E.feat[e0 + k];
       double* base = interactions ? phi + ((row * M1 + f) * M1 + f) * K : phi + (row * M1 + f) * K;
-      for (int q = va; q < vb; ++q) atomicAdd(base + V.vgroup[q], s * V.vval[q]);
+      for (int q = va; q < vb; ++q) out_add(base + V.vgroup[q], s * V.vval[q], V.det);
     }
     if (!interactions) continue;
     for (int c = 1; c < n; ++c) {
@@ -675,8 +688,8 @@ __device__ __forceinline__ void long_body(const XT* X, long long n_rows, int M, 
         double* off = phi + ((row * M1 + f) * M1 + fj) * K;
         double* dia = phi + ((row * M1 + f) * M1 + f) * K;
         for (int q = va; q < vb; ++q) {
-          if (f < fj) atomicAdd(off + V.vgroup[q], x * V.vval[q]);   // upper triangle (see mirror_upper)
-          atomicAdd(dia + V.vgroup[q], -x * V.vval[q]);
+          if (f < fj) out_add(off + V.vgroup[q], x * V.vval[q], V.det);   // upper triangle (see mirror_upper)
+          out_add(dia + V.vgroup[q], -x * V.vval[q], V.det);
         }
       }
     }
@@ -732,9 +745,9 @@ __device__ __forceinline__ void long_interventional_body(const XT* X, long long 
       for (int k = 1; k < n; ++k) {
         double* base = phi + (row * (M + 1) + E.feat[e0 + k]) * K;
         if (scale) {
-          atomicAdd(base + g, acc[k] * inv_bg * V.vval[va + qq]);
+          out_add(base + g, acc[k] * inv_bg * V.vval[va + qq], V.det);
         } else {
-          for (int q = va; q < vb; ++q) atomicAdd(base + V.vgroup[q], acc[k] * inv_bg * V.vval[q]);
+          for (int q = va; q < vb; ++q) out_add(base + V.vgroup[q], acc[k] * inv_bg * V.vval[q], V.det);
         }
       }
     }
@@ -819,6 +832,13 @@ extern "C" __global__ void mirror_upper(double* phi, long long n_rows, int M1, i
   }
 }
 
+// Turns fixed-point sums (int64 bits in place) into doubles: a[idx] = sum * inv[idx % K], inv[g] a power of two.
+extern "C" __global__ void fixed_to_double(double* a, long long n, int K, const double* inv) {
+  long long nthreads = (long long)gridDim.x * blockDim.x;
+  for (long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x; idx < n; idx += nthreads)
+    a[idx] = (double)((const long long*)a)[idx] * inv[idx % K];
+}
+
 // ------------------------------------------------------------------------------------------------------------------
 // extern "C" entry points, one per input precision
 // ------------------------------------------------------------------------------------------------------------------
@@ -826,10 +846,10 @@ extern "C" __global__ void mirror_upper(double* phi, long long n_rows, int M1, i
 #define ELEM_PARAMS(XT)                                                                                               \
   const int *feat, const XT *lo, const XT *hi, const unsigned char *flags, const int *cptr, const int *cnw,           \
       const unsigned int *cwords, const double *zf, const int *gstart, const int *glen, const int *item,              \
-      const int *vptr, const int *vgroup, const double *vval
+      const int *vptr, const int *vgroup, const double *vval, int det
 #define MAKE_EV                                                                                                       \
   Elems E{feat, lo, hi, flags, cptr, cnw, cwords, zf, gstart, glen, item};                                            \
-  Vals V{vptr, vgroup, vval};
+  Vals V{vptr, vgroup, vval, det};
 
 // The two table kernels (SHAP values, interactions) share one signature: NAME##_body does the work.
 #define TABLE_KERNEL(XT, SUF, NAME)                                                                                   \

@@ -1,0 +1,375 @@
+"""GPU TreeSHAP plumbing shared by the engine's modules: options, device packing of paths, fixed-point output
+scales, launches and the chunk loop."""
+from __future__ import annotations
+
+import functools
+import math
+import weakref
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .._cuda import get_kernel
+from .._progress import progress_bar
+from ..device import cupy_module, download, free_gpu_bytes, is_cupy_array
+from ._inputs import as_model_input, check_tree_limit
+from .pack import plan_packing
+from .paths import PathSet
+
+_SRC = "treeshap/treeshap.cu"
+_WARP = 32
+_THREADS = 256
+_CACHE: dict[tuple[int, int | None], "_Packed"] = {}
+_CHOICES = {"shap_variant": ("auto", "dp", "smem", "table", "split"), "inter_variant": ("auto", "dp", "table", "split"),
+            "shap_row_kernel": ("dp", "quadrature"), "inter_row_kernel": ("quadrature", "dp")}
+
+
+@dataclass
+class GpuOptions:
+    """Options of the GPU engine (``hitml.kernels.treeshap.gpu.options``); docs/gpu_treeshap.md describes them.
+
+    deterministic: outputs summed in 64-bit fixed point, so the same input gives the same bytes on every call (False:
+      double atomics, whose last bits depend on the order warps arrive in). memory_budget: bytes per chunk of rows
+      (None: half of the free device memory). shap_variant / inter_variant: "auto" or a forced kernel variant.
+      shap_row_kernel / inter_row_kernel: the per-row kernel for paths without tables, "dp" or "quadrature".
+    """
+
+    deterministic: bool = True
+    memory_budget: int | None = None
+    shap_variant: str = "auto"
+    inter_variant: str = "auto"
+    shap_row_kernel: str = "dp"
+    inter_row_kernel: str = "quadrature"
+
+    def __setattr__(self, name: str, value) -> None:
+        if name not in self.__dataclass_fields__:
+            raise AttributeError(f"GpuOptions has no option {name!r}; options: {', '.join(self.__dataclass_fields__)}")
+        if name in _CHOICES and value not in _CHOICES[name]:
+            raise ValueError(f"options.{name} must be one of {_CHOICES[name]}, got {value!r}")
+        if name == "memory_budget" and value is not None and int(value) < 1:
+            raise ValueError(f"options.memory_budget must be a positive number of bytes or None, got {value!r}")
+        if name == "deterministic" and not isinstance(value, (bool, np.bool_)):
+            raise TypeError(f"options.deterministic must be True or False, got {value!r}")
+        object.__setattr__(self, name, value)
+
+
+options = GpuOptions()
+
+
+@dataclass
+class _Packed:
+    """Device-side packed paths of one PathSet (restricted to a tree_limit)."""
+
+    ps: PathSet
+    xdtype: np.dtype
+    elems: tuple           # feat, lo, hi, flags, cptr, cnw, cwords, z, gstart, glen, item, vptr, vgroup, vval
+    bin_ptr: object
+    n_bins: int
+    long_start: object
+    long_len: object
+    long_item: object
+    n_long: int
+    long_max: int
+    pred_start: object
+    pred_len: object
+    n_paths: int
+    max_len: int
+    utilisation: float
+    bias_d: object           # the bias (K,) on the device
+    short_root: np.ndarray   # host: packed position of each warp-packed path's root, in packed order
+    short_size: np.ndarray   # host: its length in lanes (root included)
+    path_m: np.ndarray       # host: stored elements of each path that carries values (all packings' paths)
+    vval_h: np.ndarray       # host: the leaf values (elems[13]) and their groups, for the fixed-point copies
+    vgroup_h: np.ndarray
+    plans: dict = field(default_factory=dict)    # variant choices, per setting of the options
+    tables: dict = field(default_factory=dict)   # "shap" / "inter" -> (etoff, table), built on first use
+    split: dict = field(default_factory=dict)    # (dmax, extra) -> packings of the paths of <= dmax elements and the others
+    vfix: dict = field(default_factory=dict)     # scale bytes -> leaf values times the fixed-point scale, on the device
+    bound: np.ndarray | None = None              # output_bound(ps), computed on first use
+
+
+def _down32(t: np.ndarray) -> np.ndarray:
+    """The largest float32 <= t: for float32 x, (x <= t) == (x <= _down32(t)) and (t < x) == (_down32(t) < x)."""
+    t32 = t.astype(np.float32)
+    bad = t32.astype(np.float64) > t
+    t32[bad] = np.nextafter(t32[bad], np.float32(-np.inf))
+    return t32
+
+
+def _pack(ps: PathSet) -> _Packed:
+    cp = cupy_module()
+    P = ps.n_paths
+    m = np.diff(ps.path_ptr).astype(np.int64)                 # stored elements per path (root excluded)
+    nz = ps.leaf_value != 0.0
+    nnz = nz.sum(axis=1)
+    vptr = np.concatenate([[0], np.cumsum(nnz)]).astype(np.int32)
+    pr, pk = np.nonzero(nz)
+    vgroup = pk.astype(np.int32) if pk.size else np.zeros(1, np.int32)
+    vval = ps.leaf_value[pr, pk].astype(np.float64) if pk.size else np.zeros(1)
+    work = np.flatnonzero((nnz > 0) & (m > 0))               # paths that carry SHAP values
+    size = m[work] + 1
+    short = size <= _WARP
+    plan = plan_packing(size[short], _WARP)
+    s_ids = work[short][plan.order]
+    l_ids = work[~short]
+    ids = np.concatenate([s_ids, l_ids])
+    sizes = np.concatenate([size[short][plan.order], size[~short]])
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64) if sizes.size else np.zeros(0, np.int64)
+    total = int(sizes.sum())
+    slot_item = np.repeat(np.arange(ids.size), sizes)
+    local = np.arange(total, dtype=np.int64) - starts[slot_item]
+    root = local == 0
+    src = ps.path_ptr[ids][slot_item] + local - 1
+    src[root] = 0
+    if len(ps.feature) == 0:
+        src[:] = 0
+
+    def gather(arr, root_value, dtype):
+        out = np.empty(total, dtype=dtype)
+        if len(ps.feature):
+            out[:] = arr[src]
+        out[root] = root_value
+        return out
+
+    xdtype = np.dtype(np.float32) if np.dtype(ps.input_dtype) == np.float32 else np.dtype(np.float64)
+    lo = gather(ps.lower, -np.inf, np.float64)
+    hi = gather(ps.upper, np.inf, np.float64)
+    if xdtype == np.float32:
+        lo, hi = _down32(lo), _down32(hi)
+    flags = gather(ps.missing_ok.astype(np.uint8) | (ps.cat_outside_ok.astype(np.uint8) << 1), 1, np.uint8)
+    cwords = ps.cat_words if len(ps.cat_words) else np.zeros(1, np.uint32)
+    lane_short = np.zeros(ids.size, np.int64)
+    lane_short[: s_ids.size] = plan.lane_of
+    pred_start = np.zeros(P, np.int64)                        # predictions: first non-root packed element per path
+    pred_len = np.zeros(P, np.int32)
+    pred_start[ids] = starts + 1
+    pred_len[ids] = (sizes - 1).astype(np.int32)
+    d = cp.asarray
+    elems = (d(gather(ps.feature, -1, np.int32)), d(lo), d(hi), d(flags), d(gather(ps.cat_ptr, -1, np.int32)),
+             d(gather(ps.cat_nwords, 0, np.int32)), d(cwords.astype(np.uint32)),
+             d(gather(ps.zero_fraction, 1.0, np.float64)), d(lane_short[slot_item].astype(np.int32)),
+             d(sizes[slot_item].astype(np.int32)), d(ids[slot_item].astype(np.int32)), d(vptr), d(vgroup), d(vval))
+    long_sizes = size[~short]
+    one = lambda a, dt: d(a.astype(dt) if l_ids.size else np.zeros(1, dt))
+    return _Packed(
+        ps=ps, xdtype=xdtype, elems=elems, bin_ptr=d(plan.bin_ptr.astype(np.int64)), n_bins=plan.n_bins,
+        long_start=one(starts[s_ids.size:], np.int64), long_len=one(long_sizes, np.int32),
+        long_item=one(l_ids, np.int32), n_long=int(l_ids.size), long_max=int(long_sizes.max()) if l_ids.size else 0,
+        pred_start=d(pred_start), pred_len=d(pred_len), n_paths=P, max_len=int(m.max()) if P else 0,
+        utilisation=plan.utilisation if plan.n_bins else 1.0, bias_d=d(ps.bias()),
+        short_root=starts[: s_ids.size].copy(), short_size=sizes[: s_ids.size].copy(), path_m=m[work].copy(),
+        vval_h=vval, vgroup_h=vgroup)
+
+
+def packed_paths(paths: PathSet, tree_limit: int | None = None) -> _Packed:
+    """The device-side packing of ``paths`` (cached per PathSet object and tree_limit)."""
+    key = (id(paths), tree_limit)
+    hit = _CACHE.get(key)
+    if hit is not None:
+        return hit
+    packed = _pack(paths.restrict(tree_limit))
+    if not any(k[0] == id(paths) for k in _CACHE):
+        weakref.finalize(paths, _drop, id(paths))
+    _CACHE[key] = packed
+    return packed
+
+
+def clear_cache() -> None:
+    """Free the cached packings and tables of every model (they are rebuilt on the next call), and return CuPy's
+    pooled blocks to the device."""
+    _CACHE.clear()
+    cupy_module().get_default_memory_pool().free_all_blocks()
+
+
+def _drop(pid: int) -> None:
+    for k in [k for k in _CACHE if k[0] == pid]:
+        del _CACHE[k]
+
+
+# Fixed-point sums (treeshap.cu, "Reproducible sums"). Every output of a tree lies within the range of its leaf
+# values (path-dependent and interventional SHAP values are Shapley-weighted means of differences of expectations of
+# the tree), so B_g = sum over trees of 2 max |leaf| bounds every output of group g and every single term; an
+# interaction diagonal phi_ii = phi_i - sum_j phi_ij is bounded by (1 + path length) B_g. The scale is the power of
+# two that maps B_g times the headroom to 2^62: integer sums wrap harmlessly on the way, only the final value must fit.
+_HEADROOM = 16.0      # margin for zero fractions above 1 (inconsistent covers) and the terms' own rounding
+
+
+def output_bound(ps: PathSet) -> np.ndarray:
+    """B_g (K,) above: a bound on |output - bias| of every SHAP value and margin of group g."""
+    v = np.abs(ps.leaf_value)
+    if not np.isfinite(v).all():
+        raise ValueError("the model has non-finite leaf values (inf or NaN); its SHAP values are not defined")
+    if ps.n_paths == 0:
+        return np.zeros(ps.n_outputs)
+    starts = np.flatnonzero(np.r_[True, np.diff(ps.tree_index) != 0])
+    return 2.0 * np.maximum.reduceat(v, starts, axis=0).sum(axis=0)
+
+
+def bound_of(pk: _Packed) -> np.ndarray:
+    """output_bound of pk's paths (cached on pk)."""
+    if pk.bound is None:
+        pk.bound = output_bound(pk.ps)
+    return pk.bound
+
+
+def fixed_scale(bound: np.ndarray, factor: float = 1.0) -> np.ndarray:
+    """Per-group powers of two S_g with S_g * bound_g * factor * headroom <= 2^62."""
+    b = np.maximum(np.asarray(bound, np.float64) * factor * _HEADROOM, np.finfo(np.float64).tiny)
+    return np.ldexp(1.0, np.clip(62 - np.ceil(np.log2(b)).astype(np.int64), -1000, 1000))
+
+
+def call_elems(pk: _Packed, scale: np.ndarray | None) -> tuple:
+    """Element arguments of a kernel call: the leaf values times ``scale`` and det = 1 (fixed point), or the leaf
+    values as they are and det = 0 (scale None: double atomics)."""
+    if scale is None:
+        return (*pk.elems, np.int32(0))
+    key = scale.tobytes()
+    if key not in pk.vfix:
+        pk.vfix[key] = cupy_module().asarray(pk.vval_h * scale[pk.vgroup_h])
+    return (*pk.elems[:13], pk.vfix[key], np.int32(1))
+
+
+def finish(phi, scale: np.ndarray | None) -> None:
+    """Turn phi's fixed-point sums (int64 bits in place, group fastest) into doubles; nothing for scale None."""
+    if scale is not None and phi.size:
+        inv = cupy_module().asarray(1.0 / scale)
+        get_kernel(_SRC, "fixed_to_double")((_grid_for(phi.size),), (_THREADS,),
+                                            (phi, np.int64(phi.size), np.int32(scale.size), inv))
+
+
+def kernel(name: str, xdtype: np.dtype):
+    return get_kernel(_SRC, f"{name}_{'f32' if xdtype == np.float32 else 'f64'}")
+
+
+def check_x(X, ps: PathSet, name: str = "X"):
+    """Validate X as the CPU twin does (numeric, 2-D, n_features wide, non-empty); returns NumPy or CuPy X as is."""
+    on_gpu = is_cupy_array(X)
+    if not on_gpu:
+        X = np.asarray(X)
+    head = X[:1] if X.ndim == 2 and X.shape[0] else X        # checking one row checks dtype and shape
+    as_model_input(head, ps, name=name, xp=cupy_module() if on_gpu else np)
+    return X
+
+
+def to_device(X, xdtype):
+    """Rows of X on the device in the kernel's precision: the model's input dtype (float32) or float64."""
+    cp = cupy_module()
+    if not is_cupy_array(X):
+        X = np.ascontiguousarray(X, dtype=xdtype)             # cast on the host: fewer bytes to copy
+    return cp.ascontiguousarray(cp.asarray(X).astype(xdtype, copy=False))
+
+
+def budget() -> int:
+    return int(options.memory_budget) if options.memory_budget is not None else free_gpu_bytes(0.5)
+
+
+@functools.lru_cache(maxsize=None)
+def _sm_count() -> int:
+    return int(cupy_module().cuda.Device().attributes["MultiProcessorCount"])
+
+
+def rows_per_warp(n_rows: int, n_bins: int, cap: int) -> int:
+    target = _sm_count() * 64 * 2                            # warps for about two full waves
+    return int(min(cap, max(1, math.ceil(n_rows * n_bins / target))))
+
+
+def launch_warp(kern, pk: _Packed, n_rows: int, rpw: int, args: tuple, shared_mem: int = 0):
+    if pk.n_bins == 0 or n_rows == 0:
+        return
+    warps = pk.n_bins * math.ceil(n_rows / rpw)
+    kern((math.ceil(warps * _WARP / _THREADS),), (_THREADS,), args, shared_mem=shared_mem)
+
+
+def _grid_for(n_work: int) -> int:
+    return int(max(1, min(math.ceil(n_work / _THREADS), _sm_count() * 16)))
+
+
+def predict(pk: _Packed, Xd, M: int, K: int, scale: np.ndarray | None):
+    """Margins (n, K) of the paths' model for device rows Xd (base_offset included)."""
+    cp = cupy_module()
+    n = Xd.shape[0]
+    out = cp.zeros((n, K), dtype=cp.float64)
+    if pk.n_paths:
+        kernel("predict", pk.xdtype)((_grid_for(n * pk.n_paths),), (_THREADS,),
+                                     (Xd, np.int64(n), np.int32(M), np.int32(K), pk.pred_start, pk.pred_len,
+                                      np.int64(pk.n_paths), *call_elems(pk, scale), out))
+        finish(out, scale)
+    out += cp.asarray(pk.ps.base_offset)[None, :]
+    return out
+
+
+def run_long(pk: _Packed, Xd, M: int, K: int, phi, interactions: bool, scale: np.ndarray | None):
+    """The long-path kernel (one thread per (row, path) of more than 31 elements) into phi."""
+    if pk.n_long == 0:
+        return
+    cp = cupy_module()
+    n = Xd.shape[0]
+    per_thread = 3 * pk.long_max * 8
+    threads = int(min(n * pk.n_long, max(_THREADS, min(1 << 16, budget() // 4 // per_thread))))
+    blocks = math.ceil(threads / _THREADS)
+    scratch = cp.empty(blocks * _THREADS * 3 * pk.long_max, dtype=cp.float64)
+    kernel("long", pk.xdtype)((blocks,), (_THREADS,),
+                              (Xd, np.int64(n), np.int32(M), np.int32(K), pk.long_start, pk.long_len, pk.long_item,
+                               np.int64(pk.n_long), *call_elems(pk, scale), phi, scratch, np.int32(pk.long_max),
+                               np.int32(1 if interactions else 0)))
+
+
+def _chunks(n: int, bytes_per_row: int):
+    size = max(1, min(n, budget() // max(1, bytes_per_row)))
+    return [(a, min(n, a + size)) for a in range(0, n, size)]
+
+
+def _bar(progress, n: int, n_chunks: int):
+    if progress is None and n_chunks <= 1 and n < 1_000_000:
+        return False
+    return progress
+
+
+def driver(paths: PathSet, X, tree_limit, progress, desc: str, out_cols: tuple, bytes_per_row_extra: int,
+           compute, prepare=None):
+    """Shared chunk loop: validates X, packs paths, calls prepare(pk) (tables, before the chunk budget is taken),
+    allocates the output, calls compute(pk, Xd, out_chunk, a, b) per chunk of rows. The chunk's output starts as
+    zeros (0.0 and a zero fixed-point sum have the same bits)."""
+    pk = packed_paths(paths, check_tree_limit(tree_limit))
+    X = check_x(X, pk.ps)
+    if prepare is not None:
+        prepare(pk)
+    cp = cupy_module()
+    on_gpu = is_cupy_array(X)
+    n, M = X.shape
+    shape = (n,) + out_cols
+    chunks = _chunks(n, int(np.prod(out_cols)) * 8 + M * pk.xdtype.itemsize + bytes_per_row_extra)
+    if on_gpu:
+        need, free = int(np.prod(shape)) * 8, free_gpu_bytes(1.0)
+        if need > free:
+            raise MemoryError(f"{desc} for {n} CuPy rows need {need / 1e9:.3g} GB of GPU memory for the output "
+                              f"{shape} float64, more than is free ({free / 1e9:.3g} GB); pass NumPy "
+                              "input (the output then streams to host memory in chunks) or fewer rows")
+        out = cp.zeros(shape, dtype=cp.float64)
+    else:
+        out = np.empty(shape, dtype=np.float64)
+    with progress_bar(n, desc, _bar(progress, n, len(chunks))) as bar:
+        for a, b in chunks:
+            Xd = to_device(X[a:b], pk.xdtype)
+            dst = out[a:b] if on_gpu else cp.zeros((b - a,) + out_cols, dtype=cp.float64)
+            compute(pk, Xd, dst, a, b)
+            if not on_gpu:
+                download(dst, out[a:b])
+            bar.update(b - a)
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def _l2_bytes() -> int:
+    return int(cupy_module().cuda.Device().attributes["L2CacheSize"])
+
+
+def bank_group(rows_per_warp: int, row_out_bytes: int) -> int:
+    """Row blocks per group in warp_task: as many as keep the group's outputs within a quarter of the L2 cache."""
+    return int(min(1 << 30, max(1, (_l2_bytes() // 4) // max(1, rows_per_warp * row_out_bytes))))
+
+
+def warp_args(pk: _Packed, Xd, M: int, K: int, rows_per_warp: int, row_out_bytes: int,
+              scale: np.ndarray | None) -> tuple:
+    return (Xd, np.int64(Xd.shape[0]), np.int32(M), np.int32(K), pk.bin_ptr, np.int64(pk.n_bins),
+            np.int32(rows_per_warp), np.int32(bank_group(rows_per_warp, row_out_bytes)), *call_elems(pk, scale))
