@@ -216,6 +216,46 @@ def run_ours(fn, repeats: int, sync, light: bool):
     return first, float(np.median(times))
 
 
+def _same(a, b) -> bool:
+    """Identical shape and bytes (on the device for CuPy arrays)."""
+    if hasattr(a, "get"):
+        import cupy as cp
+        return a.shape == b.shape and bool(cp.all(a.view(cp.uint64) == b.view(cp.uint64)))
+    return a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+def determinism_ab(gpu, ps, Xt, Xi, sync, repeats: int) -> dict:
+    """The cost of reproducible output: fixed-point sums (options.deterministic, the default) against double atomics,
+    on the same rows in one process, alternating calls (median of ``repeats`` each); SHAP values and interactions,
+    each with NumPy and with CuPy in/out. Also whether two calls gave the same bytes in each mode."""
+    import cupy as cp
+    out = {}
+    for key, fn, X in (("shap", gpu.shap_values, Xt), ("shap_cupy", gpu.shap_values, cp.asarray(Xt)),
+                       ("inter", gpu.interaction_values, Xi), ("inter_cupy", gpu.interaction_values, cp.asarray(Xi))):
+        times, first, same = {True: [], False: []}, {}, {}
+        for det in (True, False):          # warm-up; both modes share the packing, plan and tables
+            gpu.options.deterministic = det
+            first[det] = fn(ps, X, progress=False)
+            same[det] = _same(first[det], fn(ps, X, progress=False))
+        a, b = first[True], first[False]
+        diff = max(float(abs(a[i:i + 50] - b[i:i + 50]).max()) for i in range(0, len(a), 50))  # bounded temporaries
+        top = float(abs(a).max())
+        del first, a, b
+        for _ in range(repeats):
+            for det in (True, False):
+                gpu.options.deterministic = det
+                sync()
+                t = time.perf_counter()
+                fn(ps, X, progress=False)
+                sync()
+                times[det].append(time.perf_counter() - t)
+        gpu.options.deterministic = True
+        out[key] = {"fixed_s": float(np.median(times[True])), "atomics_s": float(np.median(times[False])),
+                    "same_bytes_fixed": same[True], "same_bytes_atomics": same[False], "max_abs_diff": diff,
+                    "max_abs": top, "repeats": repeats}
+    return out
+
+
 def bench_model(name, size, args, data_cache):
     key = (name, train_rows_for(name, size, args))
     if key not in data_cache:
@@ -237,7 +277,6 @@ def bench_model(name, size, args, data_cache):
     rec = {"model": f"{name}-{size}", "dataset": source, "train_rows": len(X), "train_s": train_s,
            "trees": int(bst.num_boosted_rounds() * max(num_class, 1)), "features": M, "rows": len(Xt),
            "inter_rows": len(Xi)}
-    import hitml.kernels.treeshap as ts
     t = time.perf_counter()
     ps, ens = our_paths(bst, M)
     rec["extract_s"] = time.perf_counter() - t
@@ -263,30 +302,36 @@ def bench_model(name, size, args, data_cache):
         stage(f"ours SHAP: {len(Xt) / t_ours:.3g} rows/s (first call {rec['ours_first_s']:.2f} s)")
         res_i = {"ours": (len(Xi), run_ours(lambda: gpu.interaction_values(ps, Xi, progress=False), args.repeats,
                                             sync, False)[1])}      # --inter-rows rows: repeats even when large
+        if args.ab_atomics:
+            rec["determinism"] = determinism_ab(gpu, ps, Xt, Xi, sync, args.ab_repeats)
+            stage(f"fixed point vs double atomics: {rec['determinism']}")
         # the plans those calls used: (variant, tables for paths of <= dmax elements, + extra of dmax + 1)
         rec["variant"] = list(gpu._planned(gpu.packed_paths(ps), "shap"))
         rec["inter_variant"] = list(gpu._planned(gpu.packed_paths(ps), "inter"))
 
         fresh = gpu.clear_cache                   # each variant plans and builds its tables from a clean cache
-        # issue 4: the SHAP kernel variants, timed on the same rows (large models: on --variant-rows rows, once)
+        # the SHAP kernel variants, timed on the same rows (large models: on --variant-rows rows, once)
         Xv = Xt[: args.variant_rows] if light else Xt
         rec["variant_rows"] = len(Xv)
         defaults = (gpu.options.shap_row_kernel, gpu.options.inter_row_kernel)
         rec["variants"] = {}              # keys as for interactions below, and "smem"
-        for key, v, row in (("dp", "dp", "dp"), ("quad", "dp", "quadrature"), ("smem", "smem", "dp"),
-                            ("table", "table", "quadrature"), ("split_dp", "split", "dp"),
-                            ("split", "split", "quadrature")):
+        shap_variants = () if args.skip_variants else (
+            ("dp", "dp", "dp"), ("quad", "dp", "quadrature"), ("smem", "smem", "dp"), ("table", "table", "quadrature"),
+            ("split_dp", "split", "dp"), ("split", "split", "quadrature"))
+        for key, v, row in shap_variants:
             gpu.options.shap_variant, gpu.options.shap_row_kernel = v, row
             fresh()
             if gpu._shap_variant(pk, M, num_class)[0] == v:       # not one that falls back to another
                 rec["variants"][key] = run_ours(lambda: gpu.shap_values(ps, Xv, progress=False), args.repeats, sync,
                                                 light)[1]
         gpu.options.shap_variant, gpu.options.shap_row_kernel = "auto", defaults[0]
-        # issue 4: the interaction variants on the interaction rows (auto's choice and what it falls back from)
+        # the interaction variants on the interaction rows (auto's choice and what it falls back from)
         # keys: (INTER_VARIANT, INTER_ROW_KERNEL) -> "dp" / "quad" (per row only), "table", "split_dp" / "split"
         rec["inter_variants"] = {}
-        for key, v, row in (("dp", "dp", "dp"), ("quad", "dp", "quadrature"), ("table", "table", "quadrature"),
-                            ("split_dp", "split", "dp"), ("split", "split", "quadrature")):
+        inter_variants = () if args.skip_variants else (
+            ("dp", "dp", "dp"), ("quad", "dp", "quadrature"), ("table", "table", "quadrature"),
+            ("split_dp", "split", "dp"), ("split", "split", "quadrature"))
+        for key, v, row in inter_variants:
             gpu.options.inter_variant, gpu.options.inter_row_kernel = v, row
             fresh()
             if gpu._inter_plan(pk)[0] == v:
@@ -444,7 +489,7 @@ def write_outputs(report, out_dir: Path, tag: str):
                              ("" if v["rows"] == r[nrow] else f" ({v['rows']})"))
             row = (f"| {r['model']} | {r['trees']} | {r['paths']} | " + " | ".join(cells) +
                    f" | {r[key + '_fastest_anchor']} | {r[key + '_ratio']:.3g} |")
-            if gpu_keys:    # issue 4: our rows/s over the faster GPU anchor's (target >= 2)
+            if gpu_keys:    # our rows/s over the faster GPU anchor's
                 g = [r[key][k]["rows_per_s"] for k in gpu_keys if k in r[key]]
                 row += f" {r[key]['ours']['rows_per_s'] / max(g):.3g} |" if g else " - |"
             lines.append(row)
@@ -458,9 +503,9 @@ def write_outputs(report, out_dir: Path, tag: str):
                          f"{r['shap']['ours']['seconds']:.3g} |")
         lines.append("")
     if tag.startswith("gpu"):
-        lines += ["## SHAP kernel variants (issue 4), seconds (NumPy in/out unless said)", "",
+        lines += ["## SHAP kernel variants, seconds (NumPy in/out unless said)", "",
                   "Per row: the kernel for paths without tables (one global atomic per element), DP or quadrature; "
-                  "auto uses the DP. Records from before session 4 have no quadrature columns.", "",
+                  "auto uses the DP. Older records have no quadrature columns.", "",
                   "| model | rows | auto picks | per row: DP | per row: quadrature | DP + warp shared-memory sums | "
                   "pattern tables | tables + DP | tables + quadrature | auto, CuPy in/out |", "|---" * 10 + "|"]
         for r in report["models"]:
@@ -469,9 +514,9 @@ def write_outputs(report, out_dir: Path, tag: str):
             lines.append(f"| {r['model']} | {r.get('variant_rows', r['rows'])} | {pick} | {cells} | "
                          f"{r.get('ours_cupy_in_out_s', float('nan')):.4g} |")
         lines.append("")
-        lines += ["## Interaction kernel variants (issue 4), seconds for the interaction rows (NumPy in/out)", "",
+        lines += ["## Interaction kernel variants, seconds for the interaction rows (NumPy in/out)", "",
                   "Per row: the kernel for paths without tables, DP (EXTEND/UNWOUNDSUM per conditioned element) or "
-                  "quadrature (Gauss-Legendre); auto uses quadrature. Records from before session 4 have no quadrature columns.", "",
+                  "quadrature (Gauss-Legendre); auto uses quadrature. Older records have no quadrature columns.", "",
                   "| model | rows | auto picks (tables for paths of) | per row: DP | per row: quadrature | tables | "
                   "tables + DP | tables + quadrature |", "|---" * 8 + "|"]
         for r in report["models"]:
@@ -481,6 +526,29 @@ def write_outputs(report, out_dir: Path, tag: str):
             cells = _variant_cells(v, ("dp", "quad", "table", "split_dp", "split"))
             pick = _pick(r.get("inter_variant"))
             lines.append(f"| {r['model']} | {r['inter_rows']} | {pick} | {cells} |")
+        lines.append("")
+    det = [r for r in report["models"] if r.get("determinism")]
+    if det:
+        lines += ["## Cost of reproducible output: fixed-point sums against double atomics", "",
+                  "Seconds per call, median of alternating calls in one process (our default, fixed point, against "
+                  "`options.deterministic = False`); cost = fixed / atomics - 1. \"Same bytes\": two calls on the "
+                  "same input gave identical arrays (fixed / atomics). SHAP on the SHAP rows, interactions on the "
+                  "interaction rows.", "",
+                  "| model | SHAP fixed s | atomics s | cost | SHAP, CuPy in/out: fixed s | atomics s | cost | "
+                  "interactions fixed s | atomics s | cost | interactions, CuPy in/out: fixed s | atomics s | cost | "
+                  "same bytes (SHAP) | same bytes (interactions) |", "|---" * 15 + "|"]
+        for r in det:
+            d = r["determinism"]
+            cells = []
+            for k in ("shap", "shap_cupy", "inter", "inter_cupy"):
+                if k not in d:
+                    cells.append("- | - | -")
+                    continue
+                f, a = d[k]["fixed_s"], d[k]["atomics_s"]
+                cells.append(f"{f:.4g} | {a:.4g} | {100 * (f / a - 1):+.1f}%")
+            same = [f"{'yes' if d[k]['same_bytes_fixed'] else 'NO'} / {'yes' if d[k]['same_bytes_atomics'] else 'no'}"
+                    for k in ("shap", "inter")]
+            lines.append(f"| {r['model']} | " + " | ".join(cells) + " | " + " | ".join(same) + " |")
         lines.append("")
     if report.get("crossover"):
         c = report["crossover"]
@@ -533,6 +601,10 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--anchor-budget", type=float, default=20.0, help="seconds per slow anchor measurement")
     ap.add_argument("--crossover", action="store_true")
+    ap.add_argument("--ab-atomics", action="store_true",
+                    help="also time our GPU engine with double atomics (options.deterministic=False), alternating")
+    ap.add_argument("--ab-repeats", type=int, default=5, help="alternating calls per mode for --ab-atomics")
+    ap.add_argument("--skip-variants", action="store_true", help="skip the kernel-variant timings")
     ap.add_argument("--out", default=str(ROOT / "docs" / "benchmarks"))
     ap.add_argument("--tag", default=None)
     ap.add_argument("--rewrite", default=None, help="only rewrite the markdown/plot from an existing JSON report")

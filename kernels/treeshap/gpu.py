@@ -176,9 +176,9 @@ def _fixed(pk, kind: str) -> np.ndarray | None:
     return core.fixed_scale(core.bound_of(pk), factor)
 
 
-def _launch_variant(pk, Xd, phi, M: int, K: int, kind: str) -> None:
+def _launch_variant(pk, Xd, phi, M: int, K: int, kind: str) -> np.ndarray | None:
     """The table kernel on the packing that has tables and the per-row (then the long-path) kernel on the rest, as
-    _setup plans them for ``kind`` ("shap" or "inter"); phi ends as doubles."""
+    _setup plans them for ``kind`` ("shap" or "inter"); returns the fixed-point scale of phi's sums (None: doubles)."""
     n = Xd.shape[0]
     inter = kind == "inter"
     variant, tp, dp = _setup(pk, kind)
@@ -196,22 +196,24 @@ def _launch_variant(pk, Xd, phi, M: int, K: int, kind: str) -> None:
         core.launch_warp(core.kernel(name, pk.xdtype), dp, n, r,
                          core.warp_args(dp, Xd, M, K, r, rb, scale) + rules + (phi,), smem)
         core.run_long(dp, Xd, M, K, phi, inter, scale)
-    core.finish(phi, scale)
+    return scale
 
 
 def _shap_chunk(pk, Xd, phi, M: int, K: int) -> None:
     """Path-dependent SHAP values of device rows Xd into phi (n, M+1, K), with the variant _shap_variant picks."""
-    _launch_variant(pk, Xd, phi, M, K, "shap")
+    core.finish(phi, _launch_variant(pk, Xd, phi, M, K, "shap"))
     phi[:, M, :] += pk.bias_d[None, :]
 
 
 def _interactions_chunk(pk, Xd, phi, M: int, K: int) -> None:
     """Interaction values of device rows Xd into phi (n, M+1, M+1, K), with the variant _inter_plan picks. Every
-    kernel writes the diagonal and the upper triangle; mirror_upper then fills the lower triangle."""
-    _launch_variant(pk, Xd, phi, M, K, "inter")
+    kernel writes the diagonal and the upper triangle; mirror_upper then turns fixed-point sums into doubles and
+    fills the lower triangle in one pass."""
+    scale = _launch_variant(pk, Xd, phi, M, K, "inter")
     n = Xd.shape[0]
+    inv = cupy_module().asarray(1.0 / scale) if scale is not None else np.uint64(0)     # 0: a null pointer
     core.get_kernel(core._SRC, "mirror_upper")((core._grid_for(n * (M + 1) * (M + 1) * K),), (core._THREADS,),
-                                               (phi, np.int64(n), np.int32(M + 1), np.int32(K), pk.bias_d))
+                                               (phi, np.int64(n), np.int32(M + 1), np.int32(K), pk.bias_d, inv))
 
 
 def _path_dependent(paths: PathSet, X, tree_limit, progress, interactions: bool):

@@ -12,7 +12,7 @@
 //  * Reproducible sums: many warps add into one output, in an order the scheduler decides. With V.det set every
 //    term arrives pre-scaled by a power of two (the host scales the leaf values, vval) and is rounded to a 64-bit
 //    integer: integer addition is associative, so the sums are the same bytes whatever the order, and fixed_to_double
-//    turns them back into doubles. The host picks the scale from a bound on every output, so the rounding error per
+//    (mirror_upper for interactions) turns them back into doubles. The host picks the scale from a bound on every output, so the rounding error per
 //    term (B 2^-59 for a bound B) stays far below that of a double sum of the same terms (B 2^-53 per addition).
 // The DP (EXTEND / UNWOUNDSUM, digest sections 3.5-3.6) runs in double precision.
 
@@ -818,8 +818,11 @@ extern "C" __global__ void build_inter_tables(const long long* t_root, const int
 }
 
 // Copies the upper triangle of each row's (M1 x M1 x K) interaction matrix to the lower one (which is still zero),
-// and adds the bias at [M, M].
-extern "C" __global__ void mirror_upper(double* phi, long long n_rows, int M1, int K, const double* bias) {
+// and adds the bias at [M, M]. With inv (fixed-point sums, see "Reproducible sums") each upper or diagonal entry is
+// first turned into a double, times inv[g]: a thread reads and writes only its own entry and writes its mirror, which
+// no thread reads, so one pass does both in place.
+extern "C" __global__ void mirror_upper(double* phi, long long n_rows, int M1, int K, const double* bias,
+                                        const double* inv) {
   long long per = (long long)M1 * M1 * K;
   long long total = n_rows * per;
   long long nthreads = (long long)gridDim.x * blockDim.x;
@@ -827,8 +830,11 @@ extern "C" __global__ void mirror_upper(double* phi, long long n_rows, int M1, i
     long long row = idx / per, rem = idx - row * per;
     long long ij = rem / K;
     int g = (int)(rem - ij * K), i = (int)(ij / M1), j = (int)(ij - (long long)i * M1);
-    if (j < i) phi[idx] = phi[row * per + ((long long)j * M1 + i) * K + g];
-    else if (i == M1 - 1 && j == M1 - 1) phi[idx] += bias[g];
+    if (j < i) continue;
+    double v = inv ? (double)((const long long*)phi)[idx] * inv[g] : phi[idx];
+    if (i == M1 - 1 && j == M1 - 1) v += bias[g];
+    phi[idx] = v;
+    if (j > i) phi[row * per + ((long long)j * M1 + i) * K + g] = v;
   }
 }
 
