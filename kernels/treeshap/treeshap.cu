@@ -265,7 +265,7 @@ __device__ __forceinline__ void shap_smem_body(const XT* X, long long n_rows, in
   }
 }
 
-// Table variant (issue 4): for a path of d <= TABLE_DMAX elements, phi of element k depends only on which of the
+// Table variant: for a path of d <= TABLE_DMAX elements, phi of element k depends only on which of the
 // d elements the row satisfies; table[etoff[e] + pattern * d] holds (o_k - z_k) * UNWOUNDSUM_k for each pattern, so a
 // row costs one comparison, one ballot and one load per lane instead of the O(d^2) DP.
 #define TABLE_DMAX 12
@@ -297,7 +297,7 @@ __device__ __forceinline__ void shap_table_body(const XT* X, long long n_rows, i
   }
 }
 
-// Interaction-table variant (issue 4): for a path of d <= TABLE_DMAX elements the interaction matrix of its elements
+// Interaction-table variant: for a path of d <= TABLE_DMAX elements the interaction matrix of its elements
 // depends only on the pattern of satisfied elements, and it is symmetric, so a table holds its d(d+1)/2 distinct
 // entries per pattern, laid out [pattern][t][r] for lane r = 0..d-1 and step t = 0..d/2: step 0 is the diagonal of
 // element r, step t >= 1 the pair (r, (r + t) mod d) (pair_slot picks one slot per unordered pair). A row costs one
@@ -398,7 +398,7 @@ __device__ __forceinline__ void interactions_body(const XT* X, long long n_rows,
   }
 }
 
-// Interactions by quadrature (issue 4), the per-row kernel for paths without tables. For a path with zero fractions
+// Interactions by quadrature, the per-row kernel for paths without tables. For a path with zero fractions
 // z_e and one fractions o_e (this row), g_e(t) = z_e + t (o_e - z_e), and the Shapley (interaction) weights are Beta
 // integrals, so
 //   phi_i  = (o_i - z_i) * int_0^1 prod_{e != i} g_e(t) dt,
