@@ -326,7 +326,7 @@ def bench_model(name, size, args, data_cache):
                                                 light)[1]
         gpu.options.shap_variant, gpu.options.shap_row_kernel = "auto", defaults[0]
         # the interaction variants on the interaction rows (auto's choice and what it falls back from)
-        # keys: (INTER_VARIANT, INTER_ROW_KERNEL) -> "dp" / "quad" (per row only), "table", "split_dp" / "split"
+        # keys: (options.inter_variant, options.inter_row_kernel) -> "dp" / "quad" (per row only), "table", "split_dp" / "split"
         rec["inter_variants"] = {}
         inter_variants = () if args.skip_variants else (
             ("dp", "dp", "dp"), ("quad", "dp", "quadrature"), ("table", "table", "quadrature"),
