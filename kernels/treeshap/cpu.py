@@ -1,4 +1,4 @@
-"""CPU TreeSHAP engine (Numba, parallel over rows, float64): path-dependent, interventional, interactions."""
+"""CPU TreeSHAP engine (Numba, parallel over row blocks, float64): path-dependent, interventional, interactions."""
 from __future__ import annotations
 
 import numba
@@ -7,6 +7,7 @@ import numpy as np
 from .._progress import progress_bar
 from . import _cpu_interventional as _kw
 from . import _cpu_kernels as _k
+from . import _cpu_quad as _q
 from ._inputs import as_model_input, check_transform, check_tree_limit
 from .paths import PathSet
 
@@ -14,6 +15,9 @@ __all__ = ["shap_values", "interaction_values", "interventional_shap_values"]
 
 _CHUNK_WORK = 2e8          # element-operations per chunk of rows (about a second or less)
 _QUIET_WORK = 2e9          # below this total, progress=None shows no bar
+# per-row kernel of path-dependent SHAP and interactions: "quadrature" (Gauss-Legendre, rows in SIMD blocks) or
+# "dp" (the EXTEND/UNWIND dynamic programme, one row at a time; kept as an independent check in the tests)
+ROW_KERNEL = "quadrature"
 
 
 def _path_args(ps: PathSet):
@@ -23,7 +27,7 @@ def _path_args(ps: PathSet):
 
 def _chunks(n: int, work_per_row: float):
     threads = numba.get_num_threads()
-    size = int(max(threads * 4, min(n, _CHUNK_WORK / max(work_per_row, 1.0))))
+    size = int(max(threads * 2 * _q.BLOCK, min(n, _CHUNK_WORK / max(work_per_row, 1.0))))
     return [(a, min(n, a + size)) for a in range(0, n, size)]
 
 
@@ -48,9 +52,15 @@ def shap_values(paths: PathSet, X, *, tree_limit=None, progress=None) -> np.ndar
     n, M = X.shape
     out = np.zeros((n, M + 1, ps.n_outputs))
     L = ps.max_length
-    work = len(ps.feature) * (2 * L + 2) + ps.n_paths
     args = _path_args(ps) + (ps.zero_fraction, ps.leaf_value, L)
-    _run(lambda a, b: _k.shap_kernel(X[a:b], *args, out[a:b]), n, work, "TreeSHAP", progress)
+    if ROW_KERNEL == "quadrature":
+        work = len(ps.feature) * (2 * L + 4) // 2 + ps.n_paths
+        args = args + _q.gauss_legendre((L + 1) // 2)
+        kernel = _q.shap_quad_kernel
+    else:
+        work = len(ps.feature) * (2 * L + 2) + ps.n_paths
+        kernel = _k.shap_kernel
+    _run(lambda a, b: kernel(X[a:b], *args, out[a:b]), n, work, "TreeSHAP", progress)
     out[:, M, :] += ps.bias()
     return out
 
@@ -62,9 +72,15 @@ def interaction_values(paths: PathSet, X, *, tree_limit=None, progress=None) -> 
     n, M = X.shape
     out = np.zeros((n, M + 1, M + 1, ps.n_outputs))
     L = ps.max_length
-    work = len(ps.feature) * (2 * L * L + 2 * L + 2) + ps.n_paths + (M + 1) ** 2 * ps.n_outputs
     args = _path_args(ps) + (ps.zero_fraction, ps.leaf_value, L)
-    _run(lambda a, b: _k.interaction_kernel(X[a:b], *args, out[a:b]), n, work, "TreeSHAP interactions", progress)
+    if ROW_KERNEL == "quadrature":
+        work = len(ps.feature) * (L * L + 2 * L) // 2 + ps.n_paths + (M + 1) ** 2 * ps.n_outputs
+        args = args + _q.gauss_legendre((L + 1) // 2)
+        kernel = _q.interaction_quad_kernel
+    else:
+        work = len(ps.feature) * (2 * L * L + 2 * L + 2) + ps.n_paths + (M + 1) ** 2 * ps.n_outputs
+        kernel = _k.interaction_kernel
+    _run(lambda a, b: kernel(X[a:b], *args, out[a:b]), n, work, "TreeSHAP interactions", progress)
     out[:, M, M, :] += ps.bias()
     return out
 

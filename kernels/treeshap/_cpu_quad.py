@@ -1,0 +1,197 @@
+"""Quadrature TreeSHAP kernels of the CPU engine: SHAP values and interactions per path, rows in SIMD-wide blocks.
+
+For a path of m merged conditions with zero fractions z_e and one fractions o_e (0 or 1 for the row), write
+g_e(t) = z_e + t (o_e - z_e). Then phi_i = v (o_i - z_i) int_0^1 prod_{e != i} g_e(t) dt and, for i != j,
+phi_ij = v (o_i - z_i)(o_j - z_j) / 2 int_0^1 prod_{e != i, j} g_e(t) dt (the Shapley weights are Beta integrals).
+The integrands are polynomials of degree <= m - 1, so Gauss-Legendre with Q = ceil(m / 2) nodes on [0, 1] is exact.
+With c_e(t) = (o_e - z_e) / g_e(t), phi_i = v sum_q w_q P(t_q) c_i(t_q) where P is the product over all conditions.
+c_e takes one of two values per node, (1 - z) / (z + t (1 - z)) or -1 / (1 - t), computed once per block of rows,
+so the per-row work is multiplications and FMAs without divisions; a condition with z = o = 0 makes P = 0, and the
+path correctly contributes nothing. The rows of a block sit in the innermost loop, where LLVM vectorises them.
+"""
+from __future__ import annotations
+
+import numba
+import numpy as np
+from numba import prange
+
+from ._cpu_kernels import _satisfies
+
+BLOCK = 32         # rows per block: the innermost (vectorised) loop
+_FM = {"contract"}  # FMA contraction only, so the NaN tests stay exact
+
+
+def gauss_legendre(q_max: int) -> tuple[np.ndarray, np.ndarray]:
+    """Nodes and weights on [0, 1]: row Q holds the Q-node rule in its first Q entries (row 0 unused)."""
+    t = np.zeros((q_max + 1, max(q_max, 1)))
+    w = np.zeros_like(t)
+    for q in range(1, q_max + 1):
+        x, wx = np.polynomial.legendre.leggauss(q)
+        t[q, :q] = (x + 1.0) / 2.0
+        w[q, :q] = wx / 2.0
+    return t, w
+
+
+@numba.njit(inline="always")
+def _block_rows(X, r0, nb, xb):
+    """xb[f, l] = X[r0 + l, f]; lanes past the last row repeat it (computed, never written out)."""
+    M = X.shape[1]
+    for l in range(BLOCK):
+        r = r0 + (l if l < nb else nb - 1)
+        for f in range(M):
+            xb[f, l] = X[r, f]
+
+
+@numba.njit(inline="always")
+def _path_weights(xb, s0, m, Q, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words, cat_outside,
+                  zero_fraction, tq, wq, ob, Pq, C):
+    """Pq[q, l] = w_q prod_e g_e(t_q) and C[t, q, l] = c_t(t_q) for the block's lanes l."""
+    for q in range(Q):
+        wv = wq[Q, q]
+        for l in range(BLOCK):
+            Pq[q, l] = wv
+    for t in range(m):
+        e = s0 + t
+        f = feature[e]
+        if cat_ptr[e] < 0:
+            lo = lower[e]
+            hi = upper[e]
+            mo = missing_ok[e]
+            no_lo = lo == -np.inf
+            for l in range(BLOCK):
+                x = xb[f, l]
+                ob[l] = mo if x != x else ((no_lo or lo < x) and x <= hi)
+        else:
+            for l in range(BLOCK):
+                ob[l] = _satisfies(xb[f, l], e, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words,
+                                   cat_outside)
+        z = zero_fraction[e]
+        for q in range(Q):
+            tt = tq[Q, q]
+            g1 = z + tt * (1.0 - z)
+            g0 = z * (1.0 - tt)
+            c1 = (1.0 - z) / g1
+            c0 = -1.0 / (1.0 - tt)
+            for l in range(BLOCK):
+                o = ob[l]
+                Pq[q, l] *= g1 if o else g0
+                C[t, q, l] = c1 if o else c0
+
+
+@numba.njit(parallel=True, cache=True, error_model="numpy", fastmath=_FM)
+def shap_quad_kernel(X, path_ptr, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words, cat_outside,
+                     zero_fraction, leaf_value, max_len, tq, wq, out):
+    """out[i, f, k] += path-dependent SHAP of row i by quadrature (bias column untouched)."""
+    n = X.shape[0]
+    M = X.shape[1]
+    K = leaf_value.shape[1]
+    P = len(path_ptr) - 1
+    q_max = (max_len + 1) // 2
+    n_blocks = (n + BLOCK - 1) // BLOCK
+    for b in prange(n_blocks):
+        r0 = b * BLOCK
+        nb = min(BLOCK, n - r0)
+        xb = np.empty((M, BLOCK))
+        _block_rows(X, r0, nb, xb)
+        ob = np.empty(BLOCK, np.bool_)
+        Pq = np.empty((max(q_max, 1), BLOCK))
+        C = np.empty((max(max_len, 1), max(q_max, 1), BLOCK))
+        s = np.empty(BLOCK)
+        acc = np.zeros((M, K, BLOCK))
+        for p in range(P):
+            s0 = path_ptr[p]
+            m = path_ptr[p + 1] - s0
+            if m == 0:
+                continue
+            Q = (m + 1) // 2
+            _path_weights(xb, s0, m, Q, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words,
+                          cat_outside, zero_fraction, tq, wq, ob, Pq, C)
+            for t in range(m):
+                for l in range(BLOCK):
+                    s[l] = 0.0
+                for q in range(Q):
+                    for l in range(BLOCK):
+                        s[l] += Pq[q, l] * C[t, q, l]
+                f = feature[s0 + t]
+                for k in range(K):
+                    v = leaf_value[p, k]
+                    if v != 0.0:
+                        for l in range(BLOCK):
+                            acc[f, k, l] += s[l] * v
+        for l in range(nb):
+            for f in range(M):
+                for k in range(K):
+                    out[r0 + l, f, k] += acc[f, k, l]
+
+
+@numba.njit(parallel=True, cache=True, error_model="numpy", fastmath=_FM)
+def interaction_quad_kernel(X, path_ptr, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words,
+                            cat_outside, zero_fraction, leaf_value, max_len, tq, wq, out):
+    """out[i, f, g, k] += interaction values of row i by quadrature, both triangles (bias entry untouched)."""
+    n = X.shape[0]
+    M = X.shape[1]
+    K = leaf_value.shape[1]
+    P = len(path_ptr) - 1
+    q_max = (max_len + 1) // 2
+    n_blocks = (n + BLOCK - 1) // BLOCK
+    for b in prange(n_blocks):
+        r0 = b * BLOCK
+        nb = min(BLOCK, n - r0)
+        xb = np.empty((M, BLOCK))
+        _block_rows(X, r0, nb, xb)
+        ob = np.empty(BLOCK, np.bool_)
+        Pq = np.empty((max(q_max, 1), BLOCK))
+        C = np.empty((max(max_len, 1), max(q_max, 1), BLOCK))
+        S = np.empty((max(q_max, 1), BLOCK))
+        s = np.empty(BLOCK)
+        for p in range(P):
+            s0 = path_ptr[p]
+            m = path_ptr[p + 1] - s0
+            if m == 0:
+                continue
+            Q = (m + 1) // 2
+            _path_weights(xb, s0, m, Q, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words,
+                          cat_outside, zero_fraction, tq, wq, ob, Pq, C)
+            # half weights; S = sum of c over the path (the diagonal needs sum_{u != t} c_u)
+            for q in range(Q):
+                for l in range(BLOCK):
+                    Pq[q, l] *= 0.5
+                    S[q, l] = 0.0
+                for t in range(m):
+                    for l in range(BLOCK):
+                        S[q, l] += C[t, q, l]
+            for t in range(m):
+                ft = feature[s0 + t]
+                # diagonal: phi_t - sum_{u != t} phi_tu = sum_q w_q P c_t (1 - (S - c_t) / 2)
+                for l in range(BLOCK):
+                    s[l] = 0.0
+                for q in range(Q):
+                    for l in range(BLOCK):
+                        c = C[t, q, l]
+                        s[l] += Pq[q, l] * c * (2.0 - S[q, l] + c)
+                for k in range(K):
+                    v = leaf_value[p, k]
+                    if v != 0.0:
+                        for l in range(nb):
+                            out[r0 + l, ft, ft, k] += s[l] * v
+                for u in range(t + 1, m):
+                    fu = feature[s0 + u]
+                    for l in range(BLOCK):
+                        s[l] = 0.0
+                    for q in range(Q):
+                        for l in range(BLOCK):
+                            s[l] += Pq[q, l] * C[t, q, l] * C[u, q, l]
+                    a = min(ft, fu)
+                    c2 = max(ft, fu)
+                    # a repeated feature (hand-built paths) pairs with itself: both orders land on the diagonal
+                    mult = 2.0 if a == c2 else 1.0
+                    for k in range(K):
+                        v = leaf_value[p, k] * mult
+                        if v != 0.0:
+                            for l in range(nb):
+                                out[r0 + l, a, c2, k] += s[l] * v
+        for l in range(nb):
+            for f in range(M):
+                for g in range(f + 1, M):
+                    for k in range(K):
+                        out[r0 + l, g, f, k] = out[r0 + l, f, g, k]
