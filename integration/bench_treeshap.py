@@ -1,7 +1,7 @@
 """TreeSHAP benchmark on the GPUTreeShap paper's 12-model grid: our engines against shap, shap-cuda and XGBoost.
 
     python integration/bench_treeshap.py --device gpu --size small,medium --out docs/benchmarks
-    python integration/bench_treeshap.py --device cpu --size small --rows 1000
+    python integration/bench_treeshap.py --device cpu --threads 1,16   (runs integration/bench_treeshap_cpu.py)
 
 Models: XGBoost, 10 / 100 / 1000 rounds at depth 3 / 8 / 16, eta 0.01, on cal_housing and adult (real data from
 data/) and covtype- and fashion_mnist-shaped synthetic data (those datasets are not available offline; training uses
@@ -584,6 +584,10 @@ def write_outputs(report, out_dir: Path, tag: str):
 
 
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if any(a in ("--device=cpu",) for a in argv) or any(a == "--device" and b == "cpu" for a, b in zip(argv, argv[1:])):
+        from integration.bench_treeshap_cpu import main as cpu_main      # the CPU engine's own benchmark
+        return cpu_main([a for a in argv if a not in ("--device=cpu", "--device", "cpu")])
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--size", default="small,medium", help="small|medium|large|all, comma separated")
     ap.add_argument("--datasets", default=",".join(DATASETS))
