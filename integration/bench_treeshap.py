@@ -585,7 +585,7 @@ def write_outputs(report, out_dir: Path, tag: str):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
-    if any(a in ("--device=cpu",) for a in argv) or any(a == "--device" and b == "cpu" for a, b in zip(argv, argv[1:])):
+    if "--device=cpu" in argv or any(a == "--device" and b == "cpu" for a, b in zip(argv, argv[1:])):
         from integration.bench_treeshap_cpu import main as cpu_main      # the CPU engine's own benchmark
         return cpu_main([a for a in argv if a not in ("--device=cpu", "--device", "cpu")])
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])

@@ -17,7 +17,7 @@ from numba import prange
 
 from ._cpu_kernels import _satisfies
 
-BLOCK = 32         # rows per block: the innermost (vectorised) loop
+BLOCKS = (8, 32)  # row-block widths: the innermost (vectorised) loop; the wide one when rows abound
 _FM = {"contract"}  # FMA contraction only, so the NaN tests stay exact
 
 
@@ -32,166 +32,188 @@ def gauss_legendre(q_max: int) -> tuple[np.ndarray, np.ndarray]:
     return t, w
 
 
-@numba.njit(inline="always")
-def _block_rows(X, r0, nb, xb):
-    """xb[f, l] = X[r0 + l, f]; lanes past the last row repeat it (computed, never written out)."""
-    M = X.shape[1]
-    for l in range(BLOCK):
-        r = r0 + (l if l < nb else nb - 1)
-        for f in range(M):
-            xb[f, l] = X[r, f]
-
-
-@numba.njit(inline="always")
-def _path_weights(xb, s0, m, Q, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words, cat_outside,
-                  zero_fraction, tq, wq, ob, Pq, C):
-    """Pq[q, l] = w_q prod_e g_e(t_q) and C[t, q, l] = c_t(t_q) for the block's lanes l."""
-    for q in range(Q):
-        wv = wq[Q, q]
+def _make_kernels(BLOCK: int):
+    """The kernels for blocks of ``BLOCK`` rows (a compile-time constant of the closures, so the lane loops unroll)."""
+    @numba.njit(inline="always")
+    def _block_rows(X, r0, nb, xb):
+        """xb[f, l] = X[r0 + l, f]; lanes past the last row repeat it (computed, never written out)."""
+        M = X.shape[1]
         for l in range(BLOCK):
-            Pq[q, l] = wv
-    for t in range(m):
-        e = s0 + t
-        f = feature[e]
-        if cat_ptr[e] < 0:
-            lo = lower[e]
-            hi = upper[e]
-            mo = missing_ok[e]
-            no_lo = lo == -np.inf
-            for l in range(BLOCK):
-                x = xb[f, l]
-                ob[l] = mo if x != x else ((no_lo or lo < x) and x <= hi)
-        else:
-            for l in range(BLOCK):
-                ob[l] = _satisfies(xb[f, l], e, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words,
-                                   cat_outside)
-        z = zero_fraction[e]
-        for q in range(Q):
-            tt = tq[Q, q]
-            g1 = z + tt * (1.0 - z)
-            g0 = z * (1.0 - tt)
-            c1 = (1.0 - z) / g1
-            c0 = -1.0 / (1.0 - tt)
-            for l in range(BLOCK):
-                o = ob[l]
-                Pq[q, l] *= g1 if o else g0
-                C[t, q, l] = c1 if o else c0
-
-
-@numba.njit(parallel=True, cache=True, error_model="numpy", fastmath=_FM)
-def shap_quad_kernel(X, path_ptr, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words, cat_outside,
-                     zero_fraction, leaf_value, max_len, tq, wq, out):
-    """out[i, f, k] += path-dependent SHAP of row i by quadrature (bias column untouched)."""
-    n = X.shape[0]
-    M = X.shape[1]
-    K = leaf_value.shape[1]
-    P = len(path_ptr) - 1
-    q_max = (max_len + 1) // 2
-    n_blocks = (n + BLOCK - 1) // BLOCK
-    for b in prange(n_blocks):
-        r0 = b * BLOCK
-        nb = min(BLOCK, n - r0)
-        xb = np.empty((M, BLOCK))
-        _block_rows(X, r0, nb, xb)
-        ob = np.empty(BLOCK, np.bool_)
-        Pq = np.empty((max(q_max, 1), BLOCK))
-        C = np.empty((max(max_len, 1), max(q_max, 1), BLOCK))
-        s = np.empty(BLOCK)
-        acc = np.zeros((M, K, BLOCK))
-        for p in range(P):
-            s0 = path_ptr[p]
-            m = path_ptr[p + 1] - s0
-            if m == 0:
-                continue
-            Q = (m + 1) // 2
-            _path_weights(xb, s0, m, Q, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words,
-                          cat_outside, zero_fraction, tq, wq, ob, Pq, C)
-            for t in range(m):
-                for l in range(BLOCK):
-                    s[l] = 0.0
-                for q in range(Q):
-                    for l in range(BLOCK):
-                        s[l] += Pq[q, l] * C[t, q, l]
-                f = feature[s0 + t]
-                for k in range(K):
-                    v = leaf_value[p, k]
-                    if v != 0.0:
-                        for l in range(BLOCK):
-                            acc[f, k, l] += s[l] * v
-        for l in range(nb):
+            r = r0 + (l if l < nb else nb - 1)
             for f in range(M):
-                for k in range(K):
-                    out[r0 + l, f, k] += acc[f, k, l]
+                xb[f, l] = X[r, f]
 
 
-@numba.njit(parallel=True, cache=True, error_model="numpy", fastmath=_FM)
-def interaction_quad_kernel(X, path_ptr, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words,
-                            cat_outside, zero_fraction, leaf_value, max_len, tq, wq, out):
-    """out[i, f, g, k] += interaction values of row i by quadrature, both triangles (bias entry untouched)."""
-    n = X.shape[0]
-    M = X.shape[1]
-    K = leaf_value.shape[1]
-    P = len(path_ptr) - 1
-    q_max = (max_len + 1) // 2
-    n_blocks = (n + BLOCK - 1) // BLOCK
-    for b in prange(n_blocks):
-        r0 = b * BLOCK
-        nb = min(BLOCK, n - r0)
-        xb = np.empty((M, BLOCK))
-        _block_rows(X, r0, nb, xb)
-        ob = np.empty(BLOCK, np.bool_)
-        Pq = np.empty((max(q_max, 1), BLOCK))
-        C = np.empty((max(max_len, 1), max(q_max, 1), BLOCK))
-        S = np.empty((max(q_max, 1), BLOCK))
-        s = np.empty(BLOCK)
-        for p in range(P):
-            s0 = path_ptr[p]
-            m = path_ptr[p + 1] - s0
-            if m == 0:
-                continue
-            Q = (m + 1) // 2
-            _path_weights(xb, s0, m, Q, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words,
-                          cat_outside, zero_fraction, tq, wq, ob, Pq, C)
-            # half weights; S = sum of c over the path (the diagonal needs sum_{u != t} c_u)
+    @numba.njit(inline="always")
+    def _path_weights(xb, s0, m, Q, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words, cat_outside,
+                      zero_fraction, tq, wq, ob, Pq, C):
+        """Pq[q, l] = w_q prod_e g_e(t_q) and C[t, q, l] = c_t(t_q) for the block's lanes l."""
+        for q in range(Q):
+            wv = wq[Q, q]
+            for l in range(BLOCK):
+                Pq[q, l] = wv
+        for t in range(m):
+            e = s0 + t
+            f = feature[e]
+            if cat_ptr[e] < 0:
+                lo = lower[e]
+                hi = upper[e]
+                mo = missing_ok[e]
+                no_lo = lo == -np.inf
+                for l in range(BLOCK):
+                    x = xb[f, l]
+                    ob[l] = mo if x != x else ((no_lo or lo < x) and x <= hi)
+            else:
+                for l in range(BLOCK):
+                    ob[l] = _satisfies(xb[f, l], e, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words,
+                                       cat_outside)
+            z = zero_fraction[e]
             for q in range(Q):
+                tt = tq[Q, q]
+                g1 = z + tt * (1.0 - z)
+                g0 = z * (1.0 - tt)
+                c1 = (1.0 - z) / g1
+                c0 = -1.0 / (1.0 - tt)
                 for l in range(BLOCK):
-                    Pq[q, l] *= 0.5
-                    S[q, l] = 0.0
+                    o = ob[l]
+                    Pq[q, l] *= g1 if o else g0
+                    C[t, q, l] = c1 if o else c0
+
+
+    @numba.njit(parallel=True, cache=True, error_model="numpy", fastmath=_FM)
+    def shap_quad_kernel(X, path_ptr, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words, cat_outside,
+                         zero_fraction, leaf_value, max_len, tq, wq, out):
+        """out[i, f, k] += path-dependent SHAP of row i by quadrature (bias column untouched)."""
+        n = X.shape[0]
+        M = X.shape[1]
+        K = leaf_value.shape[1]
+        P = len(path_ptr) - 1
+        q_max = (max_len + 1) // 2
+        n_blocks = (n + BLOCK - 1) // BLOCK
+        for b in prange(n_blocks):
+            r0 = b * BLOCK
+            nb = min(BLOCK, n - r0)
+            xb = np.empty((M, BLOCK))
+            _block_rows(X, r0, nb, xb)
+            ob = np.empty(BLOCK, np.bool_)
+            Pq = np.empty((max(q_max, 1), BLOCK))
+            C = np.empty((max(max_len, 1), max(q_max, 1), BLOCK))
+            s = np.empty(BLOCK)
+            acc = np.zeros((M, K, BLOCK))
+            for p in range(P):
+                s0 = path_ptr[p]
+                m = path_ptr[p + 1] - s0
+                if m == 0:
+                    continue
+                Q = (m + 1) // 2
+                _path_weights(xb, s0, m, Q, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words,
+                              cat_outside, zero_fraction, tq, wq, ob, Pq, C)
                 for t in range(m):
-                    for l in range(BLOCK):
-                        S[q, l] += C[t, q, l]
-            for t in range(m):
-                ft = feature[s0 + t]
-                # diagonal: phi_t - sum_{u != t} phi_tu = sum_q w_q P c_t (1 - (S - c_t) / 2)
-                for l in range(BLOCK):
-                    s[l] = 0.0
-                for q in range(Q):
-                    for l in range(BLOCK):
-                        c = C[t, q, l]
-                        s[l] += Pq[q, l] * c * (2.0 - S[q, l] + c)
-                for k in range(K):
-                    v = leaf_value[p, k]
-                    if v != 0.0:
-                        for l in range(nb):
-                            out[r0 + l, ft, ft, k] += s[l] * v
-                for u in range(t + 1, m):
-                    fu = feature[s0 + u]
                     for l in range(BLOCK):
                         s[l] = 0.0
                     for q in range(Q):
                         for l in range(BLOCK):
-                            s[l] += Pq[q, l] * C[t, q, l] * C[u, q, l]
-                    a = min(ft, fu)
-                    c2 = max(ft, fu)
-                    # a repeated feature (hand-built paths) pairs with itself: both orders land on the diagonal
-                    mult = 2.0 if a == c2 else 1.0
+                            s[l] += Pq[q, l] * C[t, q, l]
+                    f = feature[s0 + t]
                     for k in range(K):
-                        v = leaf_value[p, k] * mult
+                        v = leaf_value[p, k]
+                        if v != 0.0:
+                            for l in range(BLOCK):
+                                acc[f, k, l] += s[l] * v
+            for l in range(nb):
+                for f in range(M):
+                    for k in range(K):
+                        out[r0 + l, f, k] += acc[f, k, l]
+
+
+    @numba.njit(parallel=True, cache=True, error_model="numpy", fastmath=_FM)
+    def interaction_quad_kernel(X, path_ptr, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words,
+                                cat_outside, zero_fraction, leaf_value, max_len, tq, wq, out):
+        """out[i, f, g, k] += interaction values of row i by quadrature, both triangles (bias entry untouched)."""
+        n = X.shape[0]
+        M = X.shape[1]
+        K = leaf_value.shape[1]
+        P = len(path_ptr) - 1
+        q_max = (max_len + 1) // 2
+        n_blocks = (n + BLOCK - 1) // BLOCK
+        for b in prange(n_blocks):
+            r0 = b * BLOCK
+            nb = min(BLOCK, n - r0)
+            xb = np.empty((M, BLOCK))
+            _block_rows(X, r0, nb, xb)
+            ob = np.empty(BLOCK, np.bool_)
+            Pq = np.empty((max(q_max, 1), BLOCK))
+            C = np.empty((max(max_len, 1), max(q_max, 1), BLOCK))
+            S = np.empty((max(q_max, 1), BLOCK))
+            s = np.empty(BLOCK)
+            for p in range(P):
+                s0 = path_ptr[p]
+                m = path_ptr[p + 1] - s0
+                if m == 0:
+                    continue
+                Q = (m + 1) // 2
+                _path_weights(xb, s0, m, Q, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words,
+                              cat_outside, zero_fraction, tq, wq, ob, Pq, C)
+                # half weights; S = sum of c over the path (the diagonal needs sum_{u != t} c_u)
+                for q in range(Q):
+                    for l in range(BLOCK):
+                        Pq[q, l] *= 0.5
+                        S[q, l] = 0.0
+                    for t in range(m):
+                        for l in range(BLOCK):
+                            S[q, l] += C[t, q, l]
+                for t in range(m):
+                    ft = feature[s0 + t]
+                    # diagonal: phi_t - sum_{u != t} phi_tu = sum_q w_q P c_t (1 - (S - c_t) / 2)
+                    for l in range(BLOCK):
+                        s[l] = 0.0
+                    for q in range(Q):
+                        for l in range(BLOCK):
+                            c = C[t, q, l]
+                            s[l] += Pq[q, l] * c * (2.0 - S[q, l] + c)
+                    for k in range(K):
+                        v = leaf_value[p, k]
                         if v != 0.0:
                             for l in range(nb):
-                                out[r0 + l, a, c2, k] += s[l] * v
-        for l in range(nb):
-            for f in range(M):
-                for g in range(f + 1, M):
-                    for k in range(K):
-                        out[r0 + l, g, f, k] = out[r0 + l, f, g, k]
+                                out[r0 + l, ft, ft, k] += s[l] * v
+                    for u in range(t + 1, m):
+                        fu = feature[s0 + u]
+                        for l in range(BLOCK):
+                            s[l] = 0.0
+                        for q in range(Q):
+                            for l in range(BLOCK):
+                                s[l] += Pq[q, l] * C[t, q, l] * C[u, q, l]
+                        a = min(ft, fu)
+                        c2 = max(ft, fu)
+                        # a repeated feature (hand-built paths) pairs with itself: both orders land on the diagonal
+                        mult = 2.0 if a == c2 else 1.0
+                        for k in range(K):
+                            v = leaf_value[p, k] * mult
+                            if v != 0.0:
+                                for l in range(nb):
+                                    out[r0 + l, a, c2, k] += s[l] * v
+            for l in range(nb):
+                for f in range(M):
+                    for g in range(f + 1, M):
+                        for k in range(K):
+                            out[r0 + l, g, f, k] = out[r0 + l, f, g, k]
+
+    return shap_quad_kernel, interaction_quad_kernel
+
+
+_KERNELS: dict = {}
+
+
+def kernels(block: int):
+    """(shap kernel, interaction kernel) for row blocks of ``block`` rows, one of ``BLOCKS``; compiled on first use."""
+    if block not in _KERNELS:
+        _KERNELS[block] = _make_kernels(block)
+    return _KERNELS[block]
+
+
+def block_for(n_rows: int, threads: int) -> int:
+    """The widest block that still gives every thread two blocks of rows (8 when rows are few)."""
+    for b in BLOCKS[::-1]:
+        if n_rows >= 2 * threads * b:
+            return b
+    return BLOCKS[0]

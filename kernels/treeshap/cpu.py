@@ -27,7 +27,7 @@ def _path_args(ps: PathSet):
 
 def _chunks(n: int, work_per_row: float):
     threads = numba.get_num_threads()
-    size = int(max(threads * 2 * _q.BLOCK, min(n, _CHUNK_WORK / max(work_per_row, 1.0))))
+    size = int(max(threads * 2 * _q.BLOCKS[-1], min(n, _CHUNK_WORK / max(work_per_row, 1.0))))
     return [(a, min(n, a + size)) for a in range(0, n, size)]
 
 
@@ -56,7 +56,9 @@ def shap_values(paths: PathSet, X, *, tree_limit=None, progress=None) -> np.ndar
     if ROW_KERNEL == "quadrature":
         work = len(ps.feature) * (2 * L + 4) // 2 + ps.n_paths
         args = args + _q.gauss_legendre((L + 1) // 2)
-        kernel = _q.shap_quad_kernel
+
+        def kernel(Xc, *a):
+            _q.kernels(_q.block_for(len(Xc), numba.get_num_threads()))[0](Xc, *a)
     else:
         work = len(ps.feature) * (2 * L + 2) + ps.n_paths
         kernel = _k.shap_kernel
@@ -76,7 +78,9 @@ def interaction_values(paths: PathSet, X, *, tree_limit=None, progress=None) -> 
     if ROW_KERNEL == "quadrature":
         work = len(ps.feature) * (L * L + 2 * L) // 2 + ps.n_paths + (M + 1) ** 2 * ps.n_outputs
         args = args + _q.gauss_legendre((L + 1) // 2)
-        kernel = _q.interaction_quad_kernel
+
+        def kernel(Xc, *a):
+            _q.kernels(_q.block_for(len(Xc), numba.get_num_threads()))[1](Xc, *a)
     else:
         work = len(ps.feature) * (2 * L * L + 2 * L + 2) + ps.n_paths + (M + 1) ** 2 * ps.n_outputs
         kernel = _k.interaction_kernel
