@@ -157,3 +157,16 @@ def test_xgboost_multiclass_interactions_match_native():
     got = np.moveaxis(np.asarray(got), -1, 1)
     for i, j in itertools.product(range(6), repeat=2):
         np.testing.assert_allclose(got[:, :, i, j], ref[:, :, i, j], atol=2e-6 * np.abs(ref).max())
+
+
+def test_pattern_tables_match_dp(dp_kernel, monkeypatch):
+    """Short paths from pattern tables, the rest by quadrature, in one call: equal to the DP."""
+    monkeypatch.setattr(cpu, "PATTERN_TABLES", True)
+    rng = np.random.default_rng(11)
+    ps = _random_paths(rng, 200, 15, 2, 9)
+    off = cpu._t.plan_tables(ps.path_ptr)
+    lens = np.diff(ps.path_ptr)
+    assert (off >= 0).any() and (off < 0).any() and lens[off >= 0].max() <= lens[(off < 0) & (lens > 0)].min()
+    X = rng.normal(size=(45, 15))
+    X[rng.random(X.shape) < 0.1] = np.nan
+    np.testing.assert_allclose(cpu.shap_values(ps, X), dp_kernel(cpu.shap_values, ps, X), rtol=1e-10, atol=1e-10)

@@ -45,6 +45,23 @@ def _make_kernels(BLOCK: int):
 
 
     @numba.njit(inline="always")
+    def _one_fractions(xb, e, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words, cat_outside, ob):
+        """ob[l] = whether lane l's row satisfies path element e."""
+        f = feature[e]
+        if cat_ptr[e] < 0:
+            lo = lower[e]
+            hi = upper[e]
+            mo = missing_ok[e]
+            no_lo = lo == -np.inf
+            for l in range(BLOCK):
+                x = xb[f, l]
+                ob[l] = mo if x != x else ((no_lo or lo < x) and x <= hi)
+        else:
+            for l in range(BLOCK):
+                ob[l] = _satisfies(xb[f, l], e, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words,
+                                   cat_outside)
+
+    @numba.njit(inline="always")
     def _path_weights(xb, s0, m, Q, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words, cat_outside,
                       zero_fraction, tq, wq, ob, Pq, C):
         """Pq[q, l] = w_q prod_e g_e(t_q) and C[t, q, l] = c_t(t_q) for the block's lanes l."""
@@ -54,19 +71,7 @@ def _make_kernels(BLOCK: int):
                 Pq[q, l] = wv
         for t in range(m):
             e = s0 + t
-            f = feature[e]
-            if cat_ptr[e] < 0:
-                lo = lower[e]
-                hi = upper[e]
-                mo = missing_ok[e]
-                no_lo = lo == -np.inf
-                for l in range(BLOCK):
-                    x = xb[f, l]
-                    ob[l] = mo if x != x else ((no_lo or lo < x) and x <= hi)
-            else:
-                for l in range(BLOCK):
-                    ob[l] = _satisfies(xb[f, l], e, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words,
-                                       cat_outside)
+            _one_fractions(xb, e, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words, cat_outside, ob)
             z = zero_fraction[e]
             for q in range(Q):
                 tt = tq[Q, q]
@@ -79,11 +84,15 @@ def _make_kernels(BLOCK: int):
                     Pq[q, l] *= g1 if o else g0
                     C[t, q, l] = c1 if o else c0
 
-
     @numba.njit(parallel=True, cache=True, error_model="numpy", fastmath=_FM)
     def shap_quad_kernel(X, path_ptr, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words, cat_outside,
-                         zero_fraction, leaf_value, max_len, tq, wq, out):
-        """out[i, f, k] += path-dependent SHAP of row i by quadrature (bias column untouched)."""
+                         zero_fraction, leaf_value, max_len, tq, wq, tab_off, tab, out):
+        """out[i, f, k] += path-dependent SHAP of row i (bias column untouched).
+
+        A path with ``tab_off[p] >= 0`` reads its values from the pattern table ``tab[tab_off[p]:]`` (one row of m
+        values per pattern of satisfied conditions, bit t for condition t; see _cpu_tables); the others run the
+        quadrature.
+        """
         n = X.shape[0]
         M = X.shape[1]
         K = leaf_value.shape[1]
@@ -99,21 +108,38 @@ def _make_kernels(BLOCK: int):
             Pq = np.empty((max(q_max, 1), BLOCK))
             C = np.empty((max(max_len, 1), max(q_max, 1), BLOCK))
             s = np.empty(BLOCK)
+            pat = np.empty(BLOCK, np.int64)
             acc = np.zeros((M, K, BLOCK))
             for p in range(P):
                 s0 = path_ptr[p]
                 m = path_ptr[p + 1] - s0
                 if m == 0:
                     continue
+                off = tab_off[p]
                 Q = (m + 1) // 2
-                _path_weights(xb, s0, m, Q, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words,
-                              cat_outside, zero_fraction, tq, wq, ob, Pq, C)
-                for t in range(m):
+                if off >= 0:
                     for l in range(BLOCK):
-                        s[l] = 0.0
-                    for q in range(Q):
+                        pat[l] = 0
+                    for t in range(m):
+                        _one_fractions(xb, s0 + t, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words,
+                                       cat_outside, ob)
                         for l in range(BLOCK):
-                            s[l] += Pq[q, l] * C[t, q, l]
+                            pat[l] |= np.int64(ob[l]) << t
+                    for l in range(BLOCK):
+                        pat[l] = off + pat[l] * m
+                else:
+                    _path_weights(xb, s0, m, Q, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words,
+                                  cat_outside, zero_fraction, tq, wq, ob, Pq, C)
+                for t in range(m):
+                    if off >= 0:
+                        for l in range(BLOCK):
+                            s[l] = tab[pat[l] + t]
+                    else:
+                        for l in range(BLOCK):
+                            s[l] = 0.0
+                        for q in range(Q):
+                            for l in range(BLOCK):
+                                s[l] += Pq[q, l] * C[t, q, l]
                     f = feature[s0 + t]
                     for k in range(K):
                         v = leaf_value[p, k]
