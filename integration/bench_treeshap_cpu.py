@@ -56,7 +56,7 @@ def native_fn(lib: str, model, threads: int, interactions: bool):
     if lib == "xgboost":
         import xgboost as xgb
         b = model.copy()
-        b.set_param({"nthread": threads})
+        b.set_param({"device": "cpu", "nthread": threads})    # a CUDA build would otherwise predict on the GPU
         return lambda A: b.predict(xgb.DMatrix(A, nthread=threads), pred_contribs=not interactions,
                                    pred_interactions=interactions)
     if lib == "lightgbm":
@@ -76,9 +76,10 @@ def set_threads(n: int) -> None:
     numba.set_num_threads(n)
 
 
-def rate(fn, X, budget: float, repeats: int) -> tuple[int, float]:
-    """(rows, seconds) of fn on up to len(X) rows within the time budget (see bench_treeshap.timed_rows)."""
-    return timed_rows(fn, X, len(X), budget, repeats)
+def rate(fn, X, budget: float, repeats: int, threads: int = 1) -> tuple[int, float]:
+    """(rows, seconds) of fn on up to len(X) rows within the time budget (see bench_treeshap.timed_rows), starting
+    at two row blocks of 32 per thread, so that every thread has work."""
+    return timed_rows(fn, X, len(X), budget, repeats, start=min(len(X), 64 * threads))
 
 
 def bench_one(name: str, lib: str, model, X, threads_list, args) -> dict:
@@ -114,11 +115,12 @@ def bench_one(name: str, lib: str, model, X, threads_list, args) -> dict:
         set_threads(T)
         cell = {}
         for what, Xw, fn in (("shap", Xt, ours[0]), ("inter", Xi, ours[1])):
-            n, t = rate(fn, Xw, args.budget, args.repeats)
+            n, t = rate(fn, Xw, args.budget, args.repeats, T)
             cell[f"ours_{what}"] = n / t
+            cell[f"rows_{what}"] = n
             nf = native_fn(lib, booster, T, what == "inter")
             if nf is not None:
-                n, t = rate(nf, Xw, args.budget, args.repeats)
+                n, t = rate(nf, Xw, args.budget, args.repeats, T)
                 cell[f"native_{what}"] = n / t
             if T == 1 and args.cpp:
                 n, t = rate(lambda A, w=what: shap_cext(ens, A, interactions=w == "inter"), Xw, args.budget,
@@ -126,6 +128,14 @@ def bench_one(name: str, lib: str, model, X, threads_list, args) -> dict:
                 cell[f"shap_cpp_{what}"] = n / t
         rec["cells"][str(T)] = cell
         print(f"  {name} T={T}: " + ", ".join(f"{k} {v:.4g}" for k, v in cell.items()), flush=True)
+    if args.scaling and name == args.scaling:        # the thread-scaling curve of ours on one model
+        Xs = np.ascontiguousarray(np.tile(Xt, (max(1, 4096 // len(Xt)), 1))[:4096])
+        rec["scaling"] = {}
+        for T in sorted({1, 2, 4, 8, 16, max(threads_list)} & set(range(1, (os.cpu_count() or 1) + 1))):
+            set_threads(T)
+            n, t = rate(ours[0], Xs, args.budget, args.repeats, T)
+            rec["scaling"][str(T)] = n / t
+        print(f"  {name} scaling: {rec['scaling']}", flush=True)
     set_threads(max(threads_list))
     return rec
 
@@ -208,6 +218,12 @@ def write_outputs(report: dict, out_dir: Path, tag: str) -> None:
                 cells.append("-" if not a or not b else f"{b / a / (int(hi) // int(lo)):.2f}")
             lines.append(f"| {rec['model']} | {cells[0]} | {cells[1]} |")
         lines.append("")
+    for rec in report["models"]:
+        if "scaling" in rec:
+            sc = rec["scaling"]
+            lines += [f"## Thread scaling curve, {rec['model']} SHAP values (4096 rows)", "",
+                      "| threads | rows/s | / (1-thread rows/s x threads) |", "|---|---|---|"]
+            lines += [f"| {T} | {v:.4g} | {v / sc['1'] / int(T):.2f} |" for T, v in sc.items()] + [""]
     lines += ["## Accuracy (max |ours - reference| on 50 rows)", "", "| model | vs native | vs shap C++ |",
               "|---|---|---|"]
     for rec in report["models"]:
@@ -229,6 +245,7 @@ def main(argv=None) -> None:
     ap.add_argument("--train-device", default="cpu", help="XGBoost training device (cuda where there is a GPU)")
     ap.add_argument("--budget", type=float, default=3.0, help="seconds per timing")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--scaling", default="cal_housing-medium", help="model whose 1..16-thread curve is measured")
     ap.add_argument("--no-cpp", dest="cpp", action="store_false", help="skip shap's C++ (single-threaded) anchor")
     ap.add_argument("--out", default=str(ROOT / "docs" / "benchmarks"))
     ap.add_argument("--tag", default=None)

@@ -18,6 +18,7 @@ from numba import prange
 from ._cpu_kernels import _satisfies
 
 BLOCKS = (8, 32)  # row-block widths: the innermost (vectorised) loop; the wide one when rows abound
+_TILE = 16         # tile of the interaction matrix's transposed copy
 _FM = {"contract"}  # FMA contraction only, so the NaN tests stay exact
 
 
@@ -154,8 +155,10 @@ def _make_kernels(BLOCK: int):
 
     @numba.njit(parallel=True, cache=True, error_model="numpy", fastmath=_FM)
     def interaction_quad_kernel(X, path_ptr, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words,
-                                cat_outside, zero_fraction, leaf_value, max_len, tq, wq, out):
-        """out[i, f, g, k] += interaction values of row i by quadrature, both triangles (bias entry untouched)."""
+                                cat_outside, zero_fraction, leaf_value, max_len, tq, wq, order, out, strides):
+        """Interaction values of row i, feature pair (f, g), output k added to ``out[i*s0 + f*s1 + g*s2 + k*s3]``
+        (``strides`` in elements, so the caller picks the layout), both triangles, bias entry untouched; paths are
+        visited in ``order`` (grouped by output, the writes of one output stay close together)."""
         n = X.shape[0]
         M = X.shape[1]
         K = leaf_value.shape[1]
@@ -172,7 +175,9 @@ def _make_kernels(BLOCK: int):
             C = np.empty((max(max_len, 1), max(q_max, 1), BLOCK))
             S = np.empty((max(q_max, 1), BLOCK))
             s = np.empty(BLOCK)
-            for p in range(P):
+            sr, sf, sg, sk = strides[0], strides[1], strides[2], strides[3]
+            for pi in range(P):
+                p = order[pi]
                 s0 = path_ptr[p]
                 m = path_ptr[p + 1] - s0
                 if m == 0:
@@ -200,8 +205,9 @@ def _make_kernels(BLOCK: int):
                     for k in range(K):
                         v = leaf_value[p, k]
                         if v != 0.0:
+                            o = ft * (sf + sg) + k * sk + r0 * sr
                             for l in range(nb):
-                                out[r0 + l, ft, ft, k] += s[l] * v
+                                out[o + l * sr] += s[l] * v
                     for u in range(t + 1, m):
                         fu = feature[s0 + u]
                         for l in range(BLOCK):
@@ -216,13 +222,18 @@ def _make_kernels(BLOCK: int):
                         for k in range(K):
                             v = leaf_value[p, k] * mult
                             if v != 0.0:
+                                o = a * sf + c2 * sg + k * sk + r0 * sr
                                 for l in range(nb):
-                                    out[r0 + l, a, c2, k] += s[l] * v
+                                    out[o + l * sr] += s[l] * v
+            # mirror the upper triangle in tiles, so that the transposed writes stay within a few pages
             for l in range(nb):
-                for f in range(M):
-                    for g in range(f + 1, M):
-                        for k in range(K):
-                            out[r0 + l, g, f, k] = out[r0 + l, f, g, k]
+                for fb in range(0, M, _TILE):
+                    for gb in range(fb, M, _TILE):
+                        for f in range(fb, min(fb + _TILE, M)):
+                            for g in range(max(gb, f + 1), min(gb + _TILE, M)):
+                                for k in range(K):
+                                    r = (r0 + l) * sr + k * sk
+                                    out[r + g * sf + f * sg] = out[r + f * sf + g * sg]
 
     return shap_quad_kernel, interaction_quad_kernel
 
