@@ -31,8 +31,12 @@ def _path_args(ps: PathSet):
 
 
 def _chunks(n: int, work_per_row: float):
+    """Row chunks (one progress-bar step each) of about _CHUNK_WORK per thread, in whole rounds of wide row blocks
+    over the threads and at least 8 rounds, so that the barrier at each chunk's end idles few threads."""
     threads = numba.get_num_threads()
-    size = int(max(threads * 2 * _q.BLOCKS[-1], min(n, _CHUNK_WORK / max(work_per_row, 1.0))))
+    unit = threads * _q.BLOCKS[-1]
+    size = max(8 * unit, min(n, threads * _CHUNK_WORK / max(work_per_row, 1.0)))
+    size = int(-(-size // unit) * unit)
     return [(a, min(n, a + size)) for a in range(0, n, size)]
 
 
