@@ -87,12 +87,12 @@ def _make_kernels(BLOCK: int):
 
     @numba.njit(parallel=True, cache=True, error_model="numpy", fastmath=_FM)
     def shap_quad_kernel(X, path_ptr, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words, cat_outside,
-                         zero_fraction, leaf_value, max_len, tq, wq, tab_off, tab, out):
+                         zero_fraction, leaf_value, max_len, tq, wq, tab_off, tab, order, out):
         """out[i, f, k] += path-dependent SHAP of row i (bias column untouched).
 
         A path with ``tab_off[p] >= 0`` reads its values from the pattern table ``tab[tab_off[p]:]`` (one row of m
         values per pattern of satisfied conditions, bit t for condition t; see _cpu_tables); the others run the
-        quadrature.
+        quadrature. Paths are visited in ``order`` (grouped by output: the block's sums of one output stay in cache).
         """
         n = X.shape[0]
         M = X.shape[1]
@@ -110,8 +110,9 @@ def _make_kernels(BLOCK: int):
             C = np.empty((max(max_len, 1), max(q_max, 1), BLOCK))
             s = np.empty(BLOCK)
             pat = np.empty(BLOCK, np.int64)
-            acc = np.zeros((M, K, BLOCK))
-            for p in range(P):
+            acc = np.zeros((K, M, BLOCK))
+            for pi in range(P):
+                p = order[pi]
                 s0 = path_ptr[p]
                 m = path_ptr[p + 1] - s0
                 if m == 0:
@@ -146,11 +147,11 @@ def _make_kernels(BLOCK: int):
                         v = leaf_value[p, k]
                         if v != 0.0:
                             for l in range(BLOCK):
-                                acc[f, k, l] += s[l] * v
+                                acc[k, f, l] += s[l] * v
             for l in range(nb):
                 for f in range(M):
                     for k in range(K):
-                        out[r0 + l, f, k] += acc[f, k, l]
+                        out[r0 + l, f, k] += acc[k, f, l]
 
 
     @numba.njit(parallel=True, cache=True, error_model="numpy", fastmath=_FM)

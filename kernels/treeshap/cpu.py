@@ -54,6 +54,15 @@ def _run(call, n, work_per_row, desc, progress):
             bar.update(b - a)
 
 
+def _path_order(ps: PathSet) -> tuple[np.ndarray, bool]:
+    """(order, by_output): paths grouped by output when each path feeds at most one (boosted multiclass), else as
+    stored."""
+    nonzero = ps.leaf_value != 0
+    if ps.n_outputs > 1 and bool((nonzero.sum(axis=1) <= 1).all()):
+        return np.argsort(np.argmax(nonzero, axis=1), kind="stable").astype(np.int64), True
+    return np.arange(ps.n_paths, dtype=np.int64), False
+
+
 def _tables(ps: PathSet, tq: np.ndarray, wq: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(tab_off, tab) of the pattern tables of ``ps`` (none when PATTERN_TABLES is off)."""
     if not PATTERN_TABLES:
@@ -76,7 +85,7 @@ def shap_values(paths: PathSet, X, *, tree_limit=None, progress=None) -> np.ndar
     if ROW_KERNEL == "quadrature":
         work = len(ps.feature) * (2 * L + 4) // 2 + ps.n_paths
         tq, wq = _q.gauss_legendre((L + 1) // 2)
-        args = args + (tq, wq) + _tables(ps, tq, wq)
+        args = args + (tq, wq) + _tables(ps, tq, wq) + (_path_order(ps)[0],)
 
         def kernel(Xc, *a):
             _q.kernels(_q.block_for(len(Xc), numba.get_num_threads()))[0](Xc, *a)
@@ -108,14 +117,12 @@ def interaction_values(paths: PathSet, X, *, tree_limit=None, progress=None) -> 
         _run(lambda a, b: _k.interaction_kernel(X[a:b], *args, out[a:b]), n, work, desc, progress)
         out[:, M, M, :] += ps.bias()
         return out
-    nonzero = ps.leaf_value != 0
-    if K > 1 and bool((nonzero.sum(axis=1) <= 1).all()):
+    order, by_output = _path_order(ps)
+    if by_output:
         store = np.zeros((n, K, M + 1, M + 1))
         out = store.transpose(0, 2, 3, 1)
-        order = np.argsort(np.argmax(nonzero, axis=1), kind="stable").astype(np.int64)
     else:
         store = out = np.zeros((n, M + 1, M + 1, K))
-        order = np.arange(ps.n_paths, dtype=np.int64)
     flat = store.reshape(-1)
     strides = np.array(out.strides, np.int64) // out.itemsize
     sr = int(strides[0])
