@@ -170,3 +170,17 @@ def test_pattern_tables_match_dp(dp_kernel, monkeypatch):
     X = rng.normal(size=(45, 15))
     X[rng.random(X.shape) < 0.1] = np.nan
     np.testing.assert_allclose(cpu.shap_values(ps, X), dp_kernel(cpu.shap_values, ps, X), rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("M", [3, 60])
+def test_interaction_mirror_and_direct_writes_match_dp(dp_kernel, M):
+    """Few features (mirror copy of the upper triangle) and many (both entries written per pair), multiclass."""
+    rng = np.random.default_rng(M)
+    ps = _random_paths(rng, 40, M, 3, min(M, 5))
+    leaf = np.zeros_like(ps.leaf_value)
+    leaf[np.arange(ps.n_paths), rng.integers(0, 3, ps.n_paths)] = rng.normal(size=ps.n_paths)
+    ps = PathSet(**{**ps.__dict__, "leaf_value": leaf})           # one class per path: class-major storage
+    X = rng.normal(size=(12, M))
+    got = cpu.interaction_values(ps, X, progress=False)
+    np.testing.assert_allclose(got, dp_kernel(cpu.interaction_values, ps, X, progress=False), atol=1e-10)
+    np.testing.assert_array_equal(got, got.transpose(0, 2, 1, 3))

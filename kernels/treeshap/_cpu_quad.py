@@ -156,10 +156,13 @@ def _make_kernels(BLOCK: int):
 
     @numba.njit(parallel=True, cache=True, error_model="numpy", fastmath=_FM)
     def interaction_quad_kernel(X, path_ptr, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words,
-                                cat_outside, zero_fraction, leaf_value, max_len, tq, wq, order, out, strides):
+                                cat_outside, zero_fraction, leaf_value, max_len, tq, wq, order, mirror, out,
+                                strides):
         """Interaction values of row i, feature pair (f, g), output k added to ``out[i*s0 + f*s1 + g*s2 + k*s3]``
         (``strides`` in elements, so the caller picks the layout), both triangles, bias entry untouched; paths are
-        visited in ``order`` (grouped by output, the writes of one output stay close together)."""
+        visited in ``order`` (grouped by output, the writes of one output stay close together). ``mirror``: write
+        the upper triangle and copy it to the lower one at the end (dense outputs); else write both entries of each
+        pair at once (sparse ones, where copying the whole matrix would cost more than the pairs)."""
         n = X.shape[0]
         M = X.shape[1]
         K = leaf_value.shape[1]
@@ -226,8 +229,12 @@ def _make_kernels(BLOCK: int):
                                 o = a * sf + c2 * sg + k * sk + r0 * sr
                                 for l in range(nb):
                                     out[o + l * sr] += s[l] * v
+                                if not mirror and a != c2:
+                                    o = c2 * sf + a * sg + k * sk + r0 * sr
+                                    for l in range(nb):
+                                        out[o + l * sr] += s[l] * v
             # mirror the upper triangle in tiles, so that the transposed writes stay within a few pages
-            for l in range(nb):
+            for l in range(nb if mirror else 0):
                 for fb in range(0, M, _TILE):
                     for gb in range(fb, M, _TILE):
                         for f in range(fb, min(fb + _TILE, M)):

@@ -126,7 +126,9 @@ def interaction_values(paths: PathSet, X, *, tree_limit=None, progress=None) -> 
     flat = store.reshape(-1)
     strides = np.array(out.strides, np.int64) // out.itemsize
     sr = int(strides[0])
-    args = args + _q.gauss_legendre((L + 1) // 2) + (order,)
+    lens = np.diff(ps.path_ptr)
+    mirror = bool((lens * (lens - 1) // 2).sum() * 2 > (M + 1) ** 2 * K)   # pair writes vs copying the matrix
+    args = args + _q.gauss_legendre((L + 1) // 2) + (order, mirror)
     work = len(ps.feature) * (L * L + 2 * L) // 2 + ps.n_paths + (M + 1) ** 2 * K
 
     def call(a, b):
