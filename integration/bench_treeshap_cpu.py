@@ -16,7 +16,6 @@ import json
 import os
 import platform
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +23,13 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from integration.bench_treeshap import load_dataset, shap_cext, timed, timed_rows, train_model  # noqa: E402
+from integration.bench_treeshap import (
+    load_dataset,
+    shap_cext,
+    timed,
+    timed_rows,
+    train_model,
+)
 
 LIBS = ("lightgbm", "sklearn_rf", "catboost")
 NATIVE = {"xgboost": "XGBoost native", "lightgbm": "LightGBM native", "catboost": "CatBoost native"}
@@ -162,7 +167,7 @@ def versions() -> dict:
     for mod in ("numpy", "numba", "xgboost", "lightgbm", "catboost", "sklearn", "shap"):
         try:
             out[mod] = __import__(mod).__version__
-        except Exception:
+        except (ImportError, AttributeError):
             out[mod] = None
     return out
 
@@ -179,14 +184,15 @@ def write_outputs(report: dict, out_dir: Path, tag: str) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / f"treeshap_cpu_{tag}.json").write_text(json.dumps(report, indent=1))
     threads = report["threads"]
+    versions = ", ".join(f"{k} {v}" for k, v in report["versions"].items())
+    intro = ("Rows/s (higher is better); ratios are ours / anchor at the same thread count, same process. "
+             f"SHAP values on up to {report['rows']} rows, interactions on up to {report['inter_rows']} "
+             "(fashion_mnist: 32, its output is 49 MB per row; slow anchors on fewer rows). shap C++ is shap's "
+             "single-threaded `dense_tree_shap` on its TreeEnsemble, timed at 1 thread. Native: XGBoost "
+             "`pred_contribs` / `pred_interactions`, LightGBM `pred_contrib` (no interactions), CatBoost "
+             "`ShapValues` / `ShapInteractionValues`; scikit-learn has none.")
     lines = [f"# CPU TreeSHAP benchmark ({tag})", "",
-             f"Machine: {report['machine']}; {report['cpus']} CPUs; versions: "
-             + ", ".join(f"{k} {v}" for k, v in report["versions"].items()), "",
-             "Rows/s (higher is better); ratios are ours / anchor at the same thread count, same process. "
-             f"SHAP values on up to {report['rows']} rows, interactions on up to {report['inter_rows']} (fashion_mnist: "
-             "32, its output is 49 MB per row; slow anchors on fewer rows). shap C++ is shap's single-threaded `dense_tree_shap` on its TreeEnsemble, timed at 1 thread. "
-             "Native: XGBoost `pred_contribs` / `pred_interactions`, LightGBM `pred_contrib` (no interactions), "
-             "CatBoost `ShapValues` / `ShapInteractionValues`; scikit-learn has none.", ""]
+             f"Machine: {report['machine']}; {report['cpus']} CPUs; versions: {versions}", "", intro, ""]
     if report.get("note"):
         lines += [f"Note: {report['note']}.", ""]
     for what, title in (("shap", "SHAP values"), ("inter", "SHAP interaction values")):
@@ -210,8 +216,8 @@ def write_outputs(report: dict, out_dir: Path, tag: str) -> None:
     if len(threads) > 1:
         lo, hi = str(min(threads)), str(max(threads))
         lines += [f"## Thread scaling of ours, {lo} -> {hi} threads (rows/s ratio / {int(hi) // int(lo)})", "",
-                  "From the cells above, whose row counts differ (see the JSON): the curve below times the same "
-                  "rows at every thread count.", "",
+                  ("From the cells above, whose row counts differ (see the JSON): the curve below times the same "
+                   "rows at every thread count."), "",
                   "| model | SHAP | interactions |", "|---|---|---|"]
         for rec in report["models"]:
             c0, c1 = rec["cells"].get(lo, {}), rec["cells"].get(hi, {})

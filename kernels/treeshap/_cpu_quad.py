@@ -56,7 +56,7 @@ def _make_kernels(BLOCK: int):
             no_lo = lo == -np.inf
             for l in range(BLOCK):
                 x = xb[f, l]
-                ob[l] = mo if x != x else ((no_lo or lo < x) and x <= hi)
+                ob[l] = mo if x != x else ((no_lo or lo < x) and x <= hi)  # noqa: PLR0124 (NaN)
         else:
             for l in range(BLOCK):
                 ob[l] = _satisfies(xb[f, l], e, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words,
