@@ -106,10 +106,11 @@ def test_rows_do_not_depend_on_block_position_or_threads():
     old = numba.get_num_threads()
     try:
         numba.set_num_threads(1)
-        c = cpu.shap_values(ps, X, progress=False)
+        c = cpu.shap_values(ps, X, progress=False)                            # blocks of 32 rows (2 threads: 8)
+        d = cpu.shap_values(ps, np.tile(X, (4, 1)), progress=False)[:70]       # blocks of 128
     finally:
         numba.set_num_threads(old)
-    assert a.tobytes() == c.tobytes()
+    assert a.tobytes() == c.tobytes() == d.tobytes()
 
 
 def test_repeated_features_of_a_hand_built_path(dp_kernel):

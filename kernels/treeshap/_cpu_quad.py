@@ -17,7 +17,7 @@ from numba import prange
 
 from ._cpu_kernels import _satisfies
 
-BLOCKS = (8, 32)  # row-block widths: the innermost (vectorised) loop; the wide one when rows abound
+BLOCKS = (8, 32, 128)  # row-block widths: the innermost (vectorised) loop; wider is faster per row (measured)
 _TILE = 16         # tile of the interaction matrix's transposed copy
 _FM = {"contract"}  # FMA contraction only, so the NaN tests stay exact
 
