@@ -256,9 +256,13 @@ def kernels(block: int):
     return _KERNELS[block]
 
 
-def block_for(n_rows: int, threads: int) -> int:
-    """The widest block that still gives every thread two blocks of rows (8 when rows are few)."""
+ACC_BYTES = 1 << 21  # a block's SHAP sums (outputs x features x rows) kept within about one core's L2
+
+
+def block_for(n_rows: int, threads: int, row_values: int = 0) -> int:
+    """The widest block that still gives every thread two blocks of rows and whose ``row_values`` doubles per row
+    (the SHAP kernel's sums) fit ACC_BYTES; 8 when rows are few."""
     for b in BLOCKS[::-1]:
-        if n_rows >= 2 * threads * b:
+        if n_rows >= 2 * threads * b and row_values * b * 8 <= ACC_BYTES:
             return b
     return BLOCKS[0]

@@ -88,7 +88,7 @@ def shap_values(paths: PathSet, X, *, tree_limit=None, progress=None) -> np.ndar
         args = args + (tq, wq) + _tables(ps, tq, wq) + (_path_order(ps)[0],)
 
         def kernel(Xc, *a):
-            _q.kernels(_q.block_for(len(Xc), numba.get_num_threads()))[0](Xc, *a)
+            _q.kernels(_q.block_for(len(Xc), numba.get_num_threads(), M * ps.n_outputs))[0](Xc, *a)
     else:
         work = len(ps.feature) * (2 * L + 2) + ps.n_paths
         kernel = _k.shap_kernel
