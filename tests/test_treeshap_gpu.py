@@ -6,70 +6,11 @@ import pytest
 
 from hitml.kernels.treeshap import cpu, extract_paths
 
+from _treeshap_gpu import (  # noqa: E402
+    TRANSFORMS, _close, _data, _dense, _gpu, _multiclass_models, _paths_from, _regression_paths, _sk_tree, _spine_tree,
+)
+
 pytestmark = pytest.mark.gpu
-
-TRANSFORMS = ["identity", "logistic", "logistic_nlogloss", "squared_loss"]
-
-
-def _gpu():
-    from hitml.kernels.treeshap import gpu
-    return gpu
-
-
-def _close(a, b, rtol=1e-6):
-    a = a.get() if hasattr(a, "get") else np.asarray(a)
-    assert a.shape == b.shape, (a.shape, b.shape)
-    assert np.isfinite(a).all()
-    scale = max(np.abs(b).max(), 1e-12)
-    err = np.abs(a - b).max()
-    assert err <= rtol * scale, (err, scale)
-
-
-def _dense(trees, K):
-    """Pad per-tree (cl, cr, cd, feat, thr, cover, values(N, K)) into shap TreeEnsemble-style (T, N) arrays."""
-    T, N = len(trees), max(len(t[0]) for t in trees)
-    cl = np.full((T, N), -1, np.int64)
-    cr, cd, ft = cl.copy(), cl.copy(), np.zeros((T, N), np.int64)
-    th, cov, vals = np.zeros((T, N)), np.zeros((T, N)), np.zeros((T, N, K))
-    for i, (a, b, c, f, t, w, v) in enumerate(trees):
-        n = len(a)
-        cl[i, :n], cr[i, :n], cd[i, :n], ft[i, :n], th[i, :n], cov[i, :n], vals[i, :n] = a, b, c, f, t, w, v
-    return cl, cr, cd, ft, th, cov, vals
-
-
-def _sk_tree(model, K, rng=None, nan_random=False):
-    t = model.tree_
-    f = np.maximum(t.feature, 0)
-    v = t.value.reshape(t.node_count, -1)[:, :K].astype(np.float64)
-    cd = t.children_left.copy()
-    if nan_random:  # NaN goes to a random side per node
-        flip = rng.random(t.node_count) < 0.5
-        cd = np.where(flip, t.children_right, t.children_left)
-    return (t.children_left, t.children_right, cd, f, t.threshold, t.weighted_n_node_samples, v)
-
-
-def _paths_from(trees, M, K, *, input_dtype=np.float32, base=None, categories=None):
-    cl, cr, cd, ft, th, cov, vals = _dense(trees, K)
-    return extract_paths(cl, cr, cd, ft, th, vals, cov, np.zeros(K) if base is None else base, n_features=M,
-                         input_dtype=input_dtype, categories=categories)
-
-
-def _data(n, M, seed, nan=0.0):
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(n, M)).astype(np.float32)
-    y = X[:, 0] * X[:, 1] + np.sin(3 * X[:, 2 % M]) + X[:, 3 % M] + rng.normal(scale=0.1, size=n)
-    if nan:
-        X[rng.random(X.shape) < nan] = np.nan
-    return X, y
-
-
-def _regression_paths(M=6, depths=(3, 6, 8), seed=0, nan_random=True, input_dtype=np.float32, base=0.25):
-    from sklearn.tree import DecisionTreeRegressor
-    rng = np.random.default_rng(seed)
-    X, y = _data(800, M, seed)
-    trees = [_sk_tree(DecisionTreeRegressor(max_depth=d, random_state=i).fit(X, y + i), 1, rng, nan_random)
-             for i, d in enumerate(depths)]
-    return _paths_from(trees, M, 1, input_dtype=input_dtype, base=np.array([base])), X
 
 
 @pytest.fixture(scope="module")
@@ -97,25 +38,6 @@ def test_interventional(reg, transform):
     y = (np.random.default_rng(0).random(60) > 0.5).astype(np.float64)
     _close(_gpu().interventional_shap_values(ps, Xt, R, transform=transform, y=y),
            cpu.interventional_shap_values(ps, Xt, R, transform=transform, y=y))
-
-
-def _multiclass_models(n_forest: int, n_boost: int, depth: int):
-    """(random-forest paths with dense K=4 leaves, XGBoost-style paths with one nonzero group per tree) on 7 features."""
-    from sklearn.ensemble import RandomForestClassifier
-    from sklearn.tree import DecisionTreeRegressor
-    X, y = _data(600, 7, 3, nan=0.0)
-    cls = np.digitize(y, [-0.7, 0.0, 0.8])
-    rf = RandomForestClassifier(n_estimators=n_forest, max_depth=depth + 1, random_state=0).fit(X, cls)
-    K = 4
-    dense = _paths_from([_sk_tree(e, K) for e in rf.estimators_], 7, K)
-    trees = []
-    for i in range(n_boost):
-        m = DecisionTreeRegressor(max_depth=depth, random_state=i).fit(X, (cls == i % K) * 1.0)
-        cl, cr, cd, f, t, w, v = _sk_tree(m, 1)
-        vk = np.zeros((len(v), K))
-        vk[:, i % K] = v[:, 0]
-        trees.append((cl, cr, cd, f, t, w, vk))
-    return dense, _paths_from(trees, 7, K, base=np.arange(K) * 0.1), X
 
 
 def test_multiclass_dense_and_sparse():
@@ -160,30 +82,6 @@ def test_categorical_bitsets():
     _close(g.shap_values(ps, Xt), cpu.shap_values(ps, Xt))
     _close(g.interaction_values(ps, Xt[:20]), cpu.interaction_values(ps, Xt[:20]))
     _close(g.interventional_shap_values(ps, Xt[:20], Xt[50:70]), cpu.interventional_shap_values(ps, Xt[:20], Xt[50:70]))
-
-
-def _spine_tree(M, depth, rng):
-    """A caterpillar tree: internal node j splits on a distinct feature; one side is a leaf, the other goes on."""
-    feats = rng.permutation(M)[:depth]
-    n_nodes = 2 * depth + 1
-    cl = np.full(n_nodes, -1)
-    cr = np.full(n_nodes, -1)
-    f = np.zeros(n_nodes, np.int64)
-    t = np.zeros(n_nodes)
-    cov = np.zeros(n_nodes)
-    cov[0] = 1000.0
-    node = 0
-    for j in range(depth):
-        leaf, nxt = 2 * j + 1, 2 * j + 2
-        go_left = rng.random() < 0.5
-        cl[node], cr[node] = (nxt, leaf) if go_left else (leaf, nxt)
-        f[node], t[node] = feats[j], rng.normal() * 0.3
-        frac = rng.uniform(0.55, 0.95)
-        cov[nxt], cov[leaf] = cov[node] * frac, cov[node] * (1 - frac)
-        node = nxt
-    v = rng.normal(size=(n_nodes, 1))
-    cd = np.where(rng.random(n_nodes) < 0.5, cl, cr)
-    return cl, cr, cd, f, t, cov, v
 
 
 def test_paths_longer_than_a_warp():
@@ -441,108 +339,3 @@ def test_quadrature_zero_cover_and_rule_sizes(row, monkeypatch):
     with pytest.raises(ValueError, match="shap_row_kernel"):
         g.options.shap_row_kernel = "bogus"
 
-
-def _same_bytes(a, b) -> bool:
-    a = a.get() if hasattr(a, "get") else np.asarray(a)
-    b = b.get() if hasattr(b, "get") else np.asarray(b)
-    return a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes()
-
-
-def _variant_calls(g, ps, Xt, R):
-    """(name, options, call) for every kernel variant on ps: SHAP values (DP, quadrature, shared-memory sums,
-    tables, split), interactions (DP, quadrature, tables, split), interventional (identity, logistic)."""
-    y = (np.arange(len(Xt)) % 2).astype(np.float64)
-    out = [(f"shap {v}/{r}", {"shap_variant": v, "shap_row_kernel": r}, lambda X: g.shap_values(ps, X))
-           for v, r in (("dp", "dp"), ("dp", "quadrature"), ("smem", "dp"), ("table", "dp"), ("split", "dp"))]
-    out += [(f"inter {v}/{r}", {"inter_variant": v, "inter_row_kernel": r}, lambda X: g.interaction_values(ps, X[:12]))
-            for v, r in (("dp", "dp"), ("dp", "quadrature"), ("table", "quadrature"), ("split", "quadrature"))]
-    out += [(f"interventional {t}", {}, lambda X, t=t: g.interventional_shap_values(ps, X[:40], R, transform=t, y=y[:40]))
-            for t in ("identity", "logistic", "squared_loss")]
-    return out
-
-
-def _cpu_twin(name, ps, Xt, R):
-    y = (np.arange(len(Xt)) % 2).astype(np.float64)
-    if name.startswith("shap"):
-        return cpu.shap_values(ps, Xt)
-    if name.startswith("inter "):
-        return cpu.interaction_values(ps, Xt[:12])
-    t = name.split()[-1]
-    return cpu.interventional_shap_values(ps, Xt[:40], R, transform=t, y=y[:40])
-
-
-def test_every_variant_is_bitwise_reproducible(monkeypatch):
-    """Every kernel variant gives the same bytes on a second call, under another launch schedule (rows per warp,
-    row-block groups), in chunks of a few rows and with CuPy output: the fixed-point sums do not depend on the
-    order the warps add in. Each still matches the CPU twin."""
-    import cupy as cp
-    from hitml.kernels.treeshap import _gpu_core as core
-    g = _gpu()
-    monkeypatch.setattr(g, "SPLIT_MIN_SHARE", 0.0)
-    rng = np.random.default_rng(17)
-    mixed, Xm = _regression_paths(M=20, depths=(3, 6, 16, 18), seed=3)       # split: tables + per-row kernel
-    dense, sparse, Xc = _multiclass_models(5, 8, 5)
-    spine = _paths_from([_spine_tree(40, 40, rng), _spine_tree(40, 12, rng), _spine_tree(40, 6, rng)], 40, 1)
-    Xs = (rng.normal(size=(150, 40)) * 0.2).astype(np.float32)
-    models = [(mixed, _data(150, 20, 30, nan=0.1)[0], Xm[:17]), (dense, _data(150, 7, 31, nan=0.1)[0], Xc[:13]),
-              (sparse, _data(150, 7, 32, nan=0.1)[0], Xc[:13]), (spine, Xs, Xs[100:111])]
-    schedules = [lambda: None, lambda: (monkeypatch.setattr(core, "rows_per_warp", lambda n, b, cap: 3),
-                                        monkeypatch.setattr(core, "bank_group", lambda r, rb: 1)),
-                 lambda: monkeypatch.setattr(g.options, "memory_budget", 20_000)]
-    for ps, Xt, R in models:
-        for name, opts, call in _variant_calls(g, ps, Xt, R):
-            with monkeypatch.context() as mp:
-                for k, v in opts.items():
-                    mp.setattr(g.options, k, v)
-                first = call(Xt)
-                _close(first, _cpu_twin(name, ps, Xt, R))
-                assert _same_bytes(first, call(Xt)), name
-                for sched in schedules[1:]:
-                    with monkeypatch.context():
-                        sched()
-                        assert _same_bytes(first, call(Xt)), (name, sched)
-                gpu_out = call(cp.asarray(Xt))
-                assert isinstance(gpu_out, cp.ndarray) and _same_bytes(first, gpu_out), name
-            g.clear_cache()
-
-
-def test_double_atomics_option_still_matches_the_twin(reg, monkeypatch):
-    """options.deterministic = False (double atomics, kept to measure what the fixed point costs) is still exact to
-    the CPU twin's tolerance; a non-boolean is refused."""
-    ps, X = reg
-    g = _gpu()
-    Xt, _ = _data(200, ps.n_features, 40, nan=0.05)
-    monkeypatch.setattr(g.options, "deterministic", False)
-    _close(g.shap_values(ps, Xt), cpu.shap_values(ps, Xt))
-    _close(g.interaction_values(ps, Xt[:20]), cpu.interaction_values(ps, Xt[:20]))
-    _close(g.interventional_shap_values(ps, Xt[:20], X[:9], transform="logistic"),
-           cpu.interventional_shap_values(ps, Xt[:20], X[:9], transform="logistic"))
-    with pytest.raises(TypeError, match="deterministic"):
-        g.options.deterministic = "yes"
-
-
-def test_lightgbm_categorical_explainer_call_equals_shap_values():
-    """A LightGBM classifier with categorical columns on 300 rows of adult: explainer(X).values and
-    explainer.shap_values(X) are the same bytes on the GPU, and match LightGBM's own contributions."""
-    lgb = pytest.importorskip("lightgbm")
-    pytest.importorskip("shap")
-    from pathlib import Path
-
-    import pandas as pd
-    from hitml import shap_ext
-    df = pd.read_csv(Path(__file__).resolve().parents[1] / "data" / "adult.csv.gz", skipinitialspace=True,
-                     nrows=3000)
-    y = (df.pop("income").astype(str).str.strip() != "<=50K").to_numpy()
-    for c in df.columns:
-        if not pd.api.types.is_numeric_dtype(df[c]):
-            df[c] = df[c].astype("category").cat.codes.astype(np.int32)
-    model = lgb.LGBMClassifier(n_estimators=40, num_leaves=31, verbose=-1, n_jobs=1)
-    model.fit(df, y, categorical_feature=["workclass", "occupation", "native-country"])
-    X = df.iloc[:300]
-    ex = shap_ext.TreeExplainer(model, backend="gpu")
-    a = np.asarray(ex(X).values)
-    b = np.asarray(ex.shap_values(X))
-    assert a.shape == b.shape and a.tobytes() == b.tobytes()
-    assert np.asarray(ex.shap_values(X)).tobytes() == b.tobytes()
-    native = model.predict(X, pred_contrib=True)[:, :-1]
-    np.testing.assert_allclose(b.reshape(native.shape), native, rtol=1e-6, atol=1e-6)
