@@ -14,7 +14,10 @@ from hitml.kernels.device import is_cupy_array, resolve_backend, to_numpy
 from ._categories import categorical_splits
 from ._dask import dask_shap_values, is_dask_collection
 from ._inputs import encode_frame, model_n_features, to_matrix
-from ._treelite import TreeliteModel, as_treelite_model, is_treelite_like
+from ._catboost import native_expected_value, native_margin, native_values
+from ._models import build_ensemble, convert_model
+from ._native import library_margin
+from ._treelite import TreeliteModel
 
 __all__ = ["GPUTreeExplainer", "TreeExplainer"]
 
@@ -28,17 +31,16 @@ def _engine():
     return engine
 
 
-def _transform_margin(margin: np.ndarray, transform: str, y: np.ndarray | None) -> np.ndarray:
-    """shap's output transforms applied to raw margins (used only where shap's own C predictor cannot route)."""
-    if transform == "identity":
-        return margin
-    if transform == "logistic":
-        return 1.0 / (1.0 + np.exp(-margin))
-    if transform == "logistic_nlogloss":
-        return np.logaddexp(0.0, margin) - y * margin
-    if transform == "squared_loss":
-        return (margin - y) ** 2
-    raise ValueError(f"unknown output transform {transform!r}")
+def _check_treelite(model: TreeliteModel, data: Any, model_output: str) -> None:
+    if not model.covers_known and data is None:
+        raise ValueError("this treelite model stores no node covers (sum_hess or data_count), which "
+                         "feature_perturbation='tree_path_dependent' needs; pass background data")
+    if model_output != "raw" and model.shap_dict["tree_output"] is None:
+        raise NotImplementedError(
+            f"model_output={model_output!r} is not defined for this treelite model (postprocessor "
+            f"{model.postprocessor!r}); only single-output 'sigmoid' models and averaged forest "
+            "class fractions have a probability output here. Use model_output='raw' (the margin)."
+        )
 
 
 class TreeExplainer(_ShapTreeExplainer):
@@ -71,45 +73,36 @@ class TreeExplainer(_ShapTreeExplainer):
         self.backend = resolve_backend(backend)  # GPUUnavailableError for "gpu" without a device
         self.requested_backend = backend
         self.progress = progress
+        if isinstance(model, TreeEnsemble) and not hasattr(model, "children_left"):
+            raise InvalidModelError("the TreeEnsemble passed as model holds no parsed trees")
+        user_model = model
+        model, converted, self.route = convert_model(model, data is not None)
         if isinstance(data, pd.DataFrame):
             if feature_names is None:
                 feature_names = list(data.columns)
             data = encode_frame(data, "background data")
         elif data is not None and not isinstance(data, (shap.maskers.Independent,)) and not hasattr(data, "data"):
             data, _ = to_matrix(data, None, np.dtype(np.float64), "background data")
-        if isinstance(model, TreeEnsemble) and not hasattr(model, "children_left"):
-            raise TypeError("the TreeEnsemble passed as model holds no parsed trees")
-        treelite_model = None
-        if is_treelite_like(model):  # treelite.Model, or a cuML forest exporting one: shap's dict format
-            treelite_model = as_treelite_model(model)
-            if not treelite_model.covers_known and data is None:
-                raise ValueError("this treelite model stores no node covers (sum_hess or data_count), which "
-                                 "feature_perturbation='tree_path_dependent' needs; pass background data")
-            if model_output != "raw" and treelite_model.shap_dict["tree_output"] is None:
-                raise NotImplementedError(
-                    f"model_output={model_output!r} is not defined for this treelite model (postprocessor "
-                    f"{treelite_model.postprocessor!r}); only single-output 'sigmoid' models and averaged forest "
-                    "class fractions have a probability output here. Use model_output='raw' (the margin)."
-                )
-            model = treelite_model.shap_dict
-        try:
-            super().__init__(model, data, model_output, feature_perturbation, feature_names, approximate, link,
-                             linearize_link)
-        except InvalidModelError as exc:
-            raise TypeError(
-                f"hitml TreeExplainer: unsupported model type {type(model).__module__}.{type(model).__qualname__}. "
-                "Supported are the tree models shap's TreeExplainer parses (XGBoost, LightGBM, CatBoost, "
-                f"scikit-learn forests and boosting, ...). shap said: {exc}"
-            ) from exc
-        ens = self.model
+        if isinstance(converted, TreeliteModel):
+            _check_treelite(converted, data, model_output)
+        if data is not None and np.ndim(getattr(data, "data", data)) == 2:
+            n_model, exact = model_n_features(converted if converted is not None else user_model, None)
+            n_data = np.shape(getattr(data, "data", data))[1]
+            if exact and n_data != n_model:
+                raise ValueError(f"background data has {n_data} features, but the model was trained on {n_model}")
+        ens = build_ensemble(model, user_model, converted, data, model_output)
+        super().__init__(ens, data, model_output, feature_perturbation, feature_names, approximate, link,
+                         linearize_link)
+        if self.route == "catboost-native":
+            self.n_features = len(user_model.feature_names_)
+            self.expected_value = native_expected_value(user_model)
+            return
         if getattr(ens, "trees", None) is None or not hasattr(ens, "children_left"):
-            raise TypeError(
-                f"hitml TreeExplainer: shap could not parse the trees of {type(model).__qualname__} into a "
+            raise InvalidModelError(
+                f"hitml TreeExplainer: shap could not parse the trees of {type(user_model).__qualname__} into a "
                 "TreeEnsemble (it would fall back to the library's native SHAP); the hitml backend needs the trees"
             )
-        if treelite_model is not None:
-            ens.original_model = treelite_model
-        self._setup_engine(model)
+        self._setup_engine(converted if converted is not None else user_model)
 
     # -- set-up -------------------------------------------------------------------------------------------
     def _setup_engine(self, model: Any) -> None:
@@ -128,12 +121,10 @@ class TreeExplainer(_ShapTreeExplainer):
             n_features, exact = self.data.shape[1], True
         self.n_features = n_features
         self._n_features_exact = exact
-        treelite_model = getattr(ens, "original_model", None)
-        treelite_model = treelite_model if isinstance(treelite_model, TreeliteModel) else None
-        self._cats = treelite_model.categories if treelite_model is not None else categorical_splits(ens)
-        self._native_margin = bool(self._cats) and (ens.model_type in ("xgboost", "lightgbm")
-                                                    or treelite_model is not None)
-        if self._cats and (ens.model_type == "xgboost" or treelite_model is not None) and self.data is not None \
+        converted = getattr(ens, "original_model", None)
+        converted = converted if hasattr(converted, "categories") else None
+        self._cats = converted.categories if converted is not None else categorical_splits(ens)
+        if self._cats and (ens.model_type == "xgboost" or converted is not None) and self.data is not None \
                 and self.feature_perturbation == "tree_path_dependent":
             raise NotImplementedError(
                 "XGBoost/treelite categorical splits with background data and "
@@ -152,8 +143,6 @@ class TreeExplainer(_ShapTreeExplainer):
             self.expected_value = bias[0] if len(bias) == 1 else bias
         if self.data is not None:
             self._background = np.ascontiguousarray(np.asarray(self.data, dtype=np.float64).astype(ens.input_dtype))
-            if self._native_margin:
-                self._fix_expected_value()
 
     def _paths(self, n_features: int):
         """The PathSet for inputs of ``n_features`` columns (built once; a wider X only when M was a lower bound)."""
@@ -171,26 +160,6 @@ class TreeExplainer(_ShapTreeExplainer):
     def paths(self):
         """The engine's PathSet for this model (kernels.treeshap.PathSet)."""
         return self._paths(self.n_features)
-
-    def _fix_expected_value(self) -> None:
-        """shap's C predictor cannot route XGBoost/LightGBM category sets: recompute E[f(background)] natively."""
-        transform = self.model.get_transform()
-        margin = self._model_margin(self._background, self._full_tree_limit())
-        if self.model.model_output == "log_loss":
-            def dynamic_expected_value(y: Any) -> np.ndarray:
-                return _transform_margin(margin, transform, np.asarray(y, dtype=np.float64)).mean(0)
-
-            self.expected_value = dynamic_expected_value
-            return
-        ev = _transform_margin(margin, transform, None).mean(0)
-        if np.ndim(ev) == 1 and len(ev) == 1:
-            ev = ev[0]
-        if self.model.model_output == "probability_doubled":
-            ev = [1 - ev, ev]
-        self.expected_value = ev
-
-    def _full_tree_limit(self) -> int:
-        return self.model.values.shape[0] if self.model.tree_limit is None else int(self.model.tree_limit)
 
     # -- helpers ----------------------------------------------------------------------------------------------
     def _tree_limit(self, tree_limit: int | None) -> int:
@@ -216,27 +185,10 @@ class TreeExplainer(_ShapTreeExplainer):
         return arr, flat, backend
 
     def _model_margin(self, X: np.ndarray, tree_limit: int) -> np.ndarray:
-        """The model's raw output on host rows: native predict where shap cannot route categories, else shap's."""
+        """The model library's own raw prediction on host rows (shap's C predictor only where none is known)."""
         ens = self.model
-        if self._native_margin and ens.model_type == "xgboost":
-            import xgboost  # noqa: PLC0415
-
-            booster = ens.original_model
-            props = dict(getattr(ens, "_xgb_dmatrix_props", {}))
-            props.pop("missing", None)
-            types = booster.feature_types
-            if types is not None:
-                props["feature_types"] = types
-                props["enable_categorical"] = True
-            dm = xgboost.DMatrix(np.asarray(X, dtype=np.float32), **props)
-            n_iter = tree_limit // ens.num_stacked_models
-            return booster.predict(dm, output_margin=True, iteration_range=(0, n_iter), validate_features=False)
-        if self._native_margin and ens.model_type == "lightgbm":
-            n_iter = tree_limit // ens.num_stacked_models
-            return ens.original_model.predict(np.asarray(X, dtype=np.float64), raw_score=True, num_iteration=n_iter)
-        if self._native_margin and isinstance(getattr(ens, "original_model", None), TreeliteModel):
-            return ens.original_model.predict_margin(X, tree_limit)
-        return ens.predict(X, tree_limit=tree_limit)
+        margin = library_margin(getattr(ens, "_library_model", None), ens, X, tree_limit)
+        return TreeEnsemble.predict(ens, X, tree_limit=tree_limit) if margin is None else margin
 
     def _check_additivity(self, out: Any, X: Any, flat: bool, tree_limit: int) -> None:
         """shap's additivity check (ExplainerError) against the model's raw margin, on host copies."""
@@ -249,6 +201,28 @@ class TreeExplainer(_ShapTreeExplainer):
         else:
             self.assert_additivity(out_h, margin.reshape(len(out_h)))
 
+    def _catboost_native(self, X: Any, tree_limit: int | None, check_additivity: bool, interactions: bool) -> Any:
+        """CatBoost's own ShapValues / ShapInteractionValues (categorical features), formatted as shap does."""
+        if tree_limit not in (None, -1):
+            raise NotImplementedError("tree_limit is not supported for CatBoost models with categorical features "
+                                      "(CatBoost's own SHAP, which explains them, uses every tree)")
+        model = self.model._library_model
+        flat = isinstance(X, pd.Series) or (isinstance(X, (list, np.ndarray)) and np.ndim(X) == 1)
+        if flat:
+            X = pd.DataFrame([list(X)], columns=list(model.feature_names_))
+        phi = native_values(model, X, interactions)
+        if interactions:
+            out = phi[:, :-1, :-1, 0] if phi.shape[-1] == 1 else phi[:, :-1, :-1, :]
+            return out[0] if flat else out
+        out = self._format(phi, False)
+        if check_additivity and self.model.model_output == "raw":
+            margin = native_margin(model, X)
+            if phi.shape[-1] > 1:
+                self.assert_additivity([out[..., i] for i in range(out.shape[-1])], margin.reshape(len(out), -1))
+            else:
+                self.assert_additivity(out, margin.reshape(len(out)))
+        return out[0] if flat else out
+
     # -- the two computations -------------------------------------------------------------------------------
     def shap_values(self, X: Any, y: Any = None, tree_limit: int | None = None, approximate: bool = False,
                     check_additivity: bool = True, from_call: bool = False) -> Any:
@@ -259,6 +233,8 @@ class TreeExplainer(_ShapTreeExplainer):
         """
         if approximate:
             return _ShapTreeExplainer.shap_values(self, X, y, tree_limit, True, check_additivity, from_call)
+        if self.route == "catboost-native":
+            return self._catboost_native(X, tree_limit, check_additivity, interactions=False)
         if is_dask_collection(X):
             return dask_shap_values(self, X, y, tree_limit=tree_limit, check_additivity=check_additivity)
         Xm, flat, backend = self._prepare(X)
@@ -321,6 +297,8 @@ class TreeExplainer(_ShapTreeExplainer):
             return dask_shap_values(self, X, y, interactions=True, tree_limit=tree_limit)
         if self.model.model_output != "raw":
             raise ValueError('Only model_output = "raw" is supported for SHAP interaction values right now!')
+        if self.route == "catboost-native":
+            return self._catboost_native(X, tree_limit, False, interactions=True)
         if self.feature_perturbation != "tree_path_dependent":
             raise NotImplementedError(
                 "SHAP interaction values are computed with feature_perturbation='tree_path_dependent' only "

@@ -36,6 +36,15 @@ def encode_frame(df: pd.DataFrame, what: str = "X") -> pd.DataFrame:
     return pd.DataFrame(cols, index=df.index, columns=df.columns)
 
 
+def _dmatrix_dense(dm: Any) -> np.ndarray:
+    """A DMatrix's rows as a dense float array: entries it does not store (XGBoost's missing values) are NaN."""
+    csr = dm.get_data()
+    out = np.full(csr.shape, np.nan)
+    rows = np.repeat(np.arange(csr.shape[0]), np.diff(csr.indptr))
+    out[rows, csr.indices] = csr.data
+    return out
+
+
 def _numeric_host(X: Any, what: str) -> np.ndarray:
     if isinstance(X, pd.DataFrame):
         return encode_frame(X, what).to_numpy()
@@ -45,7 +54,14 @@ def _numeric_host(X: Any, what: str) -> np.ndarray:
         ):
             return _numeric_host(X.to_frame().T.infer_objects(), what)[0]
         return X.to_numpy(dtype=np.float64, na_value=np.nan)
-    if hasattr(X, "tocsr") or type(X).__name__ in ("DMatrix", "QuantileDMatrix", "Pool"):
+    if type(X).__name__ == "DMatrix" and type(X).__module__.startswith("xgboost"):
+        return _dmatrix_dense(X)
+    if type(X).__name__ == "Pool" and type(X).__module__.startswith("catboost"):
+        if X.get_cat_feature_indices():
+            raise ValueError(f"{what} is a catboost.Pool with categorical features, which only a CatBoost model "
+                             "with those features can explain")
+        return np.asarray(X.get_features(), dtype=np.float64)
+    if hasattr(X, "tocsr") or type(X).__name__ in ("QuantileDMatrix",):
         raise TypeError(
             f"{what} of type {type(X).__module__}.{type(X).__name__} is not supported by the hitml backend; "
             "pass a dense NumPy/CuPy array or a pandas DataFrame"
@@ -100,6 +116,8 @@ def model_n_features(model: Any, ensemble: Any) -> tuple[int, bool]:
             continue
         if n > 0:
             return n, True
+    if ensemble is None:
+        return 0, False
     internal = ensemble.children_left >= 0
     used = ensemble.features[internal]
     return (int(used.max()) + 1 if used.size else 1), False

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 import shap
 import xgboost as xgb
-from shap.utils._exceptions import ExplainerError
+from shap.utils._exceptions import ExplainerError, InvalidModelError
 from sklearn.ensemble import RandomForestRegressor
 from sklearn.linear_model import LinearRegression
 
@@ -160,7 +160,7 @@ def test_bad_inputs(frame, xgb_reg):
         ex.shap_values(np.array([["a", "b", "c", "d"]]))
     with pytest.raises(ValueError, match="background data has 3 features, but the model was trained on 4"):
         shap_ext.TreeExplainer(xgb_reg, X.to_numpy()[:20, :3], backend="cpu")
-    with pytest.raises(TypeError, match="unsupported model type sklearn.linear_model._base.LinearRegression"):
+    with pytest.raises(InvalidModelError, match="not yet supported by TreeExplainer.*LinearRegression"):
         shap_ext.TreeExplainer(LinearRegression().fit(X, y), backend="cpu")
     with pytest.raises(ValueError, match="must be one of"):
         shap_ext.TreeExplainer(xgb_reg, backend="tpu")

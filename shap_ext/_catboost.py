@@ -1,0 +1,159 @@
+"""CatBoost models: oblivious trees on numeric features read from CatBoost's JSON, or CatBoost's own ShapValues."""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from typing import Any
+
+import numpy as np
+
+from ._categories import CategoricalSplits
+
+__all__ = ["CatBoostModel", "NotParseable", "is_catboost", "native_expected_value", "native_margin",
+           "native_values", "to_pool"]
+
+# CatBoost loss -> shap's (tree_output, objective), for model_output="probability" / "log_loss"
+_UNITS = {
+    "RMSE": ("raw_value", "squared_error"),
+    "Logloss": ("log_odds", "binary_crossentropy"),
+    "CrossEntropy": ("log_odds", "binary_crossentropy"),
+}
+
+
+class NotParseable(Exception):
+    """The model holds something the engine cannot take as trees over the input columns (reason in the text)."""
+
+
+def is_catboost(model: Any) -> bool:
+    return type(model).__module__.startswith("catboost") and hasattr(model, "get_cat_feature_indices")
+
+
+def _dump(model: Any) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "model.json")
+        model.save_model(path, format="json")
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh)
+
+
+def _loss_name(doc: dict[str, Any]) -> str:
+    loss = doc.get("model_info", {}).get("params", {}).get("loss_function", {})
+    return str(loss.get("type", "")) if isinstance(loss, dict) else str(loss)
+
+
+class CatBoostModel:
+    """A CatBoost model of symmetric (oblivious) trees on numeric features, in shap's dict-of-trees format.
+
+    Split ``s`` of a tree sends ``x`` right when ``x > border`` (CatBoost compares in float32, so X is rounded to
+    float32); NaN goes right only for ``nan_mode='Max'`` (``AsTrue``). The leaf index is ``sum_s bit_s << s``, so
+    the first listed split is the deepest level of the unrolled binary tree. Leaf values are multiplied by the
+    model's scale and its bias (``boost_from_average``) becomes the base offset: the trees then sum to
+    ``predict(prediction_type='RawFormulaVal')``. Covers are CatBoost's ``leaf_weights``.
+    Raises :class:`NotParseable` for categorical (one-hot / CTR) splits and non-symmetric trees.
+    """
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        doc = _dump(model)
+        if "oblivious_trees" not in doc:
+            raise NotParseable("non-symmetric trees (grow_policy 'Depthwise' or 'Lossguide')")
+        info = doc.get("features_info", {})
+        if info.get("categorical_features"):
+            raise NotParseable("categorical features (one-hot and CTR splits act on hashed categories)")
+        floats = info.get("float_features", [])
+        flat = [int(f["flat_feature_index"]) for f in floats]
+        nan_right = [f.get("nan_value_treatment") == "AsTrue" for f in floats]
+        scale, bias = doc.get("scale_and_bias", [1.0, [0.0]])
+        self.base_offset = np.atleast_1d(np.asarray(bias, dtype=np.float64))
+        K = len(self.base_offset)
+        self.n_outputs = K
+        self.n_features_in_ = len(model.feature_names_)
+        self.input_dtype = np.dtype(np.float32)
+        trees = [self._tree(t, tree, flat, nan_right, float(scale), K) for t, tree in enumerate(doc["oblivious_trees"])]
+        if not trees:
+            raise NotParseable("the model has no trees")
+        max_nodes = max(len(tr["children_left"]) for tr in trees)
+        self.categories = CategoricalSplits((len(trees), max_nodes), {})
+        tree_output, objective = _UNITS.get(_loss_name(doc), (None, None))
+        if K > 1:
+            tree_output, objective = None, None  # softmax outputs have no per-output shap transform
+        self.shap_dict = {"trees": trees, "base_offset": self.base_offset, "input_dtype": np.float32,
+                          "internal_dtype": np.float64, "tree_output": tree_output, "objective": objective}
+
+    @staticmethod
+    def _tree(t: int, tree: dict[str, Any], flat: list[int], nan_right: list[bool], scale: float,
+              K: int) -> dict[str, np.ndarray]:
+        splits = tree.get("splits", [])
+        d = len(splits)
+        for s in splits:
+            if s.get("split_type") != "FloatFeature":
+                raise NotParseable(f"tree {t} has a {s.get('split_type')} split")
+        n_leaves = 1 << d
+        leaves = np.asarray(tree["leaf_values"], dtype=np.float64).reshape(n_leaves, K) * scale
+        weights = np.asarray(tree["leaf_weights"], dtype=np.float64).reshape(n_leaves)
+        n = 2 * n_leaves - 1
+        first_leaf = n_leaves - 1
+        idx = np.arange(n)
+        internal = idx < first_leaf
+        cl = np.where(internal, 2 * idx + 1, -1).astype(np.int32)
+        cr = np.where(internal, 2 * idx + 2, -1).astype(np.int32)
+        level = np.floor(np.log2(idx + 1)).astype(np.int64)  # exact for these small integers
+        feat = np.full(n, -2, dtype=np.int32)
+        thr = np.full(n, -2.0, dtype=np.float64)
+        cd = np.full(n, -1, dtype=np.int32)
+        for i in np.nonzero(internal)[0]:
+            s = splits[d - 1 - level[i]]
+            f = int(s["float_feature_index"])
+            feat[i] = flat[f]
+            thr[i] = float(np.float32(s["border"]))
+            cd[i] = cr[i] if nan_right[f] else cl[i]
+        vals = np.zeros((n, K), dtype=np.float64)
+        vals[first_leaf:] = leaves
+        cover = np.zeros(n, dtype=np.float64)
+        cover[first_leaf:] = weights
+        for i in range(first_leaf - 1, -1, -1):
+            cover[i] = cover[2 * i + 1] + cover[2 * i + 2]
+        return {"children_left": cl, "children_right": cr, "children_default": cd, "features": feat,
+                "thresholds": thr, "values": vals, "node_sample_weight": cover}
+
+    def predict_margin(self, X: np.ndarray, tree_limit: int | None = None) -> np.ndarray:
+        """CatBoost's own ``RawFormulaVal`` (scale and bias included) of the first ``tree_limit`` trees."""
+        return native_margin(self.model, X, tree_limit)
+
+
+def to_pool(model: Any, X: Any) -> Any:
+    """``X`` as a ``catboost.Pool`` with the model's categorical columns (a Pool is used as it is)."""
+    import catboost  # noqa: PLC0415
+
+    if isinstance(X, catboost.Pool):
+        return X
+    return catboost.Pool(X, cat_features=model.get_cat_feature_indices() or None)
+
+
+def native_margin(model: Any, X: Any, tree_limit: int | None = None) -> np.ndarray:
+    """``model.predict(X, prediction_type='RawFormulaVal')``: (n,) for one output, (n, K) for several."""
+    kw = {} if tree_limit is None else {"ntree_end": int(tree_limit)}
+    return np.asarray(model.predict(to_pool(model, X), prediction_type="RawFormulaVal", thread_count=1, **kw),
+                      dtype=np.float64)
+
+
+def native_values(model: Any, X: Any, interactions: bool) -> np.ndarray:
+    """CatBoost's ShapValues / ShapInteractionValues in the engine's layout: (n, M+1, K) or (n, M+1, M+1, K)."""
+    kind = "ShapInteractionValues" if interactions else "ShapValues"
+    phi = np.asarray(model.get_feature_importance(data=to_pool(model, X), type=kind, thread_count=1),
+                     dtype=np.float64)
+    if interactions:
+        return phi[..., None] if phi.ndim == 3 else np.moveaxis(phi, 1, -1)
+    return phi[..., None] if phi.ndim == 2 else np.moveaxis(phi, 1, -1)
+
+
+def native_expected_value(model: Any) -> Any:
+    """The bias column of CatBoost's ShapValues (the same on every row), from one placeholder row."""
+    import pandas as pd  # noqa: PLC0415
+
+    names = list(model.feature_names_)
+    cats = set(model.get_cat_feature_indices())
+    row = pd.DataFrame([["0" if j in cats else 0.0 for j in range(len(names))]], columns=names)
+    bias = native_values(model, row, interactions=False)[0, -1, :]
+    return bias[0] if len(bias) == 1 else [bias[i] for i in range(len(bias))]

@@ -1,0 +1,119 @@
+"""Which route a model takes (shap's parser, a library dump, CatBoost's own SHAP) and the refusals shap makes."""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from shap.explainers._tree import TreeEnsemble
+from shap.utils._exceptions import InvalidModelError
+
+from ._catboost import CatBoostModel, NotParseable, is_catboost
+from ._native import LibraryEnsemble
+from ._treelite import as_treelite_model, is_treelite_like
+
+__all__ = ["ROUTES", "build_ensemble", "convert_model"]
+
+ROUTES = ("shap-parser", "catboost-json", "treelite-json", "catboost-native")
+
+
+def _is_sklearn(model: Any) -> bool:
+    return type(model).__module__.split(".")[0] == "sklearn"
+
+
+def _xgboost_booster(model: Any) -> Any | None:
+    if type(model).__module__.split(".")[0] != "xgboost":
+        return None
+    try:
+        return model.get_booster() if hasattr(model, "get_booster") else model
+    except Exception:  # noqa: BLE001 - an unfitted sklearn wrapper: shap's own error follows
+        return None
+
+
+def _refuse_xgboost(booster: Any) -> None:
+    """gblinear and vector-leaf XGBoost models have no trees a TreeSHAP can explain (shap fails on both)."""
+    cfg = json.loads(booster.save_config())
+    learner = cfg.get("learner", {})
+    name = learner.get("gradient_booster", {}).get("name", "")
+    if name == "gblinear":
+        raise InvalidModelError("XGBoost booster='gblinear' is a linear model, not trees: TreeExplainer cannot "
+                                "explain it (use shap.LinearExplainer on its coefficients, or booster='gbtree')")
+    strategy = learner.get("learner_train_param", {}).get("multi_strategy")
+    if strategy == "multi_output_tree":
+        raise InvalidModelError("XGBoost vector-leaf trees (multi_strategy='multi_output_tree') are not supported "
+                                "by TreeExplainer (shap refuses them too); train with "
+                                "multi_strategy='one_output_per_tree'")
+
+
+def convert_model(model: Any, has_data: bool) -> tuple[Any, Any, str]:
+    """``(model_for_shap, converted, route)``: what shap's TreeEnsemble parses, the converted model (or None)."""
+    if is_treelite_like(model):
+        conv = as_treelite_model(model)
+        return conv.shap_dict, conv, "treelite-json"
+    if is_catboost(model):
+        try:
+            conv = CatBoostModel(model)
+        except NotParseable as why:
+            if has_data:
+                raise NotImplementedError(
+                    f"CatBoost model with {why}: only CatBoost's own path-dependent ShapValues can explain it, so "
+                    "background data (feature_perturbation='interventional') is not supported; leave data out"
+                ) from None
+            return model, None, "catboost-native"
+        return conv.shap_dict, conv, "catboost-json"
+    booster = _xgboost_booster(model)
+    if booster is not None:
+        _refuse_xgboost(booster)
+    return model, None, "shap-parser"
+
+
+def _fix_xgboost_groups(ens: Any) -> None:
+    """shap puts XGBoost tree ``i`` on output ``i % K``; with ``num_parallel_tree > 1`` XGBoost stores each
+    iteration's trees output by output (``tree_info``), so the values move to the output XGBoost names."""
+    K = ens.num_outputs
+    if K <= 1:
+        return
+    model = json.loads(ens.original_model.save_raw(raw_format="json"))
+    gb = model["learner"]["gradient_booster"]
+    gb = gb.get("gbtree", gb) if "model" not in gb else gb
+    groups = np.asarray(gb["model"]["tree_info"], dtype=np.int64)
+    T = ens.values.shape[0]
+    if len(groups) != T:
+        raise InvalidModelError(f"XGBoost model lists {len(groups)} trees in tree_info but shap parsed {T}")
+    shap_groups = np.arange(T) % K
+    if np.array_equal(groups, shap_groups):
+        return
+    vals = np.zeros_like(ens.values)
+    rows = np.arange(T)
+    vals[rows, :, groups] = ens.values[rows, :, shap_groups]
+    ens.values = vals
+
+
+def build_ensemble(model: Any, user_model: Any, converted: Any, data: Any, model_output: str) -> TreeEnsemble:
+    """shap's TreeEnsemble of ``model`` with the library's prediction as ``predict`` (a LibraryEnsemble)."""
+    if isinstance(model, TreeEnsemble):
+        return model
+    if isinstance(data, pd.DataFrame):
+        arr = data.values
+    elif data is not None and hasattr(data, "data") and not isinstance(data, np.ndarray):
+        arr = data.data  # shap maskers / DenseData
+    else:
+        arr = data
+    missing = None if arr is None else pd.isna(arr)
+    try:
+        ens = TreeEnsemble(model, arr, missing, model_output)
+    except InvalidModelError as exc:
+        raise InvalidModelError(f"hitml TreeExplainer: {exc}") from exc
+    if ens.model_type == "xgboost" or (_is_sklearn(user_model) and "HistGradientBoosting" not in
+                                       type(user_model).__name__):
+        ens.input_dtype = np.float32  # what the library compares in: rows near a split take the same branch
+    ens.__class__ = LibraryEnsemble
+    ens._library_model = user_model
+    if converted is not None:
+        ens.original_model = converted
+    if getattr(ens, "trees", None) is None or not hasattr(ens, "children_left"):
+        return ens  # no trees (CatBoost's native route, or shap failed): the caller decides
+    if ens.model_type == "xgboost" and ens.num_stacked_models != ens.num_outputs:
+        _fix_xgboost_groups(ens)
+    return ens

@@ -1,0 +1,118 @@
+"""The model library's own raw prediction (the reference every explanation must add up to), per model family."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from shap.explainers._tree import TreeEnsemble
+
+__all__ = ["LibraryEnsemble", "library_margin", "transform_margin"]
+
+
+def transform_margin(margin: np.ndarray, transform: str, y: np.ndarray | None) -> np.ndarray:
+    """shap's output transforms (``TreeEnsemble.get_transform``) applied to raw margins."""
+    if transform == "identity":
+        return margin
+    if transform == "logistic":
+        return 1.0 / (1.0 + np.exp(-margin))
+    if transform == "logistic_nlogloss":
+        return np.logaddexp(0.0, margin) - y * margin
+    if transform == "squared_loss":
+        return (margin - y) ** 2
+    raise ValueError(f"unknown output transform {transform!r}")
+
+
+def _xgboost(ens: Any, X: np.ndarray, tree_limit: int) -> np.ndarray:
+    import xgboost  # noqa: PLC0415
+
+    booster = ens.original_model
+    props = dict(getattr(ens, "_xgb_dmatrix_props", {}))
+    props.pop("missing", None)  # the explainer has already turned XGBoost's `missing` value into NaN
+    if booster.feature_types is not None:
+        props["feature_types"] = booster.feature_types
+        props["enable_categorical"] = True
+    dm = xgboost.DMatrix(np.asarray(X, dtype=np.float32), **props)
+    n_iter = tree_limit // ens.num_stacked_models
+    return booster.predict(dm, output_margin=True, iteration_range=(0, n_iter), validate_features=False)
+
+
+def _lightgbm(ens: Any, X: np.ndarray, tree_limit: int) -> np.ndarray:
+    booster = ens.original_model
+    n_iter = tree_limit // max(int(booster.num_model_per_iteration()), 1)
+    return booster.predict(np.asarray(X, dtype=np.float64), raw_score=True, num_iteration=n_iter)
+
+
+def _isolation_forest_depth(model: Any, X: np.ndarray) -> np.ndarray:
+    """Mean path length E[h(x)] (what shap's IsolationForest trees sum to), from scikit-learn's score_samples."""
+    from sklearn.ensemble._iforest import _average_path_length  # noqa: PLC0415
+
+    score = model.score_samples(X)  # -2 ** (-E[h] / c(max_samples))
+    return -np.log2(-score) * _average_path_length(np.asarray([model.max_samples_]))[0]
+
+
+def _sklearn(model: Any, X: np.ndarray) -> np.ndarray | None:
+    """scikit-learn's prediction in shap's raw units, or None for a model without a known mapping."""
+    name = type(model).__name__
+    if name == "IsolationForest":
+        return _isolation_forest_depth(model, X)
+    if name in ("HistGradientBoostingRegressor", "HistGradientBoostingClassifier"):
+        raw = model._raw_predict(X)  # before the link (poisson/gamma: log scale); (n, K)
+        return raw[:, 0] if raw.shape[1] == 1 else raw
+    if name == "GradientBoostingClassifier":
+        return model.decision_function(X)
+    if name in ("RandomForestClassifier", "ExtraTreesClassifier", "DecisionTreeClassifier",
+                "ExtraTreeClassifier"):
+        proba = model.predict_proba(X)
+        return None if isinstance(proba, list) else proba  # multi-output classifiers: shap's own predictor
+    if name in ("RandomForestRegressor", "ExtraTreesRegressor", "DecisionTreeRegressor", "ExtraTreeRegressor",
+                "GradientBoostingRegressor"):
+        return model.predict(X)
+    return None
+
+
+def library_margin(user_model: Any, ens: Any, X: np.ndarray, tree_limit: int) -> np.ndarray | None:
+    """The library's raw prediction of the first ``tree_limit`` trees on host rows ``X``; None where unknown.
+
+    XGBoost ``output_margin``, LightGBM ``raw_score``, CatBoost ``RawFormulaVal`` (through the converted model's
+    ``predict_margin``), scikit-learn ``predict`` / ``predict_proba`` / ``decision_function`` / the raw boosting
+    score. scikit-learn forests cut by ``tree_limit`` have no library prediction (None).
+    """
+    X = np.asarray(X)
+    original = getattr(ens, "original_model", None)
+    if callable(getattr(original, "predict_margin", None)):  # converted models (CatBoost, treelite)
+        return np.asarray(original.predict_margin(X, tree_limit))
+    if ens.model_type == "xgboost":
+        return np.asarray(_xgboost(ens, X, tree_limit))
+    if ens.model_type == "lightgbm":
+        return np.asarray(_lightgbm(ens, X, tree_limit))
+    if tree_limit < ens.values.shape[0] or user_model is None or type(user_model).__module__.split(".")[0] != "sklearn":
+        return None
+    out = _sklearn(user_model, X)
+    return None if out is None else np.asarray(out, dtype=np.float64)
+
+
+class LibraryEnsemble(TreeEnsemble):
+    """shap's ``TreeEnsemble`` whose ``predict`` is the model library's own prediction where one is known.
+
+    shap's explainer uses ``predict`` for the interventional expected value; taking the library's numbers there
+    means models shap cannot predict itself (XGBoost forests, category sets) and parsing errors cannot hide.
+    """
+
+    _library_model: Any = None
+
+    def predict(self, X: Any, y: Any = None, output: str | None = None, tree_limit: int | None = None) -> Any:
+        if output is None or output == self.model_output:
+            if tree_limit is None:
+                tree_limit = self.values.shape[0] if self.tree_limit is None else int(self.tree_limit)
+            elif tree_limit < 0 or tree_limit > self.values.shape[0]:
+                tree_limit = self.values.shape[0]
+            Xh = np.asarray(X, dtype=np.float64).astype(self.input_dtype)
+            margin = library_margin(self._library_model, self, Xh, int(tree_limit))
+            if margin is not None:
+                if margin.ndim == 2 and margin.shape[1] == 1:
+                    margin = margin[:, 0]
+                y_arr = None if y is None else np.asarray(y, dtype=np.float64).reshape(-1)
+                if y_arr is not None and margin.ndim == 2:
+                    y_arr = y_arr[:, None]
+                return transform_margin(margin, self.get_transform(), y_arr)
+        return super().predict(X, y=y, output=output, tree_limit=tree_limit)
