@@ -1,4 +1,4 @@
-"""Categorical splits of XGBoost and LightGBM models as the engine's "bitset of categories going LEFT" form."""
+"""Categorical splits of XGBoost, LightGBM and HistGradientBoosting models as the engine's "bitset of categories going LEFT" form."""
 from __future__ import annotations
 
 import json
@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["CategoricalSplits", "categorical_splits"]
+__all__ = ["CategoricalSplits", "categorical_splits", "hist_gradient_boosting_layout"]
 
 
 class CategoricalSplits:
@@ -117,14 +117,77 @@ def _shap_bitmask_splits(ensemble: Any, shape: tuple[int, int]) -> CategoricalSp
     return CategoricalSplits(shape, left_sets)
 
 
-def categorical_splits(ensemble: Any) -> CategoricalSplits:
-    """The categorical splits of a parsed shap ``TreeEnsemble`` (empty when it has none).
+def _bits(row: np.ndarray) -> set[int]:
+    return {32 * w + b for w, word in enumerate(row) for b in range(32) if int(word) >> b & 1}
+
+
+def hist_gradient_boosting_layout(model: Any) -> tuple[np.ndarray, list[np.ndarray]] | None:
+    """``(column, categories)`` of a HistGradientBoosting model with categorical features, else None.
+
+    scikit-learn encodes categorical columns first (an OrdinalEncoder inside a ColumnTransformer) and its trees
+    split on that encoded layout: ``column[f]`` is the input column of encoded feature ``f`` and ``categories[f]``
+    the raw category values of encoded categorical feature ``f`` (code ``c`` is ``categories[f][c]``).
+    """
+    pre = getattr(model, "_preprocessor", None)
+    if pre is None or getattr(model, "is_categorical_", None) is None:
+        return None
+    is_cat = np.asarray(model.is_categorical_, dtype=bool)
+    column = np.concatenate([np.flatnonzero(is_cat), np.flatnonzero(~is_cat)])
+    enc = pre.named_transformers_["encoder"]
+    cats = []
+    for raw in enc.categories_:
+        raw = np.asarray(raw)
+        if raw.dtype.kind not in "biuf":
+            raise NotImplementedError(
+                "HistGradientBoosting with non-numeric category labels (string or pandas 'category' columns) is "
+                "not supported by the hitml backend; fit on integer category codes (categorical_features=[...])")
+        raw = raw[~np.isnan(raw.astype(np.float64))]
+        if np.any(raw < 0) or np.any(raw != np.floor(raw)):
+            raise NotImplementedError("HistGradientBoosting categories must be non-negative integers for the hitml "
+                                      f"backend; got {raw[(raw < 0) | (raw != np.floor(raw))][:3]}")
+        cats.append(raw.astype(np.int64))
+    return column, cats
+
+
+def _hist_gradient_boosting_splits(model: Any, shape: tuple[int, int]) -> CategoricalSplits:
+    """scikit-learn's HistGradientBoosting category bitsets (which shap's parser drops), as raw category values.
+
+    scikit-learn sends a category in the node's bitset left, another known category right, and NaN, negative
+    and unknown categories to the missing side. Where that side is left, the children are exchanged and the
+    LEFT set becomes the known categories that go right, so every other value lands on the missing side.
+    """
+    _, cats = hist_gradient_boosting_layout(model)
+    left_sets: dict[tuple[int, int], list[int]] = {}
+    swap = np.zeros(shape, dtype=bool)
+    t = 0
+    for predictors in model._predictors:
+        for pred in predictors:
+            nodes = pred.nodes
+            for node in np.nonzero(nodes["is_categorical"] & ~nodes["is_leaf"].astype(bool))[0]:
+                nd = nodes[node]
+                raw = cats[nd["feature_idx"]]
+                left = {int(raw[c]) for c in _bits(pred.raw_left_cat_bitsets[nd["bitset_idx"]]) if c < len(raw)}
+                if nd["missing_go_to_left"]:
+                    left_sets[(t, int(node))] = sorted(set(raw.tolist()) - left)
+                    swap[t, node] = True
+                else:
+                    left_sets[(t, int(node))] = sorted(left)
+            t += 1
+    if t != shape[0]:
+        raise ValueError(f"HistGradientBoosting model has {t} trees but shap parsed {shape[0]}")
+    return CategoricalSplits(shape, left_sets, swap)
+
+
+def categorical_splits(ensemble: Any, model: Any = None) -> CategoricalSplits:
+    """The categorical splits of a parsed shap ``TreeEnsemble`` of ``model`` (empty when it has none).
 
     XGBoost: read from the booster's JSON (``split_type``, ``categories*``), which shap's loader parses but does not
     use. LightGBM: read from ``dump_model()`` threshold strings (exact, including category 0 and codes >= 32, which
     shap's float bitmask cannot hold). Anything else with ``threshold_types == 1``: shap's bitmask.
     """
     shape = ensemble.children_left.shape
+    if "HistGradientBoosting" in type(model).__name__ and getattr(model, "_preprocessor", None) is not None:
+        return _hist_gradient_boosting_splits(model, shape)
     model_type = getattr(ensemble, "model_type", "internal")
     original = getattr(ensemble, "original_model", None)
     if model_type == "xgboost" and original is not None:

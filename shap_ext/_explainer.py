@@ -123,14 +123,15 @@ class TreeExplainer(_ShapTreeExplainer):
         self._n_features_exact = exact
         converted = getattr(ens, "original_model", None)
         converted = converted if hasattr(converted, "categories") else None
-        self._cats = converted.categories if converted is not None else categorical_splits(ens)
-        if self._cats and (ens.model_type == "xgboost" or converted is not None) and self.data is not None \
+        library_model = getattr(ens, "_library_model", None)
+        self._cats = converted.categories if converted is not None else categorical_splits(ens, library_model)
+        if self._cats and ens.model_type != "lightgbm" and self.data is not None \
                 and self.feature_perturbation == "tree_path_dependent":
             raise NotImplementedError(
-                "XGBoost/treelite categorical splits with background data and "
-                "feature_perturbation='tree_path_dependent' "
-                "are not supported (shap re-weights the trees with its own split routing, which does not know "
-                "XGBoost's category sets); leave data out, or use feature_perturbation='interventional'"
+                "XGBoost/HistGradientBoosting/treelite categorical splits with background data and "
+                "feature_perturbation='tree_path_dependent' are not supported (shap re-weights the trees with its "
+                "own split routing, which does not know their category sets); leave data out, or use "
+                "feature_perturbation='interventional'"
             )
         self._paths_cache: dict[int, Any] = {}
         self._background = None
@@ -214,7 +215,7 @@ class TreeExplainer(_ShapTreeExplainer):
         if interactions:
             out = phi[:, :-1, :-1, 0] if phi.shape[-1] == 1 else phi[:, :-1, :-1, :]
             return out[0] if flat else out
-        out = self._format(phi, False)
+        out = phi[:, :-1, 0] if phi.shape[-1] == 1 else phi[:, :-1, :]
         if check_additivity and self.model.model_output == "raw":
             margin = native_margin(model, X)
             if phi.shape[-1] > 1:

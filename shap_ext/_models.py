@@ -9,6 +9,7 @@ import pandas as pd
 from shap.explainers._tree import TreeEnsemble
 from shap.utils._exceptions import InvalidModelError
 
+from ._categories import hist_gradient_boosting_layout
 from ._catboost import CatBoostModel, NotParseable, is_catboost
 from ._native import LibraryEnsemble
 from ._treelite import as_treelite_model, is_treelite_like
@@ -68,26 +69,33 @@ def convert_model(model: Any, has_data: bool) -> tuple[Any, Any, str]:
     return model, None, "shap-parser"
 
 
-def _fix_xgboost_groups(ens: Any) -> None:
-    """shap puts XGBoost tree ``i`` on output ``i % K``; with ``num_parallel_tree > 1`` XGBoost stores each
-    iteration's trees output by output (``tree_info``), so the values move to the output XGBoost names."""
-    K = ens.num_outputs
-    if K <= 1:
-        return
+def _fix_xgboost(ens: Any) -> None:
+    """What shap's XGBoost parser misses, read from the booster's JSON: dart's per-tree ``weight_drop`` (prediction
+    multiplies each tree by it) and, with ``num_parallel_tree > 1``, the output of each tree (``tree_info``; shap
+    assumes tree ``i`` belongs to output ``i % K``, while XGBoost stores an iteration's trees output by output)."""
     model = json.loads(ens.original_model.save_raw(raw_format="json"))
     gb = model["learner"]["gradient_booster"]
-    gb = gb.get("gbtree", gb) if "model" not in gb else gb
-    groups = np.asarray(gb["model"]["tree_info"], dtype=np.int64)
+    gb = gb["gbtree"] if "model" not in gb and "gbtree" in gb else gb
     T = ens.values.shape[0]
+    weights = gb.get("weight_drop", gb["model"].get("weight_drop"))
+    if weights is not None:
+        weights = np.asarray(weights, dtype=np.float64)
+        if len(weights) != T:
+            raise InvalidModelError(f"XGBoost dart model lists {len(weights)} tree weights but shap parsed {T} trees")
+        if np.any(weights != 1.0):
+            ens.values = ens.values * weights[:, None, None].astype(ens.values.dtype)
+    K = ens.num_outputs
+    if K <= 1 or ens.num_stacked_models == K:
+        return
+    groups = np.asarray(gb["model"]["tree_info"], dtype=np.int64)
     if len(groups) != T:
         raise InvalidModelError(f"XGBoost model lists {len(groups)} trees in tree_info but shap parsed {T}")
     shap_groups = np.arange(T) % K
-    if np.array_equal(groups, shap_groups):
-        return
-    vals = np.zeros_like(ens.values)
-    rows = np.arange(T)
-    vals[rows, :, groups] = ens.values[rows, :, shap_groups]
-    ens.values = vals
+    if not np.array_equal(groups, shap_groups):
+        vals = np.zeros_like(ens.values)
+        rows = np.arange(T)
+        vals[rows, :, groups] = ens.values[rows, :, shap_groups]
+        ens.values = vals
 
 
 def build_ensemble(model: Any, user_model: Any, converted: Any, data: Any, model_output: str) -> TreeEnsemble:
@@ -114,6 +122,11 @@ def build_ensemble(model: Any, user_model: Any, converted: Any, data: Any, model
         ens.original_model = converted
     if getattr(ens, "trees", None) is None or not hasattr(ens, "children_left"):
         return ens  # no trees (CatBoost's native route, or shap failed): the caller decides
-    if ens.model_type == "xgboost" and ens.num_stacked_models != ens.num_outputs:
-        _fix_xgboost_groups(ens)
+    if ens.model_type == "xgboost":
+        _fix_xgboost(ens)
+    layout = hist_gradient_boosting_layout(user_model) if "HistGradientBoosting" in type(user_model).__name__ \
+        else None
+    if layout is not None:  # shap reads the encoded layout's feature numbers as input columns
+        internal = ens.children_left >= 0
+        ens.features = np.where(internal, layout[0][np.where(internal, ens.features, 0)], ens.features)
     return ens

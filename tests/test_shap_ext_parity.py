@@ -2,8 +2,6 @@
 and brute-force interventional Shapley values over every subset."""
 from __future__ import annotations
 
-import itertools
-import math
 
 import numpy as np
 import pandas as pd
@@ -19,6 +17,7 @@ from sklearn.ensemble import (
 )
 
 from hitml import shap_ext
+from _differential import brute_force_interventional as _brute_force
 
 RTOL = 1e-6
 
@@ -216,29 +215,9 @@ def test_xgboost_categorical_vs_native(xgb_cat):
 
 
 def brute_force_interventional(f, X, bg, transform=None):
-    """Exact interventional SHAP by enumerating every subset, per background row b, of the game
-    v(S) = f(x_S, b_rest) on the raw margin ``f``; then averaged over b. With an output ``transform`` (shap's
-    "probability"/"log_loss"), each row's values are rescaled by (T(f(x)) - T(f(b))) / (f(x) - f(b)), which is how
-    shap's C++ (and hitml) define transformed interventional values."""
-    n, M = X.shape
-    subsets = list(itertools.product([0, 1], repeat=M))
-    rows = np.array([[np.where(s, x, b) for s in subsets] for x in X for b in bg]).reshape(-1, M)
-    v = f(rows).astype(np.float64).reshape(n, len(bg), len(subsets))
-    idx = {s: i for i, s in enumerate(subsets)}
-    phi = np.zeros((n, len(bg), M))
-    for j in range(M):
-        for s in subsets:
-            if s[j]:
-                continue
-            size = sum(s)
-            w = math.factorial(size) * math.factorial(M - size - 1) / math.factorial(M)
-            with_j = s[:j] + (1,) + s[j + 1:]
-            phi[:, :, j] += w * (v[:, :, idx[with_j]] - v[:, :, idx[s]])
-    full, empty = v[:, :, -1], v[:, :, 0]
-    if transform is not None:
-        phi *= ((transform(full) - transform(empty)) / (full - empty))[:, :, None]
-        empty = transform(empty)
-    return phi.mean(1), empty[0].mean()
+    """Exact interventional SHAP of one output by enumerating every subset (see _differential): (phi, E)."""
+    phi, ev = _brute_force(f, X, bg, transform)
+    return phi[..., 0], ev[0]
 
 
 def test_brute_force_reference_matches_shap_cpp(xgb_models):
