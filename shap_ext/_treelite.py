@@ -171,10 +171,21 @@ class TreeliteModel:
 
     # -- margin prediction (used where shap's C predictor cannot route category sets) --------------------------
     def predict_margin(self, X: np.ndarray, tree_limit: int | None = None) -> np.ndarray:
-        """Raw margin ``(n,)`` or ``(n, K)`` of the first ``tree_limit`` trees, walking the converted trees."""
-        X = np.asarray(X, dtype=self.input_dtype).astype(np.float64)
+        """Raw margin ``(n,)`` or ``(n, K)`` of the first ``tree_limit`` trees: treelite's own predictor (GTIL)
+        for the whole model, else a walk of the converted trees."""
         trees = self.shap_dict["trees"]
         T = len(trees) if tree_limit is None else min(int(tree_limit), len(trees))
+        if T == len(trees):
+            try:
+                from treelite import gtil  # noqa: PLC0415
+
+                out = gtil.predict(self.treelite_model, np.ascontiguousarray(X, dtype=self.input_dtype),
+                                   nthread=1, pred_margin=True)
+                out = np.asarray(out, dtype=np.float64).reshape(len(X), -1)
+                return out[:, 0] if self.n_outputs == 1 else out
+            except ImportError:
+                pass
+        X = np.asarray(X, dtype=self.input_dtype).astype(np.float64)
         out = np.tile(self.base_offset, (X.shape[0], 1))
         rows = np.arange(X.shape[0])
         by_tree: dict[int, list[tuple[int, list[int]]]] = {}
