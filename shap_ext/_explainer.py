@@ -143,7 +143,10 @@ class TreeExplainer(_ShapTreeExplainer):
             bias = self.paths.bias(None if tl >= ens.values.shape[0] else tl)
             self.expected_value = bias[0] if len(bias) == 1 else bias
         if self.data is not None:
-            self._background = np.ascontiguousarray(np.asarray(self.data, dtype=np.float64).astype(ens.input_dtype))
+            bg = np.asarray(self.data, dtype=np.float64)
+            if getattr(ens, "_row_dtype", None) is not None:
+                bg = bg.astype(ens._row_dtype).astype(np.float64)
+            self._background = np.ascontiguousarray(bg.astype(ens.input_dtype))
 
     def _paths(self, n_features: int):
         """The PathSet for inputs of ``n_features`` columns (built once; a wider X only when M was a lower bound)."""
@@ -176,6 +179,8 @@ class TreeExplainer(_ShapTreeExplainer):
             X = to_numpy(X)
         width = self.n_features if self._n_features_exact else None
         arr, flat = to_matrix(X, width, np.dtype(self.model.input_dtype))
+        if getattr(self.model, "_row_dtype", None) is not None and arr.dtype != self.model._row_dtype:
+            arr = arr.astype(self.model._row_dtype).astype(arr.dtype)  # rounded as the library rounds rows
         if not self._n_features_exact and arr.shape[1] < self.n_features:
             raise ValueError(f"X has {arr.shape[1]} features, but the trees split on feature index "
                              f"{self.n_features - 1}")

@@ -115,7 +115,7 @@ def build_ensemble(model: Any, user_model: Any, converted: Any, data: Any, model
         raise InvalidModelError(f"hitml TreeExplainer: {exc}") from exc
     if ens.model_type == "xgboost" or (_is_sklearn(user_model) and "HistGradientBoosting" not in
                                        type(user_model).__name__):
-        ens.input_dtype = np.float32  # what the library compares in: rows near a split take the same branch
+        ens._row_dtype = np.float32  # the library rounds rows to float32: near a split they take its branch
     ens.__class__ = LibraryEnsemble
     ens._library_model = user_model
     if converted is not None:
