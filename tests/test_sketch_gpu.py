@@ -192,8 +192,7 @@ def test_fast_wide_unaligned_weighted(dtype):
         w = rng.uniform(0, 1, n)
         w[rng.random(n) < 0.2] = 0.0
         for ww in (None, w):
-            g = gpu.sketch(Xd, None if ww is None else cp.asarray(ww), n_moments=12, max_distinct=256,
-                           variant="fast")
+            g = gpu.sketch(Xd, None if ww is None else cp.asarray(ww), n_moments=12, max_distinct=256)
             c = cpu.sketch(X, ww, n_moments=12, max_distinct=256)
             _assert_same(g, c, X, ww, 12)
             assert c.n_distinct[d - 2] == 0 and c.n_distinct[10] > 100 and c.n_distinct[1] == -1
@@ -447,7 +446,8 @@ def test_gpu_row_sample_equals_cpu_twin(dtype, weighted, n):
     g = gpu.sketch(cp.asarray(X), None if w is None else cp.asarray(w), n_moments=8, max_distinct=16,
                    n_sample=512).sample
     c = cpu.sketch(X, w, n_moments=8, max_distinct=16, n_sample=512).sample
-    assert g.tau == c.tau and g.n_rows == c.n_rows == min(n, 512)
+    # n <= 512 keeps every row; else the rows under the threshold (binomial, mean 512), at most 512 of them
+    assert g.tau == c.tau and g.n_rows == c.n_rows and (c.n_rows == n if n <= 512 else 400 < c.n_rows <= 512)
     np.testing.assert_array_equal(g.key, c.key)
     np.testing.assert_array_equal(g.x, c.x)
     np.testing.assert_array_equal(g.w, c.w)

@@ -11,7 +11,7 @@ import pytest
 
 from hitml.kernels.sketch import MomentSketch, cpu
 from hitml.kernels.sketch.cuts import cut_points
-from hitml.kernels.sketch.robust import SketchFallbackWarning
+from hitml.kernels.sketch.robust import GUARD_Z, SketchFallbackWarning, sample_screen
 from hitml.kernels.sketch.sample import RowSample, mix64
 from hitml.xgboost_ext import QuantileBinner
 
@@ -194,3 +194,40 @@ def test_without_sample_the_cuts_are_flagged_unchecked(battery):
     with pytest.warns(SketchFallbackWarning, match="unchecked"):
         c = cut_points(sk, 64)
     assert c.source[0] == "moments"
+
+
+def _screen_one(xs, ws, cuts, share, max_bin):
+    """Reference: one column at a time, by np.unique and np.bincount."""
+    if xs.size == 0:
+        return False, False
+    u, inv = np.unique(xs, return_inverse=True)
+    atom = bool((np.bincount(inv, weights=ws) / ws.sum() > share).any())
+    sw, m_eff = ws.sum(), ws.sum() ** 2 / np.dot(ws, ws)
+    b = np.bincount(np.searchsorted(cuts, xs, side="right"), weights=ws, minlength=cuts.size + 1) / sw
+    e = 1.0 / (max_bin - 1)
+    return atom, bool(b.max() > e + GUARD_Z * np.sqrt(e / m_eff) + 1.0 / m_eff)
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_sample_screen_matches_per_column_reference(weighted):
+    rng = np.random.default_rng(7)
+    seen = set()
+    for trial in range(6):
+        m, k, max_bin = int(rng.integers(1, 600)), int(rng.integers(1, 9)), int(rng.choice([4, 16, 64]))
+        x = rng.standard_normal((m, k)).astype(np.float32)
+        x[rng.random((m, k)) < 0.2] = np.nan
+        x[rng.random((m, k)) < 0.1 * (trial % 3)] = -999.0  # sentinels make point masses
+        x[rng.random((m, k)) < 0.05] = -0.0
+        x[:, 0] = np.nan if trial == 5 else x[:, 0]  # an all-missing column
+        w = rng.exponential(size=m) * (rng.random(m) > 0.1) if weighted else np.ones(m)
+        cuts = [np.unique(np.append(rng.choice([-1.0, 0.0, 0.5, 2.0], int(rng.integers(1, 4))),
+                                    np.sort(rng.standard_normal(int(rng.integers(0, max_bin - 2)))))).astype(np.float32)
+                for _ in range(k)]
+        share = float(rng.choice([0.02, 0.1]))
+        atom, crowded = sample_screen(x, w, cuts, share, max_bin)
+        for r in range(k):
+            ok = ~np.isnan(x[:, r]) & (w > 0)
+            ref = _screen_one(x[ok, r], w[ok], cuts[r], share, max_bin)
+            assert (atom[r], crowded[r]) == ref, (trial, r)
+            seen |= {("atom", ref[0]), ("crowded", ref[1])}
+    assert len(seen) == 4  # both outcomes of both checks occurred

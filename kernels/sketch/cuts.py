@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .robust import ATOM_SCREEN, SketchFallbackWarning, _finish, guard_fails, quantile_cuts, sampled_atoms
+from .robust import ATOM_SCREEN, SketchFallbackWarning, _finish, quantile_cuts, sample_screen
 from .solvers import METHODS, quantiles
 from .state import MomentSketch
 
@@ -80,21 +80,15 @@ def cut_points(sk: MomentSketch, max_bin: int = 256, method: str = "maxent", *, 
                            sk.distinct[approx, :0], sk.n_distinct[approx])
         Q = quantiles(sub, phis, method)
         screen = (ATOM_SCREEN if data is not None else 1.0) / max_bin
+        moment = [_finish(Q[r], lo32[j], hi32[j], max_bin) for r, j in enumerate(approx)]
+        if sk.sample is not None:  # one vectorised check of every column on the sample
+            atom, crowded = sample_screen(sk.sample.x[:, approx], sk.sample.w, moment, screen, max_bin)
+        else:
+            atom, crowded = np.full(approx.size, data is not None), np.zeros(approx.size, bool)
+        failed = [int(j) for j in approx[~atom & crowded]]
         for r, j in enumerate(approx):
-            c = _finish(Q[r], lo32[j], hi32[j], max_bin)
-            if sk.sample is None:
-                if data is None:
-                    values[j] = c
-                    continue
-                bad = True
-            else:
-                xs, ws = sk.sample.column(j)
-                bad = sampled_atoms(xs, ws, screen).size > 0
-                if not bad and guard_fails(c, xs, ws, max_bin):
-                    bad = True
-                    failed.append(j)
-            if not bad:
-                values[j] = c
+            if not (atom[r] or crowded[r]):
+                values[j] = moment[r]
             elif data is not None:
                 values[j] = quantile_cuts(data[:, j], sample_weight, max_bin, lo32[j], hi32[j], _xp(data))
                 source[j] = "data"

@@ -1,6 +1,7 @@
 """GPU moment sketch, the public entry: sketch_fast.cu's moments and distinct sets plus the row sample (sample.cu)."""
 from __future__ import annotations
 
+import functools
 import threading
 
 import numpy as np
@@ -28,47 +29,64 @@ def sketch(X, sample_weight=None, *, n_moments: int = 15, max_distinct: int = 25
     cp = cupy_module()
     pending = None
     if n_sample:
-        X, w, has_w = _prepare_input(X, sample_weight, cp)
-        if X.shape[0]:
-            pending = _queue_sample(cp, X, w, has_w, n_sample)
+        Xp, w, has_w = _prepare_input(X, sample_weight, cp)
+        if Xp.shape[0]:
+            pending = _queue_sample(cp, Xp, w, has_w, n_sample)
+        # the caller's array where it is used as given: sketch_fast's repeated-call path (no checks, one graph
+        # launch) keys on that very object, and _prepare_input may hand back a new view of it
+        if not (type(X) is cp.ndarray and X.dtype == Xp.dtype and X.flags.c_contiguous):
+            X = Xp
     sk = sketch_fast(X, sample_weight, n_moments=n_moments, max_distinct=max_distinct, **fast_opts)
-    if n_sample:  # sketch_fast synchronised the stream: the sample sits in pinned host memory
+    if n_sample:  # result() waits for the side stream: then the sample sits in pinned host memory
         sk.sample = pending() if pending is not None else rs.RowSample.empty(X.shape[1], n_sample)
     return sk
 
 
 def _buffers(cp, cap: int, d: int, itemsize: int) -> dict:
-    """Device work arrays and the pinned result of the sample (kept per thread for the last shape)."""
-    key = (cp.cuda.Device().id, cap, d, itemsize)
+    """Device work arrays, the pinned result, the side stream and its events (kept per thread for the last shape)."""
+    dev = cp.cuda.Device().id
+    key = (dev, cap, d, itemsize)
     cached = getattr(_local, "bufs", None)
     if cached is not None and cached[0] == key:
         return cached[1]
     nbytes = 8 * (1 + 2 * cap) + cap * d * itemsize
     mem = cp.cuda.alloc_pinned_memory(nbytes)
     b = {"salt": cp.empty(1, cp.uint64), "count": cp.empty(1, cp.uint64), "idx": cp.empty(cap, cp.int64),
-         "keys": cp.empty(cap, cp.uint64), "mem": mem, "ptr": np.uint64(mem.ptr)}
+         "keys": cp.empty(cap, cp.uint64), "mem": mem, "ptr": np.uint64(mem.ptr),
+         "side": cp.cuda.Stream(non_blocking=True), "ready": cp.cuda.Event(disable_timing=True),
+         "done": cp.cuda.Event(disable_timing=True),
+         "sms": cp.cuda.runtime.deviceGetAttribute(cp.cuda.runtime.cudaDevAttrMultiProcessorCount, dev)}
     _local.bufs = (key, b)
     return b
 
 
+@functools.lru_cache(maxsize=None)
+def _kernels(tn: str, has_w: bool) -> tuple:
+    names = (f"sample_salt<{tn}>", "sample_select", f"sample_gather<{tn},{'true' if has_w else 'false'}>")
+    return tuple(get_kernel("sketch/sample.cu", nm, name_expressions=names) for nm in names)
+
+
 def _queue_sample(cp, X, w, has_w: bool, k: int):
-    """Queue sample.cu's three launches on the current stream; returns the function that reads the result (call it
-    after the stream is synchronised)."""
+    """Queue sample.cu's three launches on a side stream (they overlap the sketch's read kernel, after the current
+    stream's work on X); returns the function that waits for them and reads the result."""
     n, d = X.shape
     T = rs.threshold(n, k)
     cap = rs.buffer_rows(n, k)
-    tn = "float" if X.dtype == np.float32 else "double"
-    names = (f"sample_salt<{tn}>", "sample_select", f"sample_gather<{tn},{'true' if has_w else 'false'}>")
-    salt_k, select_k, gather_k = (get_kernel("sketch/sample.cu", nm, name_expressions=names) for nm in names)
+    salt_k, select_k, gather_k = _kernels("float" if X.dtype == np.float32 else "double", has_w)
     b = _buffers(cp, cap, d, X.dtype.itemsize)
-    salt_k((1,), (THREADS,), (X, np.int64(n), np.int32(d), b["salt"], b["count"]))
-    sms = cp.cuda.Device().attributes["MultiProcessorCount"]
-    select_k((int(min(-(-n // THREADS), 8 * sms)),), (THREADS,),
-             (np.int64(n), b["salt"], np.uint64(T), b["idx"], b["keys"], b["count"], np.int32(cap)))
-    gather_k((-(-cap * d // THREADS),), (THREADS,),
-             (X, w, np.int32(d), b["idx"], b["keys"], b["count"], np.int32(cap), b["ptr"]))
+    b["ready"].record(cp.cuda.get_current_stream())
+    side = b["side"]
+    side.wait_event(b["ready"])
+    with side:
+        salt_k((1,), (THREADS,), (X, np.int64(n), np.int32(d), b["salt"], b["count"]))
+        select_k((int(min(-(-n // THREADS), 8 * b["sms"])),), (THREADS,),
+                 (np.int64(n), b["salt"], np.uint64(T), b["idx"], b["keys"], b["count"], np.int32(cap)))
+        gather_k((-(-cap * d // THREADS),), (THREADS,),
+                 (X, w, np.int32(d), b["idx"], b["keys"], b["count"], np.int32(cap), b["ptr"]))
+        b["done"].record(side)
 
     def result() -> rs.RowSample:
+        b["done"].synchronize()
         words = np.frombuffer(b["mem"], np.uint64, 1 + 2 * cap)
         c = int(words[0])
         if c > cap:  # more rows under T than the buffer holds (~1e-15 per call): select them on the host

@@ -67,23 +67,58 @@ def _finish(q: np.ndarray, lo: float, hi: float, max_bin: int) -> np.ndarray:
     return np.append(q, np.float32(hi)).astype(np.float32)
 
 
-def sampled_atoms(xs: np.ndarray, ws: np.ndarray, share: float) -> np.ndarray:
-    """Values whose weight share in the sample exceeds ``share`` (float32)."""
-    if xs.size == 0:
-        return np.zeros(0, np.float32)
-    u, inv = np.unique(xs.astype(np.float32), return_inverse=True)
-    s = np.bincount(inv, weights=ws, minlength=u.size) / ws.sum()
-    return u[s > share]
+def _order_keys(cols: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """uint64 keys that sort by (column, float32 value): the column in the high word, the value's order-preserving
+    bits in the low word (-0.0 as +0.0, so keys compare as the floats do)."""
+    b = (np.asarray(v, np.float32) + np.float32(0)).view(np.uint32).astype(np.uint64)
+    b = np.where(b >> np.uint64(31), ~b & np.uint64(0xFFFFFFFF), b | np.uint64(0x80000000))
+    return (np.asarray(cols, np.uint64) << np.uint64(32)) | b
 
 
-def guard_fails(cuts: np.ndarray, xs: np.ndarray, ws: np.ndarray, max_bin: int) -> bool:
-    """True where a bin of ``cuts`` holds, in the sample (xs, ws), more than its ideal 1/(max_bin - 1) share by
-    GUARD_Z standard deviations of a sampled share (binomial, effective sample size (sum w)^2 / sum w^2)."""
-    if xs.size == 0:
-        return False
-    sw = ws.sum()
-    m_eff = sw * sw / np.dot(ws, ws)
-    codes = np.searchsorted(cuts, xs.astype(np.float32), side="right")
-    shares = np.bincount(codes, weights=ws, minlength=cuts.size + 1) / sw
+def sample_screen(x: np.ndarray, w: np.ndarray, cuts: list[np.ndarray], share: float,
+                  max_bin: int) -> tuple[np.ndarray, np.ndarray]:
+    """Both checks of the moment cuts on a row sample, for all columns at once: x (m, k) the sampled values of k
+    columns (NaN missing), w (m,) row weights, cuts[r] column r's cuts.
+
+    Returns (atom, crowded), bool (k,): atom where some value holds more than ``share`` of the column's sampled
+    weight; crowded where a bin of cuts[r] holds more than its ideal 1/(max_bin - 1) share by GUARD_Z standard
+    deviations of a sampled share (binomial, effective sample size (sum w)^2 / sum w^2). One sort of the sample and
+    one search of every cut, not a pass per column.
+    """
+    m, k = x.shape
+    ok = ~np.isnan(x) & (w > 0)[:, None]
+    v = np.where(ok, x, np.float32(np.nan)).T.astype(np.float32) + np.float32(0)  # (k, m), -0.0 as +0.0
+    wt = np.where(ok, w[:, None], 0.0).T  # a missing value weighs nothing
+    n_ok = ok.sum(axis=0)
+    pos = w[w > 0]
+    if pos.size == 0 or (pos == pos[0]).all():  # equal weights (unweighted): sorting the values is enough
+        v.sort(axis=1)  # NaN last
+        ws = np.where(np.arange(m) < n_ok[:, None], pos[0] if pos.size else 0.0, 0.0)
+    else:
+        order = np.argsort(v, axis=1, kind="stable")
+        v, ws = np.take_along_axis(v, order, 1), np.take_along_axis(wt, order, 1)
+    ws = ws.reshape(-1)
+    cw = np.concatenate([[0.0], np.cumsum(ws)])  # columns one after another
+    sw = wt.sum(axis=1)
+    m_eff = np.where(sw > 0, sw * sw / np.maximum(np.einsum("ij,ij->i", wt, wt), 1e-300), 1.0)
+    col = np.repeat(np.arange(k, dtype=np.uint64), m)
+    keys = _order_keys(col, np.nan_to_num(v.reshape(-1), nan=0.0))
+    keys[np.isnan(v.reshape(-1))] |= np.uint64(0xFFFFFFFF)  # missing values last in their column, above every cut
+    # point masses: runs of equal keys, weight share per run
+    start = np.flatnonzero(np.concatenate([[True], keys[1:] != keys[:-1]]))
+    run_w = cw[np.append(start[1:], keys.size)] - cw[start]
+    run_col = (keys[start] >> np.uint64(32)).astype(np.int64)
+    share_run = run_w / np.where(sw > 0, sw, 1.0)[run_col]
+    atom = np.bincount(run_col[share_run > share], minlength=k) > 0
+    # bin occupancy: weight below each cut by one search of all columns' cuts
+    nc = np.array([c.size for c in cuts], np.int64)
+    ccol = np.repeat(np.arange(k, dtype=np.uint64), nc)
+    below = cw[np.searchsorted(keys, _order_keys(ccol, np.concatenate(cuts) if k else np.zeros(0)), side="left")]
+    # columns lie one after another in cw, so column r's upper edge is column r+1's lower edge: the differences of
+    # [lo_0, below_0.., lo_1, below_1.., .., hi_last] are every column's bins, nc[r] + 1 of them
+    off = np.concatenate([[0], np.cumsum(nc)[:-1]]).astype(np.int64)
+    bins = np.diff(np.append(np.insert(below, off, cw[np.arange(k) * m]), cw[-1]))
+    widest = np.maximum.reduceat(bins, off + np.arange(k)) if k else bins
     e = 1.0 / (max_bin - 1)
-    return bool(shares.max() > e + GUARD_Z * np.sqrt(e / m_eff) + 1.0 / m_eff)
+    crowded = (sw > 0) & (widest / np.where(sw > 0, sw, 1.0) > e + GUARD_Z * np.sqrt(e / m_eff) + 1.0 / m_eff)
+    return atom, crowded

@@ -1,6 +1,6 @@
 // Row sample of a moment sketch on the GPU (the twin of sample.py): the rows whose key mix(salt ^ mix(i + G)) is at
-// most T, gathered straight into pinned host memory. Three small launches queued before the sketch's own, on the
-// same stream: no extra synchronisation.
+// most T, gathered straight into pinned host memory. Three small launches on a side stream (gpu.py), overlapping
+// the sketch's read kernel.
 // sample_salt: one block hashes the batch size and its first and last rows (XOR, so the order does not matter);
 // sample_select: one hash per row index (no read of X), the rows under T appended by an atomic counter (unordered; the
 // host sorts them by key); sample_gather: the selected rows' values (exact float -> double on the host) and weights.

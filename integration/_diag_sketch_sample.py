@@ -1,0 +1,38 @@
+"""Where the row sample's and the cut check's time goes on the device (a diagnostic beside bench_sketch_speed)."""
+import sys
+import warnings
+
+import cupy as cp
+import numpy as np
+
+sys.path.insert(0, "integration")
+from bench_sketch_speed import gpu_time, make_data
+from hitml.kernels.sketch import gpu as skgpu
+from hitml.kernels.sketch.cuts import cut_points
+from hitml.kernels.sketch.gpu_fast import sketch_fast
+
+warnings.simplefilter("ignore")
+X = make_data(cp, 10_000_000, 50)
+
+
+def t(f, reps=20):
+    """Median milliseconds of f() with the device synchronised around each call."""
+    return 1e3 * gpu_time(f, reps, cp)
+
+
+print(f"sketch n_sample=4096 {t(lambda: skgpu.sketch(X)):.3f} ms; n_sample=0 {t(lambda: skgpu.sketch(X, n_sample=0)):.3f}"
+      f" ms; sketch_fast {t(lambda: sketch_fast(X)):.3f} ms")
+Xp, w, hw = skgpu._prepare_input(X, None, cp)
+
+
+def sample_only():
+    skgpu._queue_sample(cp, Xp, w, hw, 4096)()
+
+
+print(f"sample alone (queue + wait + host) {t(sample_only):.3f} ms")
+sk = skgpu.sketch(X)
+s = sk.sample
+print(f"cut_points {t(lambda: cut_points(sk, 256, 'maxent')):.2f} ms; sources",
+      dict(zip(*np.unique(cut_points(sk, 256, 'maxent').source.astype(str), return_counts=True))))
+sk.sample = None
+print(f"cut_points without the sample check {t(lambda: cut_points(sk, 256, 'maxent')):.2f} ms")
