@@ -174,6 +174,30 @@ def test_float32_threshold_edges():
     np.testing.assert_allclose(got.sum(1)[:, 0], m.predict(Xe), rtol=1e-9, atol=1e-9)
 
 
+@pytest.mark.parametrize("xgb_rule", [False, True])
+def test_splits_at_zero_and_subnormal_values(xgb_rule):
+    """Splits at 0.0 and at +-subnormal thresholds, rows of 0.0, -0.0 and subnormals: float32 compares are exact
+    although CuPy compiles with -ftz=true (a flushed bound of -1.4e-45 once sent x = 0.0 to the wrong side)."""
+    tiny = float(np.nextafter(np.float32(0), np.float32(1)))            # 1.4e-45, the smallest float32 subnormal
+    thr = np.array([0.0, tiny, -tiny, 3 * tiny, 0.0, -tiny, 0.0])
+    if xgb_rule:  # shap's parse of XGBoost's "x < t": x <= nextafter(t, -inf) in float64
+        thr = np.nextafter(thr, -np.inf)
+    # a full tree of depth 3 on features (0, 1, 2): node i splits on feature depth(i) at thr[i]
+    cl = np.array([1, 3, 5, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1])
+    cr = np.array([2, 4, 6, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1])
+    cl[3:7], cr[3:7] = [7, 9, 11, 13], [8, 10, 12, 14]
+    feat = np.array([0, 1, 1, 2, 2, 2, 2] + [0] * 8)
+    th = np.r_[thr, np.zeros(8)]
+    cover = np.r_[[16.0, 9, 7, 5, 4, 4, 3], [3.0, 2, 1, 3, 2, 2, 2, 1]]
+    vals = np.r_[np.zeros(7), np.arange(8) * 1.5 - 4.0][:, None]
+    ps = _paths_from([(cl, cr, cl.copy(), feat, th, cover, vals)], 3, 1)
+    grid = np.array([0.0, -0.0, tiny, -tiny, 2 * tiny, 3 * tiny, 4 * tiny, -2 * tiny, 1.0, -1.0], np.float32)
+    Xe = np.array(np.meshgrid(grid, grid, grid)).reshape(3, -1).T.astype(np.float32)
+    ref = cpu.shap_values(ps, Xe)
+    _close(_gpu().shap_values(ps, Xe), ref, rtol=1e-12)
+    _close(_gpu().interaction_values(ps, Xe[:200]), cpu.interaction_values(ps, Xe[:200]), rtol=1e-12)
+
+
 def test_bad_input(reg):
     ps, X = reg
     g = _gpu()

@@ -32,14 +32,30 @@ struct Elems {
   const int* item;            // item index of the element
 };
 
+// Exact comparisons of X with the split bounds. CuPy compiles with -ftz=true, which flushes float32 subnormals to
+// zero in FP32 compares: a bound of -1.4e-45 (the float32 below a split at 0.0, "x < 0 goes left") would compare
+// equal to x = 0.0 and send zeros down the wrong side. float32 values are therefore compared as order-preserving
+// integer keys (-0.0 folded onto +0.0, as IEEE compares them); doubles are unaffected by -ftz.
+__device__ __forceinline__ int f32_key(float x) {
+  int b = __float_as_int(x);
+  if (b == (int)0x80000000) b = 0;
+  return b < 0 ? (b ^ 0x7fffffff) : b;
+}
+template <typename XT> __device__ __forceinline__ bool below(XT a, XT b) { return a < b; }
+template <> __device__ __forceinline__ bool below<float>(float a, float b) { return f32_key(a) < f32_key(b); }
+template <typename XT> __device__ __forceinline__ bool not_above(XT a, XT b) { return a <= b; }
+template <> __device__ __forceinline__ bool not_above<float>(float a, float b) { return f32_key(a) <= f32_key(b); }
+template <typename XT> __device__ __forceinline__ bool non_negative(XT a) { return a >= (XT)0; }
+template <> __device__ __forceinline__ bool non_negative<float>(float a) { return f32_key(a) >= 0; }
+
 template <typename XT>
 __device__ __forceinline__ bool satisfies(XT x, XT lo, XT hi, unsigned char flags, int cptr, int cnw,
                                           const unsigned int* cwords) {
   if (x != x) return (flags & 1) != 0;
   const XT ninf = (XT)__int_as_float(0xff800000);  // -inf (NVRTC has no INFINITY macro)
-  if (!((lo == ninf || lo < x) && x <= hi)) return false;
+  if (!((lo == ninf || below<XT>(lo, x)) && not_above<XT>(x, hi))) return false;
   if (cptr >= 0) {
-    if (x >= (XT)0 && x < (XT)(32.0 * (double)cnw)) {
+    if (non_negative<XT>(x) && x < (XT)(32.0 * (double)cnw)) {
       long long c = (long long)x;
       return ((cwords[cptr + (c >> 5)] >> (c & 31)) & 1u) != 0;
     }
