@@ -3,7 +3,9 @@
 The ```python blocks of one file run in order in one fresh interpreter (cwd = repository root), so a later block can use
 what an earlier one defined. ```bash blocks run in bash with the test environment's `python` first on PATH. A block whose
 first line is `# requires: gpu` (or `dask`) (or `multi-gpu`, `dask`, `dask-cuda`) is skipped where that is missing. A bash line that calls scripts/test.sh is
-not run again: that command is what runs this test. ```text blocks are output samples and are not run.
+not run again: that command is what runs this test. ```text blocks are output samples and ```console blocks install
+transcripts (`$ pip install ...`: tests/test_packaging.py installs the wheel, scripts/env.sh the test extra); neither is
+run here, so the test never changes the environment it runs in.
 """
 
 from __future__ import annotations
