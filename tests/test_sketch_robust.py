@@ -3,7 +3,9 @@ bin occupancy against the data itself, exact point masses, a warning naming unre
 XGBoost on our cuts no worse than on its own, for maxent and legendre."""
 from __future__ import annotations
 
+import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -15,28 +17,24 @@ from hitml.kernels.sketch.robust import GUARD_Z, SketchFallbackWarning, sample_s
 from hitml.kernels.sketch.sample import RowSample, mix64
 from hitml.xgboost_ext import QuantileBinner
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
+from bench_sketch_battery import battery as bench_battery  # noqa: E402
+
 N = 20_000
 
 
+_NAMES = {  # the benchmark battery's families under short names, continuous ones first
+    "normal": "normal", "lognormal1": "lognormal(1)", "lognormal3": "lognormal(3)", "t1": "t(1)", "t2": "t(2)",
+    "t5": "t(5)", "pareto1.1": "pareto(1.1)", "pareto1.5": "pareto(1.5)", "bimodal1e4": "bimodal 1e4 apart",
+    "sentinel0.1%": "sentinel 0.1% at 1e6", "sentinel1%": "sentinel 1% at -1e9", "zero_inflated": "zero-inflated 70%",
+    "counts": "integer counts", "spiky": "near-constant, rare spikes",
+}
+
+
 def families(n: int, seed: int = 0) -> dict[str, np.ndarray]:
-    """The battery of column families (continuous ones first; the last four have point masses or few values)."""
-    r = np.random.default_rng(seed)
-
-    def sentinel(frac, value):
-        x = r.normal(size=n)
-        x[r.random(n) < frac] = value
-        return x
-
-    return {
-        "normal": r.normal(size=n), "lognormal1": r.lognormal(0, 1, n), "lognormal3": r.lognormal(0, 3, n),
-        "t1": r.standard_t(1, n), "t2": r.standard_t(2, n), "t5": r.standard_t(5, n),
-        "pareto1.1": r.pareto(1.1, n) + 1, "pareto1.5": r.pareto(1.5, n) + 1,
-        "bimodal1e4": np.where(r.random(n) < 0.5, r.normal(0, 1, n), r.normal(1e4, 1, n)),
-        "sentinel0.1%": sentinel(0.001, 1e6), "sentinel1%": sentinel(0.01, -1e9),
-        "zero_inflated": np.where(r.random(n) < 0.7, 0.0, r.lognormal(0, 1, n)),
-        "counts": r.negative_binomial(2, 0.01, n).astype(float),
-        "spiky": np.where(r.random(n) < 0.002, r.normal(50, 5, n), 1.0 + 1e-3 * r.normal(size=n)),
-    }
+    """The column families of integration/bench_sketch_battery.py (the last four have point masses or few values)."""
+    drawn = bench_battery(n, seed)
+    return {short: drawn[name] for short, name in _NAMES.items()}
 
 
 CONTINUOUS = ["normal", "lognormal1", "lognormal3", "t1", "t2", "t5", "pareto1.1", "pareto1.5", "bimodal1e4"]
