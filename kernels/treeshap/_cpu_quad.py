@@ -46,6 +46,22 @@ def _make_kernels(BLOCK: int):
 
 
     @numba.njit(inline="always")
+    def _dims(X, path_ptr, leaf_value, max_len):
+        """(M, K, P, q_max, n_blocks): features, outputs, paths, quadrature points, row blocks."""
+        return (X.shape[1], leaf_value.shape[1], len(path_ptr) - 1, (max_len + 1) // 2,
+                (X.shape[0] + BLOCK - 1) // BLOCK)
+
+    @numba.njit(inline="always")
+    def _block_start(X, b, q_max, max_len):
+        """Block b: (first row, rows in it, its rows feature-major, and the quadrature scratch ob, Pq, C)."""
+        r0 = b * BLOCK
+        nb = min(BLOCK, X.shape[0] - r0)
+        xb = np.empty((X.shape[1], BLOCK))
+        _block_rows(X, r0, nb, xb)
+        q = max(q_max, 1)
+        return r0, nb, xb, np.empty(BLOCK, np.bool_), np.empty((q, BLOCK)), np.empty((max(max_len, 1), q, BLOCK))
+
+    @numba.njit(inline="always")
     def _one_fractions(xb, e, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words, cat_outside, ob):
         """ob[l] = whether lane l's row satisfies path element e."""
         f = feature[e]
@@ -94,20 +110,9 @@ def _make_kernels(BLOCK: int):
         values per pattern of satisfied conditions, bit t for condition t; see _cpu_tables); the others run the
         quadrature. Paths are visited in ``order`` (grouped by output: the block's sums of one output stay in cache).
         """
-        n = X.shape[0]
-        M = X.shape[1]
-        K = leaf_value.shape[1]
-        P = len(path_ptr) - 1
-        q_max = (max_len + 1) // 2
-        n_blocks = (n + BLOCK - 1) // BLOCK
+        M, K, P, q_max, n_blocks = _dims(X, path_ptr, leaf_value, max_len)
         for b in prange(n_blocks):
-            r0 = b * BLOCK
-            nb = min(BLOCK, n - r0)
-            xb = np.empty((M, BLOCK))
-            _block_rows(X, r0, nb, xb)
-            ob = np.empty(BLOCK, np.bool_)
-            Pq = np.empty((max(q_max, 1), BLOCK))
-            C = np.empty((max(max_len, 1), max(q_max, 1), BLOCK))
+            r0, nb, xb, ob, Pq, C = _block_start(X, b, q_max, max_len)
             s = np.empty(BLOCK)
             pat = np.empty(BLOCK, np.int64)
             acc = np.zeros((K, M, BLOCK))
@@ -163,20 +168,9 @@ def _make_kernels(BLOCK: int):
         visited in ``order`` (grouped by output, the writes of one output stay close together). ``mirror``: write
         the upper triangle and copy it to the lower one at the end (dense outputs); else write both entries of each
         pair at once (sparse ones, where copying the whole matrix would cost more than the pairs)."""
-        n = X.shape[0]
-        M = X.shape[1]
-        K = leaf_value.shape[1]
-        P = len(path_ptr) - 1
-        q_max = (max_len + 1) // 2
-        n_blocks = (n + BLOCK - 1) // BLOCK
+        M, K, P, q_max, n_blocks = _dims(X, path_ptr, leaf_value, max_len)
         for b in prange(n_blocks):
-            r0 = b * BLOCK
-            nb = min(BLOCK, n - r0)
-            xb = np.empty((M, BLOCK))
-            _block_rows(X, r0, nb, xb)
-            ob = np.empty(BLOCK, np.bool_)
-            Pq = np.empty((max(q_max, 1), BLOCK))
-            C = np.empty((max(max_len, 1), max(q_max, 1), BLOCK))
+            r0, nb, xb, ob, Pq, C = _block_start(X, b, q_max, max_len)
             S = np.empty((max(q_max, 1), BLOCK))
             s = np.empty(BLOCK)
             sr, sf, sg, sk = strides[0], strides[1], strides[2], strides[3]
