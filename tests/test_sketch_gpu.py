@@ -7,6 +7,8 @@ import pytest
 
 from hitml.kernels.sketch import cpu
 
+from _sketch_gpu import _assert_same  # noqa: E402
+
 pytestmark = pytest.mark.gpu
 VARIANTS = ["fast", "fast_tiles"]  # fast_tiles: bulk=False (the cp.async read)
 
@@ -17,30 +19,6 @@ def _gpu_sketch(X, w=None, *, variant="fast", **kw):
     if variant == "fast_tiles":
         kw = {**kw, "bulk": False}
     return gpu.sketch(X, w, **kw)
-
-
-def _scale(X, w, l):
-    """sum w (|x - mean| + delta)^k per feature: the natural scale of the k-th central sum (odd sums can be ~0).
-
-    delta = 4 ulps of max|x| is the rounding floor of any computed mean: a constant column's central sums are
-    only determined up to it (0/0 otherwise).
-    """
-    X = np.asarray(X, np.float64)
-    w = np.ones(X.shape[0]) if w is None else w
-    out = []
-    for j in range(X.shape[1]):
-        ok = np.isfinite(X[:, j]) & (w > 0)
-        x, ww = X[ok, j], w[ok]
-        if x.size == 0:  # an empty column: both sketches hold zeros
-            out.append([0.0] * (l - 1))
-            continue
-        m = np.sum(ww * x) / ww.sum()
-        delta = 4 * np.spacing(np.abs(x).max())
-        out.append([np.sum(ww * (np.abs(x - m) + delta) ** k) for k in range(2, l + 1)])
-    # delta**k underflows to 0 for a constant column at high k (0/0 otherwise), and sums in the subnormal double range
-    # (float32 subnormal data at l >= 8) are only determined to a few subnormal ulps (2^-1074) per term and order:
-    # floor the scale where any two correct summations may differ by 1e-12 of it
-    return np.maximum(np.array(out), max(np.finfo(np.float64).tiny, 1e12 * X.shape[0] * l * 2.0**-1074))
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -66,18 +44,6 @@ def test_gpu_equals_cpu_twin(dtype, l, weighted, variant):
 
 def _tolerance(variant, l):
     return 1e-12
-
-
-def _assert_same(g, c, X, w, l, tol=1e-12):
-    np.testing.assert_allclose(g.weight, c.weight, rtol=1e-12)
-    np.testing.assert_allclose(g.mean, c.mean, rtol=1e-12, atol=1e-12)
-    err = np.abs(g.M - c.M) / _scale(X, w, l)
-    assert err.max() < tol, err.max()
-    np.testing.assert_array_equal(g.vmin, c.vmin)
-    np.testing.assert_array_equal(g.vmax, c.vmax)
-    np.testing.assert_array_equal(g.n_distinct, c.n_distinct)
-    for j in np.flatnonzero(c.n_distinct >= 0):
-        np.testing.assert_array_equal(g.distinct[j, : c.n_distinct[j]], c.distinct[j, : c.n_distinct[j]])
 
 
 def _fast_and_twin(X, w, bulk, cap=256):
@@ -380,96 +346,3 @@ def test_fast_nan_patterns_signed_zero_and_cap_edges(dtype, bulk):
         assert c.n_distinct[0] == 40 and c.n_distinct[1] == 3 and c.n_distinct[2] == 1
         assert c.n_distinct[3] == 256 and c.n_distinct[4] == -1
         assert g.distinct[1, 0] == 0.0 and not np.signbit(g.distinct[1, 0]) and g.distinct[2, 0] == 0.0
-
-
-def test_fast_driver_launch_equals_kernel_calls(monkeypatch):
-    """The prepacked driver launches (the default for cached buffers) and plain RawKernel calls give the same
-    sketch, equal to the CPU twin; a new geometry rebuilds the prepacked parameters."""
-    import cupy as cp
-
-    from hitml.kernels.sketch import gpu_fast
-
-    rng = np.random.default_rng(8)
-    X = np.column_stack([rng.normal(size=100_000), np.round(rng.normal(size=100_000) * 4)]).astype(np.float32)
-    c = cpu.sketch(X, None, n_moments=15, max_distinct=128)
-    a = gpu_fast.sketch_fast(cp.asarray(X), n_moments=15, max_distinct=128)
-    a2 = gpu_fast.sketch_fast(cp.asarray(X[:60_001]), n_moments=15, max_distinct=128)  # other n: other parameters
-    monkeypatch.setattr(gpu_fast, "_HAS_DRIVER_LAUNCH", [False])
-    b = gpu_fast.sketch_fast(cp.asarray(X), n_moments=15, max_distinct=128)
-    for s in (a, b):
-        _assert_same(s, c, X, None, 15)
-    for f in ("weight", "mean", "M", "vmin", "vmax", "distinct", "n_distinct"):
-        np.testing.assert_array_equal(getattr(a, f), getattr(b, f))
-    _assert_same(a2, cpu.sketch(X[:60_001], None, n_moments=15, max_distinct=128), X[:60_001], None, 15)
-
-
-def test_fast_repeated_call_reuses_plan_not_results():
-    """A repeated call on the same array skips the checks and planning, never the work: new data in the same memory
-    gives the new sketch (equal to the CPU twin), inf written in is still rejected, and another dtype or shape is
-    planned afresh."""
-    import cupy as cp
-
-    from hitml.kernels.sketch import gpu_fast
-
-    rng = np.random.default_rng(12)
-    X = np.column_stack([rng.normal(size=80_000), np.round(rng.normal(size=80_000) * 3)]).astype(np.float32)
-    Xd = cp.asarray(X)
-    for _ in range(3):  # the first call plans, the second captures a graph, the third launches it
-        _assert_same(gpu_fast.sketch_fast(Xd), cpu.sketch(X, None), X, None, 15)
-    assert gpu_fast._local.last.graph is not gpu_fast._UNTRIED
-    Xd[7, 1] = cp.inf
-    with pytest.raises(ValueError, match="inf"):
-        gpu_fast.sketch_fast(Xd)
-    X[:, 1] = np.round(rng.normal(size=80_000) * 5)
-    Xd[...] = cp.asarray(X)
-    _assert_same(gpu_fast.sketch_fast(Xd), cpu.sketch(X, None), X, None, 15)
-    X64 = X[:50_000].astype(np.float64)
-    _assert_same(gpu_fast.sketch_fast(cp.asarray(X64)), cpu.sketch(X64, None), X64, None, 15)
-    with pytest.raises(ValueError, match="n_moments"):
-        gpu_fast.sketch_fast(Xd, n_moments=1)
-
-
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("weighted", [False, True])
-@pytest.mark.parametrize("n", [1, 700, 50_000])
-def test_gpu_row_sample_equals_cpu_twin(dtype, weighted, n):
-    """sample.cu selects and gathers the same rows as sample.py: keys, values, weights and tau bit for bit."""
-    import cupy as cp
-
-    from hitml.kernels.sketch import gpu
-
-    rng = np.random.default_rng(n)
-    X = rng.standard_t(2, (n, 7)).astype(dtype)
-    X[rng.random((n, 7)) < 0.05] = np.nan
-    X[:, 3] = np.float32(1e-40) if dtype == np.float32 else 1e-310  # subnormals: exact in the salt
-    w = rng.uniform(0, 2, n) if weighted else None
-    g = gpu.sketch(cp.asarray(X), None if w is None else cp.asarray(w), n_moments=8, max_distinct=16,
-                   n_sample=512).sample
-    c = cpu.sketch(X, w, n_moments=8, max_distinct=16, n_sample=512).sample
-    # n <= 512 keeps every row; else the rows under the threshold (binomial, mean 512), at most 512 of them
-    assert g.tau == c.tau and g.n_rows == c.n_rows and (c.n_rows == n if n <= 512 else 400 < c.n_rows <= 512)
-    np.testing.assert_array_equal(g.key, c.key)
-    np.testing.assert_array_equal(g.x, c.x)
-    np.testing.assert_array_equal(g.w, c.w)
-
-
-def test_gpu_cuts_checked_like_cpu():
-    """The GPU sketch's sample drives the same checks: hostile columns get the same fallback cuts as on the CPU."""
-    import cupy as cp
-
-    from hitml.kernels.sketch import gpu
-    from hitml.kernels.sketch.cuts import cut_points
-
-    rng = np.random.default_rng(3)
-    n = 200_000
-    X = np.column_stack([rng.normal(size=n), rng.standard_t(1, n), np.where(rng.random(n) < 0.7, 0.0,
-                                                                               rng.lognormal(size=n))])
-    import warnings
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        g = cut_points(gpu.sketch(cp.asarray(X), n_moments=12), 64)
-        c = cut_points(cpu.sketch(X, n_moments=12), 64)
-    assert list(g.source) == list(c.source) == ["moments", "sample", "sample"]
-    for j in (1, 2):
-        np.testing.assert_array_equal(g.values[j], c.values[j])
