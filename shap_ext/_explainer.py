@@ -201,11 +201,15 @@ class TreeExplainer(_ShapTreeExplainer):
         out_h = to_numpy(out)
         if flat:
             out_h = out_h[None]
-        margin = np.asarray(self._model_margin(to_numpy(X), tree_limit))
-        if self.model.num_outputs > 1:
-            self.assert_additivity([out_h[..., i] for i in range(out_h.shape[-1])], margin.reshape(len(out_h), -1))
+        self._assert_sums_to(out_h, np.asarray(self._model_margin(to_numpy(X), tree_limit)),
+                             self.model.num_outputs > 1)
+
+    def _assert_sums_to(self, out: np.ndarray, margin: np.ndarray, multi: bool) -> None:
+        """shap's assert_additivity of values ``out`` (rows first, outputs last when ``multi``) against ``margin``."""
+        if multi:
+            self.assert_additivity([out[..., i] for i in range(out.shape[-1])], margin.reshape(len(out), -1))
         else:
-            self.assert_additivity(out_h, margin.reshape(len(out_h)))
+            self.assert_additivity(out, margin.reshape(len(out)))
 
     def _catboost_native(self, X: Any, tree_limit: int | None, check_additivity: bool, interactions: bool) -> Any:
         """CatBoost's own ShapValues / ShapInteractionValues (categorical features), formatted as shap does."""
@@ -222,11 +226,7 @@ class TreeExplainer(_ShapTreeExplainer):
             return out[0] if flat else out
         out = phi[:, :-1, 0] if phi.shape[-1] == 1 else phi[:, :-1, :]
         if check_additivity and self.model.model_output == "raw":
-            margin = native_margin(model, X)
-            if phi.shape[-1] > 1:
-                self.assert_additivity([out[..., i] for i in range(out.shape[-1])], margin.reshape(len(out), -1))
-            else:
-                self.assert_additivity(out, margin.reshape(len(out)))
+            self._assert_sums_to(out, np.asarray(native_margin(model, X)), phi.shape[-1] > 1)
         return out[0] if flat else out
 
     # -- the two computations -------------------------------------------------------------------------------
