@@ -1,8 +1,9 @@
-"""Regression Shapley estimators: paired, size-stratified coalition designs and kernel-weighted polynomial fits."""
+"""Regression Shapley estimators: paired, size-stratified coalition designs and kernel-weighted polynomial or kriging fits."""
 from __future__ import annotations
 
 from ._design import ALLOCATIONS, coalition_design, size_mass
-from ._regression import RegressionPlan, auto_order, n_terms, order3_weight, shapley_operator
+from ._regression import (KRIGING_RHO, RegressionPlan, auto_fit, kriging_operator, n_terms, shapley_operator,
+                          wls_order)
 
-__all__ = ["ALLOCATIONS", "RegressionPlan", "auto_order", "coalition_design", "n_terms", "order3_weight", "shapley_operator",
-           "size_mass"]
+__all__ = ["ALLOCATIONS", "KRIGING_RHO", "RegressionPlan", "auto_fit", "coalition_design", "kriging_operator", "n_terms",
+           "shapley_operator", "size_mass", "wls_order"]
