@@ -68,15 +68,19 @@ def write_outputs(report, out_dir: Path, tag: str):
         lines.append("")
     if tag.startswith("gpu"):
         lines += ["## SHAP kernel variants, seconds (NumPy in/out unless said)", "",
-                  "Per row: the kernel for paths without tables (one global atomic per element), DP or quadrature; "
-                  "auto uses the DP. Older records have no quadrature columns.", "",
+                  "Per row: the kernel for paths without tables, DP or quadrature; auto uses the DP. Tables and the "
+                  "DP sum the terms of a block's paths per output in shared memory where every path has one leaf "
+                  "value (options.shap_sums, \"block\"); \"auto, direct sums\" adds every term to the output "
+                  "instead. Older records lack some columns.", "",
                   "| model | rows | auto picks | per row: DP | per row: quadrature | DP + warp shared-memory sums | "
-                  "pattern tables | tables + DP | tables + quadrature | auto, CuPy in/out |", "|---" * 10 + "|"]
+                  "pattern tables | tables + DP | tables + quadrature | auto, CuPy in/out | auto, direct sums |",
+                  "|---" * 11 + "|"]
         for r in report["models"]:
             cells = _variant_cells(r.get("variants", {}), ("dp", "quad", "smem", "table", "split_dp", "split"))
             pick = _pick(r.get("variant"))
+            direct = f"{r['direct_sums_s']:.4g}" if "direct_sums_s" in r else "-"
             lines.append(f"| {r['model']} | {r.get('variant_rows', r['rows'])} | {pick} | {cells} | "
-                         f"{r.get('ours_cupy_in_out_s', float('nan')):.4g} |")
+                         f"{r.get('ours_cupy_in_out_s', float('nan')):.4g} | {direct} |")
         lines.append("")
         lines += ["## Interaction kernel variants, seconds for the interaction rows (NumPy in/out)", "",
                   "Per row: the kernel for paths without tables, DP (EXTEND/UNWOUNDSUM per conditioned element) or "

@@ -238,6 +238,10 @@ def bench_model(name, size, args, data_cache):
                 rec["inter_variants"][key] = run_ours(lambda: gpu.interaction_values(ps, Xi, progress=False),
                                                       args.repeats, sync, False)[1]
         gpu.options.inter_variant, gpu.options.inter_row_kernel = "auto", defaults[1]
+        gpu.options.shap_sums = "direct"          # every term added to the output, against auto's block sums
+        fresh()
+        rec["direct_sums_s"] = run_ours(lambda: gpu.shap_values(ps, Xv, progress=False), args.repeats, sync, light)[1]
+        gpu.options.shap_sums = "auto"
         Xg = cp.asarray(Xv)
         rec["ours_cupy_in_out_s"] = run_ours(lambda: gpu.shap_values(ps, Xg, progress=False), args.repeats, sync,
                                              light)[1]

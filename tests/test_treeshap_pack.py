@@ -118,3 +118,49 @@ def test_table_plan(kind, monkeypatch):
     assert plan(np.array([3, 5, 8])) == ("table", 12, 0)
     with pytest.raises(ValueError, match=knob):
         setattr(g.options, knob, "bogus")             # a bad option is refused when it is set
+
+
+def _runs_reference(sizes, group, cap, min_lanes):
+    """Plain loops: join consecutive groups into runs of >= min_lanes lanes, then the textbook BFD in each run."""
+    runs, cur, acc = [], [], 0
+    for i in range(len(sizes)):
+        if i and group[i] != group[i - 1] and acc >= min_lanes:
+            runs.append(cur)
+            cur, acc = [], 0
+        cur.append(i)
+        acc += sizes[i]
+    runs.append(cur)
+    out, first = np.empty(len(sizes), np.int64), 0
+    for items in runs:
+        local = _bfd_reference([sizes[i] for i in items], cap)
+        out[items] = local + first
+        first += int(local.max()) + 1
+    return out
+
+
+def test_bins_by_run_match_reference_loops():
+    from hitml.kernels.treeshap.pack import bfd_bins_by_run
+    rng = np.random.default_rng(4)
+    for _ in range(200):
+        cap = int(rng.integers(4, 33))
+        n = int(rng.integers(1, 150))
+        s = rng.integers(1, cap + 1, n)
+        g = np.sort(rng.integers(0, max(1, n // int(rng.integers(1, 12))), n))
+        min_lanes = int(rng.choice([1, 16, 64, 256]))
+        got = bfd_bins_by_run(s, g, cap, min_lanes)
+        np.testing.assert_array_equal(got, _runs_reference(list(s), g, cap, min_lanes))
+
+
+def test_tree_packing_keeps_trees_together():
+    rng = np.random.default_rng(5)
+    tree = np.repeat(np.arange(300), rng.integers(70, 200, 300))
+    sizes = rng.integers(4, 10, tree.size)                  # every tree holds >= 280 lanes: a run of its own
+    plan = plan_packing(sizes, group=tree)
+    bins_of_tree = plan.bin_of[np.argsort(plan.order)]
+    # bins never mix trees of two runs, every tree (>= 256 lanes here) occupies a contiguous range of bins
+    lo = np.minimum.reduceat(bins_of_tree, np.flatnonzero(np.r_[True, np.diff(tree) != 0]))
+    hi = np.maximum.reduceat(bins_of_tree, np.flatnonzero(np.r_[True, np.diff(tree) != 0]))
+    assert (lo[1:] > hi[:-1]).all()
+    assert plan.utilisation > 0.95
+    with pytest.raises(ValueError, match="non-decreasing"):
+        plan_packing(sizes, group=tree[::-1])

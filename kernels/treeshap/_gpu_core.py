@@ -21,7 +21,8 @@ _WARP = 32
 _THREADS = 256
 _CACHE: dict[tuple[int, int | None], "_Packed"] = {}
 _CHOICES = {"shap_variant": ("auto", "dp", "smem", "table", "split"), "inter_variant": ("auto", "dp", "table", "split"),
-            "shap_row_kernel": ("dp", "quadrature"), "inter_row_kernel": ("quadrature", "dp")}
+            "shap_row_kernel": ("dp", "quadrature"), "inter_row_kernel": ("quadrature", "dp"),
+            "shap_sums": ("auto", "block", "direct")}
 
 
 @dataclass
@@ -32,6 +33,9 @@ class GpuOptions:
       double atomics, whose last bits depend on the order warps arrive in). memory_budget: bytes per chunk of rows
       (None: half of the free device memory). shap_variant / inter_variant: "auto" or a forced kernel variant.
       shap_row_kernel / inter_row_kernel: the per-row kernel for paths without tables, "dp" or "quadrature".
+      shap_sums: how SHAP terms reach the output: "block" sums the terms of a block's paths (neighbouring paths of
+      one tree) per output in shared memory and adds each sum once, "direct" adds every term; "auto" picks (the
+      same bytes either way).
     """
 
     deterministic: bool = True
@@ -40,6 +44,7 @@ class GpuOptions:
     inter_variant: str = "auto"
     shap_row_kernel: str = "dp"
     inter_row_kernel: str = "quadrature"
+    shap_sums: str = "auto"
 
     def __setattr__(self, name: str, value) -> None:
         if name not in self.__dataclass_fields__:
@@ -81,11 +86,16 @@ class _Packed:
     path_m: np.ndarray       # host: stored elements of each path that carries values (all packings' paths)
     vval_h: np.ndarray       # host: the leaf values (elems[13]) and their groups, for the fixed-point copies
     vgroup_h: np.ndarray
+    bin_ptr_h: np.ndarray    # host: bin_ptr
+    feat_h: np.ndarray       # host: feature of each packed element (-1: root)
+    group_h: np.ndarray      # host: output group of each packed element's path (its first leaf value's group)
+    one_value: bool          # every warp-packed path has one leaf value (block sums apply)
     plans: dict = field(default_factory=dict)    # variant choices, per setting of the options
     tables: dict = field(default_factory=dict)   # "shap" / "inter" -> (etoff, table), built on first use
     split: dict = field(default_factory=dict)    # (dmax, extra) -> packings of the paths of <= dmax elements and the others
     vfix: dict = field(default_factory=dict)     # scale bytes -> leaf values times the fixed-point scale, on the device
     bound: np.ndarray | None = None              # output_bound(ps), computed on first use
+    slots: dict = field(default_factory=dict)    # warps per block -> block-sum slots (block_slots)
 
 
 def _down32(t: np.ndarray) -> np.ndarray:
@@ -109,7 +119,7 @@ def _pack(ps: PathSet) -> _Packed:
     work = np.flatnonzero((nnz > 0) & (m > 0))               # paths that carry SHAP values
     size = m[work] + 1
     short = size <= _WARP
-    plan = plan_packing(size[short], _WARP)
+    plan = plan_packing(size[short], _WARP, group=ps.tree_index[work[short]])
     s_ids = work[short][plan.order]
     l_ids = work[~short]
     ids = np.concatenate([s_ids, l_ids])
@@ -145,7 +155,9 @@ def _pack(ps: PathSet) -> _Packed:
     pred_start[ids] = starts + 1
     pred_len[ids] = (sizes - 1).astype(np.int32)
     d = cp.asarray
-    elems = (d(gather(ps.feature, -1, np.int32)), d(lo), d(hi), d(flags), d(gather(ps.cat_ptr, -1, np.int32)),
+    feat = gather(ps.feature, -1, np.int32)
+    first_group = vgroup[np.minimum(vptr[:-1], vgroup.size - 1)]     # the first leaf value's group of each path
+    elems = (d(feat), d(lo), d(hi), d(flags), d(gather(ps.cat_ptr, -1, np.int32)),
              d(gather(ps.cat_nwords, 0, np.int32)), d(cwords.astype(np.uint32)),
              d(gather(ps.zero_fraction, 1.0, np.float64)), d(lane_short[slot_item].astype(np.int32)),
              d(sizes[slot_item].astype(np.int32)), d(ids[slot_item].astype(np.int32)), d(vptr), d(vgroup), d(vval))
@@ -158,7 +170,8 @@ def _pack(ps: PathSet) -> _Packed:
         pred_start=d(pred_start), pred_len=d(pred_len), n_paths=P, max_len=int(m.max()) if P else 0,
         utilisation=plan.utilisation if plan.n_bins else 1.0, bias_d=d(ps.bias()),
         short_root=starts[: s_ids.size].copy(), short_size=sizes[: s_ids.size].copy(), path_m=m[work].copy(),
-        vval_h=vval, vgroup_h=vgroup)
+        vval_h=vval, vgroup_h=vgroup, bin_ptr_h=plan.bin_ptr.astype(np.int64), feat_h=feat,
+        group_h=first_group[ids][slot_item].astype(np.int32), one_value=bool(np.all(nnz[s_ids] <= 1)))
 
 
 def packed_paths(paths: PathSet, tree_limit: int | None = None) -> _Packed:
@@ -280,6 +293,54 @@ def launch_warp(kern, pk: _Packed, n_rows: int, rpw: int, args: tuple, shared_me
     kern((math.ceil(warps * _WARP / _THREADS),), (_THREADS,), args, shared_mem=shared_mem)
 
 
+# Block sums (treeshap.cu, "Block sums"): warps per block, and the shared memory of a block's accumulator.
+BLOCK_WARPS = 8
+_BLOCK_SMEM = 48 << 10
+_BLOCK_ROWS = 32                 # rows per flush at most
+
+
+def block_slots(pk: _Packed, M: int, K: int, warps: int = BLOCK_WARPS):
+    """(eslot, gslot, soff, most slots of a group) on the device for block sums with ``warps`` bins per block: the
+    distinct outputs (feature, group) of each group of bins, and each element's slot among them (cached on pk)."""
+    if warps not in pk.slots:
+        n_elems = int(pk.bin_ptr_h[-1])
+        n_groups = -(-pk.n_bins // warps)
+        g = np.repeat(np.arange(pk.n_bins, dtype=np.int64) // warps, np.diff(pk.bin_ptr_h))
+        f = pk.feat_h[:n_elems].astype(np.int64)
+        width = (M + 1) * K
+        real = f >= 0
+        key = g[real] * width + f[real] * K + pk.group_h[:n_elems][real]
+        uniq, inv = np.unique(key, return_inverse=True)
+        gslot = np.searchsorted(uniq // width, np.arange(n_groups + 1), side="left").astype(np.int64)
+        eslot = np.zeros(max(1, n_elems), np.int32)
+        eslot[np.flatnonzero(real)] = (inv - gslot[g[real]]).astype(np.int32)
+        cp = cupy_module()
+        most = int(np.diff(gslot).max()) if n_groups else 1
+        pk.slots[warps] = (cp.asarray(eslot), cp.asarray(gslot), cp.asarray((uniq % width).astype(np.int32)
+                                                                              if uniq.size else np.zeros(1, np.int32)),
+                           max(1, most))
+    return pk.slots[warps]
+
+
+def launch_block(name: str, pk: _Packed, Xd, M: int, K: int, scale: np.ndarray | None, extra: tuple, phi,
+                 warps: int = BLOCK_WARPS) -> None:
+    """A block-sum kernel (shap_block, shap_table_block) over pk's bins for device rows Xd into phi."""
+    n = Xd.shape[0]
+    if pk.n_bins == 0 or n == 0:
+        return
+    eslot, gslot, soff, most = block_slots(pk, M, K, warps)
+    rows = int(max(1, min(_BLOCK_ROWS, _BLOCK_SMEM // (8 * most))))
+    n_groups = -(-pk.n_bins // warps)
+    target = _sm_count() * 16                                # blocks for about two full waves
+    rpw = int(min(1024, max(rows, math.ceil(n * n_groups / target))))
+    rpw = -(-rpw // rows) * rows
+    blocks = n_groups * math.ceil(n / rpw)
+    kernel(name, pk.xdtype)((blocks,), (warps * _WARP,),
+                            (Xd, np.int64(n), np.int32(M), np.int32(K), pk.bin_ptr, np.int64(pk.n_bins),
+                             np.int32(rpw), np.int32(rows), *call_elems(pk, scale), eslot, gslot, soff, *extra, phi),
+                            shared_mem=rows * most * 8)
+
+
 def _grid_for(n_work: int) -> int:
     return int(max(1, min(math.ceil(n_work / _THREADS), _sm_count() * 16)))
 
@@ -351,12 +412,39 @@ def driver(paths: PathSet, X, tree_limit, progress, desc: str, out_cols: tuple, 
     with progress_bar(n, desc, _bar(progress, n, len(chunks))) as bar:
         for a, b in chunks:
             Xd = to_device(X[a:b], pk.xdtype)
-            dst = out[a:b] if on_gpu else cp.zeros((b - a,) + out_cols, dtype=cp.float64)
-            compute(pk, Xd, dst, a, b)
-            if not on_gpu:
-                download(dst, out[a:b])
-            bar.update(b - a)
+            if on_gpu:
+                compute(pk, Xd, out[a:b], a, b)
+                bar.update(b - a)
+                continue
+            dst = cp.zeros((b - a,) + out_cols, dtype=cp.float64)
+            queued = None                     # (rows, event) computed on the device, not yet downloaded
+            for c, d in _pieces(b - a, int(np.prod(out_cols)) * 8):
+                compute(pk, Xd[c:d], dst[c:d], a + c, a + d)
+                done = cp.cuda.get_current_stream().record()
+                if queued is not None:        # the previous piece downloads while this one computes
+                    _download_piece(dst, out, a, queued, bar)
+                queued = (c, d, done)
+            _download_piece(dst, out, a, queued, bar)
     return out
+
+
+# NumPy output: a chunk is computed in pieces, each downloaded while the next computes (the transfer of a
+# 628 MB result costs about a third of the kernel time of fashion_mnist-medium SHAP values).
+_PIECES = 8
+_PIECE_MIN_BYTES = 32 << 20
+
+
+def _pieces(n: int, row_bytes: int) -> list[tuple[int, int]]:
+    """Row ranges of the pieces of a chunk of n rows: up to _PIECES, each of at least _PIECE_MIN_BYTES of output."""
+    k = int(max(1, min(_PIECES, n * row_bytes // _PIECE_MIN_BYTES, n)))
+    edges = np.linspace(0, n, k + 1).astype(np.int64)
+    return list(zip(edges[:-1].tolist(), edges[1:].tolist()))
+
+
+def _download_piece(dst, out: np.ndarray, a: int, queued: tuple, bar) -> None:
+    c, d, done = queued
+    download(dst[c:d], out[a + c:a + d], ready=done)
+    bar.update(d - c)
 
 
 @functools.lru_cache(maxsize=None)

@@ -1,11 +1,13 @@
-"""Best-fit-decreasing packing of path lengths into warp-sized bins, vectorised over the 32 size classes."""
+"""Best-fit-decreasing packing of path lengths into warp-sized bins: over all items (vectorised over the 32 size
+classes), or within runs of consecutive trees so that a tree's paths share neighbouring bins."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 
-__all__ = ["bfd_bins", "next_fit_bins", "PackPlan", "plan_packing"]
+__all__ = ["bfd_bins", "bfd_bins_by_run", "next_fit_bins", "PackPlan", "plan_packing"]
 
 
 def bfd_bins(sizes: np.ndarray, capacity: int = 32) -> np.ndarray:
@@ -65,6 +67,65 @@ def bfd_bins(sizes: np.ndarray, capacity: int = 32) -> np.ndarray:
     return out
 
 
+@numba.njit
+def _runs(sizes, group, min_lanes):
+    """Run of every item: consecutive groups joined until a run holds at least min_lanes lanes."""
+    run = np.empty(sizes.size, np.int64)
+    r, acc = 0, 0
+    for i in range(sizes.size):
+        if i > 0 and group[i] != group[i - 1] and acc >= min_lanes:
+            r += 1
+            acc = 0
+        acc += sizes[i]
+        run[i] = r
+    return run
+
+
+@numba.njit
+def _bfd_sorted(sizes, run, capacity):
+    """Best fit over items sorted by run, then size (largest first); bins never span runs."""
+    out = np.empty(sizes.size, np.int64)
+    res = np.empty(sizes.size, np.int64)
+    nb, first = 0, 0
+    for i in range(sizes.size):
+        if i > 0 and run[i] != run[i - 1]:
+            first = nb
+        s, best, br = sizes[i], -1, capacity + 1
+        for b in range(first, nb):
+            if s <= res[b] < br:
+                best, br = b, res[b]
+                if br == s:
+                    break
+        if best < 0:
+            best = nb
+            res[nb] = capacity
+            nb += 1
+        res[best] -= s
+        out[i] = best
+    return out
+
+
+def bfd_bins_by_run(sizes: np.ndarray, group: np.ndarray, capacity: int = 32, min_lanes: int = 256) -> np.ndarray:
+    """Best-fit decreasing within runs: consecutive items of one ``group`` (a tree; ``group`` non-decreasing) stay
+    together, groups are joined into runs of at least ``min_lanes`` lanes (so shallow trees still fill their bins),
+    and bins are numbered run after run. The bin index of every item."""
+    sizes = np.asarray(sizes, dtype=np.int64)
+    group = np.asarray(group, dtype=np.int64)
+    if sizes.shape != group.shape or sizes.ndim != 1:
+        raise ValueError(f"sizes and group must be 1-D of one length, got {sizes.shape} and {group.shape}")
+    if sizes.size and (sizes.min() < 1 or sizes.max() > capacity):
+        raise ValueError(f"item sizes must lie in [1, {capacity}], got [{sizes.min()}, {sizes.max()}]")
+    if sizes.size and np.any(np.diff(group) < 0):
+        raise ValueError("group must be non-decreasing (items ordered by tree)")
+    out = np.empty(sizes.size, dtype=np.int64)
+    if sizes.size == 0:
+        return out
+    run = _runs(sizes, group, min_lanes)
+    order = np.lexsort((-sizes, run))
+    out[order] = _bfd_sorted(sizes[order], run[order], capacity)
+    return out
+
+
 def _move(by_res: list[np.ndarray], bins: np.ndarray, take: np.ndarray, r: int, s: int) -> None:
     """File ``bins`` (sorted; all took ``take[0]`` items of size s except maybe the last) under their new residuals."""
     groups = [(bins[:-1], int(take[0])), (bins[-1:], int(take[-1]))] if bins.size > 1 else [(bins, int(take[0]))]
@@ -117,10 +178,11 @@ class PackPlan:
         return len(self.bin_ptr) - 1
 
 
-def plan_packing(sizes: np.ndarray, capacity: int = 32) -> PackPlan:
-    """BFD-pack items of the given sizes and lay them out contiguously, bin after bin."""
+def plan_packing(sizes: np.ndarray, capacity: int = 32, group: np.ndarray | None = None) -> PackPlan:
+    """BFD-pack items of the given sizes (within runs of ``group``, see bfd_bins_by_run, where given) and lay them
+    out contiguously, bin after bin."""
     sizes = np.asarray(sizes, dtype=np.int64)
-    bins = bfd_bins(sizes, capacity)
+    bins = bfd_bins(sizes, capacity) if group is None else bfd_bins_by_run(sizes, group, capacity)
     order = np.argsort(bins, kind="stable")
     bin_of = bins[order]
     sz = sizes[order]

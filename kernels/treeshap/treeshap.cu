@@ -313,6 +313,130 @@ __device__ __forceinline__ void shap_table_body(const XT* X, long long n_rows, i
   }
 }
 
+// Block sums (SHAP values, wide outputs). The packing keeps each tree's paths in neighbouring bins, and a block of
+// W warps takes W consecutive bins (a "group") and a bank of rows. Every path of a tree holds its root's feature (and
+// many share the features below it), so the group's lanes map onto few distinct outputs (feature, output group): its
+// "slots". A lane adds its term into its slot for the row in shared memory; each chunk of R rows is then flushed with
+// one global add per nonzero slot, instead of one global add per term. Integer (fixed-point) adds stay exact in any
+// order, so the output is the same bytes as the direct kernels'. Needs one leaf value per path.
+struct Slots {
+  const int* eslot;        // packed element -> its slot within its group (root lanes: 0, never added)
+  const long long* gslot;  // group -> its first slot; gslot[g + 1] - gslot[g] slots
+  const int* soff;         // slot -> output offset feature * K + output group
+};
+
+__device__ __forceinline__ void slot_add(unsigned long long* a, double v, int det) {
+  if (det) atomicAdd(a, (unsigned long long)__double2ll_rn(v));
+  else atomicAdd((double*)a, v);
+}
+
+// A block's task: its rows, its group's S slots (their output offsets soff) and, per lane, the element's slot and
+// leaf value (has: the lane adds terms).
+struct BlockTask {
+  long long row0, row1;
+  int S;
+  const int* soff;
+  int slot;
+  bool has;
+  double val;
+};
+
+// The group and row bank of this block (false past the last row: the same for the whole block) and the lane's
+// element (inactive past the group's last bin); zeroes the block's accumulator of R rows x S slots.
+template <typename XT>
+__device__ __forceinline__ bool group_task(long long n_rows, const long long* bin_ptr, long long n_bins, int rpw,
+                                           int R, const Elems& E, const Vals& V, const Slots& Sl, int lane,
+                                           BlockTask& T, Lane<XT>& L, unsigned long long* acc) {
+  int W = blockDim.x >> 5;
+  long long n_groups = (n_bins + W - 1) / W;
+  long long g = blockIdx.x % n_groups;
+  T.row0 = (long long)(blockIdx.x / n_groups) * rpw;
+  if (T.row0 >= n_rows) return false;
+  T.row1 = min(n_rows, T.row0 + (long long)rpw);
+  long long bin = g * W + (threadIdx.x >> 5);
+  long long e0 = bin < n_bins ? bin_ptr[bin] : 0, e1 = bin < n_bins ? bin_ptr[bin + 1] : 0;
+  L = load_lane<XT>(E, e0, e1, lane);
+  T.S = (int)(Sl.gslot[g + 1] - Sl.gslot[g]);
+  T.soff = Sl.soff + Sl.gslot[g];
+  bool el = L.active && L.r > 0;
+  T.has = el && V.vptr[L.it] < V.vptr[L.it + 1];
+  T.val = T.has ? V.vval[V.vptr[L.it]] : 0.0;
+  T.slot = el ? Sl.eslot[L.e] : 0;
+  for (int i = threadIdx.x; i < R * T.S; i += blockDim.x) acc[i] = 0ull;
+  __syncthreads();
+  return true;
+}
+
+// One global add per nonzero slot of the chunk's nr rows (from row0), then the accumulator is zero again.
+__device__ __forceinline__ void flush_slots(unsigned long long* acc, int nr, int S, long long row0, long long stride,
+                                            const int* soff, double* phi, int det) {
+  __syncthreads();
+  for (int i = threadIdx.x; i < nr * S; i += blockDim.x) {
+    unsigned long long bits = acc[i];
+    if (bits != 0ull) {
+      int r = i / S;
+      double* p = phi + (row0 + r) * stride + soff[i - r * S];
+      if (det) atomicAdd((unsigned long long*)p, bits);
+      else atomicAdd(p, __longlong_as_double((long long)bits));
+      acc[i] = 0ull;
+    }
+  }
+  __syncthreads();
+}
+
+// Table kernel with block sums (see shap_table_body for the table).
+template <typename XT>
+__device__ __forceinline__ void shap_table_block_body(const XT* X, long long n_rows, int M, int K,
+                                                      const long long* bin_ptr, long long n_bins, int rpw, int R,
+                                                      const Elems& E, const Vals& V, const Slots& Sl,
+                                                      const long long* etoff, const double* table, double* phi,
+                                                      unsigned long long* acc) {
+  BlockTask T;
+  Lane<XT> L;
+  if (!group_task<XT>(n_rows, bin_ptr, n_bins, rpw, R, E, V, Sl, threadIdx.x & 31, T, L, acc)) return;
+  bool el = L.active && L.r > 0;
+  int d = L.n - 1;
+  unsigned int dmask = el ? ((1u << d) - 1u) : 0u;
+  long long toff = el ? etoff[L.e] : 0;
+  for (long long rb = T.row0; rb < T.row1; rb += R) {
+    int nr = (int)min((long long)R, T.row1 - rb);
+    for (int r = 0; r < nr; ++r) {
+      long long row = rb + r;
+      bool sat = el && satisfies<XT>(X[row * M + (el ? L.f : 0)], L.lo, L.hi, L.flags, L.cptr, L.cnw, E.cwords);
+      unsigned int m = __ballot_sync(FULL_MASK, sat);
+      if (T.has) {
+        unsigned int pat = (m >> (L.start + 1)) & dmask;
+        slot_add(acc + r * T.S + T.slot, table[toff + (long long)pat * d] * T.val, V.det);
+      }
+    }
+    flush_slots(acc, nr, T.S, rb, (long long)(M + 1) * K, T.soff, phi, V.det);
+  }
+}
+
+// DP kernel with block sums (see shap_body).
+template <typename XT>
+__device__ __forceinline__ void shap_block_body(const XT* X, long long n_rows, int M, int K, const long long* bin_ptr,
+                                                long long n_bins, int rpw, int R, const Elems& E, const Vals& V,
+                                                const Slots& Sl, double* phi, const double* s_inv,
+                                                unsigned long long* acc) {
+  int lane = threadIdx.x & 31;
+  BlockTask T;
+  Lane<XT> L;
+  if (!group_task<XT>(n_rows, bin_ptr, n_bins, rpw, R, E, V, Sl, lane, T, L, acc)) return;
+  int maxn = warp_max(L.n);
+  for (long long rb = T.row0; rb < T.row1; rb += R) {
+    int nr = (int)min((long long)R, T.row1 - rb);
+    for (int r = 0; r < nr; ++r) {
+      const XT* xrow = X + (rb + r) * M;
+      double o = one_fraction<XT>(L, xrow, E.cwords);
+      double w = group_extend(L.z, o, L.start, L.n, L.r, L.n - 1, maxn - 1, -1, lane, s_inv);
+      double tot = group_unwound(w, o, L.z, L.invz, L.start, L.n, L.n - 1, maxn - 1, -1, lane, s_inv);
+      if (T.has) slot_add(acc + r * T.S + T.slot, tot * (o - L.z) * T.val, V.det);
+    }
+    flush_slots(acc, nr, T.S, rb, (long long)(M + 1) * K, T.soff, phi, V.det);
+  }
+}
+
 // Interaction-table variant: for a path of d <= TABLE_DMAX elements the interaction matrix of its elements
 // depends only on the pattern of satisfied elements, and it is symmetric, so a table holds its d(d+1)/2 distinct
 // entries per pattern, laid out [pattern][t][r] for lane r = 0..d-1 and step t = 0..d/2: step 0 is the diagonal of
@@ -913,6 +1037,26 @@ extern "C" __global__ void fixed_to_double(double* a, long long n, int K, const 
     shap_smem_body<XT>(X, n_rows, M, K, bin_ptr, n_bins, rpw, bgroup, E, V, phi, s_inv, s_acc);                       \
   }                                                                                                                   \
   TABLE_KERNEL(XT, SUF, shap_table)                                                                                   \
+  extern "C" __global__ void shap_table_block_##SUF(const XT* X, long long n_rows, int M, int K,                     \
+                                                    const long long* bin_ptr, long long n_bins, int rpw, int R,       \
+                                                    ELEM_PARAMS(XT), const int* eslot, const long long* gslot,        \
+                                                    const int* soff, const long long* etoff, const double* table,     \
+                                                    double* phi) {                                                    \
+    extern __shared__ unsigned long long s_bacc[];                                                                    \
+    MAKE_EV                                                                                                           \
+    Slots Sl{eslot, gslot, soff};                                                                                     \
+    shap_table_block_body<XT>(X, n_rows, M, K, bin_ptr, n_bins, rpw, R, E, V, Sl, etoff, table, phi, s_bacc);         \
+  }                                                                                                                   \
+  extern "C" __global__ void shap_block_##SUF(const XT* X, long long n_rows, int M, int K, const long long* bin_ptr,  \
+                                              long long n_bins, int rpw, int R, ELEM_PARAMS(XT), const int* eslot,    \
+                                              const long long* gslot, const int* soff, double* phi) {                 \
+    __shared__ double s_inv[64];                                                                                      \
+    extern __shared__ unsigned long long s_bacc[];                                                                    \
+    fill_inv(s_inv);                                                                                                  \
+    MAKE_EV                                                                                                           \
+    Slots Sl{eslot, gslot, soff};                                                                                     \
+    shap_block_body<XT>(X, n_rows, M, K, bin_ptr, n_bins, rpw, R, E, V, Sl, phi, s_inv, s_bacc);                      \
+  }                                                                                                                   \
   TABLE_KERNEL(XT, SUF, inter_table)                                                                                  \
   extern "C" __global__ void interactions_##SUF(const XT* X, long long n_rows, int M, int K,                          \
                                                 const long long* bin_ptr, long long n_bins, int rpw, int bgroup,      \
