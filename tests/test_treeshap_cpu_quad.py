@@ -183,3 +183,32 @@ def test_interaction_mirror_and_direct_writes_match_dp(dp_kernel, M):
     got = cpu.interaction_values(ps, X, progress=False)
     np.testing.assert_allclose(got, dp_kernel(cpu.interaction_values, ps, X, progress=False), atol=1e-10)
     np.testing.assert_array_equal(got, got.transpose(0, 2, 1, 3))
+
+
+def test_multiclass_rows_do_not_depend_on_blocks_groups_or_threads(dp_kernel, monkeypatch):
+    """One output per path (work items of row blocks x path groups): the same bytes for any block width, groups per
+    item and thread count, and equal to the DP."""
+    import numba
+    rng = np.random.default_rng(21)
+    M, K = 9, 4
+    ps = _random_paths(rng, 90, M, K, 7)
+    leaf = np.zeros_like(ps.leaf_value)
+    leaf[np.arange(ps.n_paths), rng.integers(0, K, ps.n_paths)] = rng.normal(size=ps.n_paths)
+    leaf[:5] = 0.0                                                # paths of no output join output 0's group
+    ps = PathSet(**{**ps.__dict__, "leaf_value": leaf})
+    X = rng.normal(size=(300, M))
+    X[rng.random(X.shape) < 0.1] = np.nan
+    ref = cpu.shap_values(ps, X, progress=False)
+    ref_i = cpu.interaction_values(ps, X[:40], progress=False)
+    np.testing.assert_allclose(ref, dp_kernel(cpu.shap_values, ps, X, progress=False), atol=1e-10)
+    np.testing.assert_allclose(ref_i, dp_kernel(cpu.interaction_values, ps, X[:40], progress=False), atol=1e-10)
+    old = numba.get_num_threads()
+    try:
+        for threads in {1, old}:
+            numba.set_num_threads(threads)
+            for block, gpi in [(8, 1), (32, 3), (128, 4), (128, 1)]:
+                monkeypatch.setattr(quad, "block_for", lambda *a, b=block, g=gpi, **k: (b, g))
+                assert cpu.shap_values(ps, X, progress=False).tobytes() == ref.tobytes()
+                assert cpu.interaction_values(ps, X[:40], progress=False).tobytes() == ref_i.tobytes()
+    finally:
+        numba.set_num_threads(old)

@@ -62,6 +62,25 @@ def _make_kernels(BLOCK: int):
         return r0, nb, xb, np.empty(BLOCK, np.bool_), np.empty((q, BLOCK)), np.empty((max(max_len, 1), q, BLOCK))
 
     @numba.njit(inline="always")
+    def _item_range(item, n_split, gpi, G):
+        """Work item -> (row block, first path group, end of its groups): the block's groups in n_split parts."""
+        b = item // n_split
+        g0 = (item - b * n_split) * gpi
+        return b, g0, min(G, g0 + gpi)
+
+    @numba.njit(inline="always")
+    def _path_at(order, path_ptr, pi):
+        """(path, its first element, its length) of the pi-th path visited."""
+        p = order[pi]
+        return p, path_ptr[p], path_ptr[p + 1] - path_ptr[p]
+
+    @numba.njit(inline="always")
+    def _group_outputs(group_out, g, K):
+        """The outputs [k_lo, k_hi) that path group g feeds (all K when group_out[g] < 0)."""
+        k = group_out[g]
+        return (0, K) if k < 0 else (k, k + 1)
+
+    @numba.njit(inline="always")
     def _one_fractions(xb, e, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words, cat_outside, ob):
         """ob[l] = whether lane l's row satisfies path element e."""
         f = feature[e]
@@ -103,139 +122,152 @@ def _make_kernels(BLOCK: int):
 
     @numba.njit(parallel=True, cache=True, error_model="numpy", fastmath=_FM)
     def shap_quad_kernel(X, path_ptr, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words, cat_outside,
-                         zero_fraction, leaf_value, max_len, tq, wq, tab_off, tab, order, out):
+                         zero_fraction, leaf_value, max_len, tq, wq, tab_off, tab, order, group_ptr, group_out, gpi,
+                         out):
         """out[i, f, k] += path-dependent SHAP of row i (bias column untouched).
 
-        A path with ``tab_off[p] >= 0`` reads its values from the pattern table ``tab[tab_off[p]:]`` (one row of m
-        values per pattern of satisfied conditions, bit t for condition t; see _cpu_tables); the others run the
-        quadrature. Paths are visited in ``order`` (grouped by output: the block's sums of one output stay in cache).
+        Work items are (row block, ``gpi`` consecutive path groups): group g is the paths
+        ``order[group_ptr[g]:group_ptr[g + 1]]``, all of output ``group_out[g]`` (boosted multiclass: the sums of
+        one output, (M, BLOCK) doubles, are kept and then added to that output's column of the block's rows) or of
+        every output when ``group_out[g] < 0``. Each output of a row is summed by one group, in path order, so the
+        result does not depend on ``gpi``, the block width or the threads. A path with
+        ``tab_off[p] >= 0`` reads its values from the pattern table ``tab[tab_off[p]:]`` (one row of m values per
+        pattern of satisfied conditions, bit t for condition t; see _cpu_tables); the others run the quadrature.
         """
         M, K, P, q_max, n_blocks = _dims(X, path_ptr, leaf_value, max_len)
-        for b in prange(n_blocks):
+        G = len(group_ptr) - 1
+        n_split = (G + gpi - 1) // gpi
+        for item in prange(n_blocks * n_split):
+            b, g0, g1 = _item_range(item, n_split, gpi, G)
             r0, nb, xb, ob, Pq, C = _block_start(X, b, q_max, max_len)
             s = np.empty(BLOCK)
             pat = np.empty(BLOCK, np.int64)
-            acc = np.zeros((K, M, BLOCK))
-            for pi in range(P):
-                p = order[pi]
-                s0 = path_ptr[p]
-                m = path_ptr[p + 1] - s0
-                if m == 0:
-                    continue
-                off = tab_off[p]
-                Q = (m + 1) // 2
-                if off >= 0:
-                    for l in range(BLOCK):
-                        pat[l] = 0
-                    for t in range(m):
-                        _one_fractions(xb, s0 + t, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words,
-                                       cat_outside, ob)
-                        for l in range(BLOCK):
-                            pat[l] |= np.int64(ob[l]) << t
-                    for l in range(BLOCK):
-                        pat[l] = off + pat[l] * m
-                else:
-                    _path_weights(xb, s0, m, Q, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words,
-                                  cat_outside, zero_fraction, tq, wq, ob, Pq, C)
-                for t in range(m):
+            acc = np.empty((1 if group_out[0] >= 0 else K, M, BLOCK))
+            for g in range(g0, g1):
+                k_lo, k_hi = _group_outputs(group_out, g, K)
+                acc[:] = 0.0
+                for pi in range(group_ptr[g], group_ptr[g + 1]):
+                    p, s0, m = _path_at(order, path_ptr, pi)
+                    if m == 0:
+                        continue
+                    off = tab_off[p]
+                    Q = (m + 1) // 2
                     if off >= 0:
                         for l in range(BLOCK):
-                            s[l] = tab[pat[l] + t]
-                    else:
+                            pat[l] = 0
+                        for t in range(m):
+                            _one_fractions(xb, s0 + t, feature, lower, upper, missing_ok, cat_ptr, cat_nwords,
+                                           cat_words, cat_outside, ob)
+                            for l in range(BLOCK):
+                                pat[l] |= np.int64(ob[l]) << t
                         for l in range(BLOCK):
-                            s[l] = 0.0
-                        for q in range(Q):
+                            pat[l] = off + pat[l] * m
+                    else:
+                        _path_weights(xb, s0, m, Q, feature, lower, upper, missing_ok, cat_ptr, cat_nwords,
+                                      cat_words, cat_outside, zero_fraction, tq, wq, ob, Pq, C)
+                    for t in range(m):
+                        if off >= 0:
                             for l in range(BLOCK):
-                                s[l] += Pq[q, l] * C[t, q, l]
-                    f = feature[s0 + t]
-                    for k in range(K):
-                        v = leaf_value[p, k]
-                        if v != 0.0:
+                                s[l] = tab[pat[l] + t]
+                        else:
                             for l in range(BLOCK):
-                                acc[k, f, l] += s[l] * v
-            for l in range(nb):
-                for f in range(M):
-                    for k in range(K):
-                        out[r0 + l, f, k] += acc[k, f, l]
+                                s[l] = 0.0
+                            for q in range(Q):
+                                for l in range(BLOCK):
+                                    s[l] += Pq[q, l] * C[t, q, l]
+                        f = feature[s0 + t]
+                        for k in range(k_lo, k_hi):
+                            v = leaf_value[p, k]
+                            if v != 0.0:
+                                for l in range(BLOCK):
+                                    acc[k - k_lo, f, l] += s[l] * v
+                for l in range(nb):
+                    for f in range(M):
+                        for k in range(k_lo, k_hi):
+                            out[r0 + l, f, k] += acc[k - k_lo, f, l]
 
 
     @numba.njit(parallel=True, cache=True, error_model="numpy", fastmath=_FM)
     def interaction_quad_kernel(X, path_ptr, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words,
-                                cat_outside, zero_fraction, leaf_value, max_len, tq, wq, order, mirror, out,
-                                strides):
+                                cat_outside, zero_fraction, leaf_value, max_len, tq, wq, order, group_ptr, group_out,
+                                gpi, mirror, out, strides):
         """Interaction values of row i, feature pair (f, g), output k added to ``out[i*s0 + f*s1 + g*s2 + k*s3]``
-        (``strides`` in elements, so the caller picks the layout), both triangles, bias entry untouched; paths are
-        visited in ``order`` (grouped by output, the writes of one output stay close together). ``mirror``: write
+        (``strides`` in elements, so the caller picks the layout), both triangles, bias entry untouched. Work items
+        are (row block, ``gpi`` path groups) as in the SHAP kernel: group g, the paths ``order[group_ptr[g]:group_ptr[g
+        + 1]]``, writes only output ``group_out[g]`` (every output when negative). ``mirror``: write
         the upper triangle and copy it to the lower one at the end (dense outputs); else write both entries of each
         pair at once (sparse ones, where copying the whole matrix would cost more than the pairs)."""
         M, K, P, q_max, n_blocks = _dims(X, path_ptr, leaf_value, max_len)
-        for b in prange(n_blocks):
+        G = len(group_ptr) - 1
+        n_split = (G + gpi - 1) // gpi
+        for item in prange(n_blocks * n_split):
+            b, g0, g1 = _item_range(item, n_split, gpi, G)
             r0, nb, xb, ob, Pq, C = _block_start(X, b, q_max, max_len)
             S = np.empty((max(q_max, 1), BLOCK))
             s = np.empty(BLOCK)
             sr, sf, sg, sk = strides[0], strides[1], strides[2], strides[3]
-            for pi in range(P):
-                p = order[pi]
-                s0 = path_ptr[p]
-                m = path_ptr[p + 1] - s0
-                if m == 0:
-                    continue
-                Q = (m + 1) // 2
-                _path_weights(xb, s0, m, Q, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words,
-                              cat_outside, zero_fraction, tq, wq, ob, Pq, C)
-                # half weights; S = sum of c over the path (the diagonal needs sum_{u != t} c_u)
-                for q in range(Q):
-                    for l in range(BLOCK):
-                        Pq[q, l] *= 0.5
-                        S[q, l] = 0.0
-                    for t in range(m):
-                        for l in range(BLOCK):
-                            S[q, l] += C[t, q, l]
-                for t in range(m):
-                    ft = feature[s0 + t]
-                    # diagonal: phi_t - sum_{u != t} phi_tu = sum_q w_q P c_t (1 - (S - c_t) / 2)
-                    for l in range(BLOCK):
-                        s[l] = 0.0
+            for g in range(g0, g1):
+                k_lo, k_hi = _group_outputs(group_out, g, K)
+                for pi in range(group_ptr[g], group_ptr[g + 1]):
+                    p, s0, m = _path_at(order, path_ptr, pi)
+                    if m == 0:
+                        continue
+                    Q = (m + 1) // 2
+                    _path_weights(xb, s0, m, Q, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words,
+                                  cat_outside, zero_fraction, tq, wq, ob, Pq, C)
+                    # half weights; S = sum of c over the path (the diagonal needs sum_{u != t} c_u)
                     for q in range(Q):
                         for l in range(BLOCK):
-                            c = C[t, q, l]
-                            s[l] += Pq[q, l] * c * (2.0 - S[q, l] + c)
-                    for k in range(K):
-                        v = leaf_value[p, k]
-                        if v != 0.0:
-                            o = ft * (sf + sg) + k * sk + r0 * sr
-                            for l in range(nb):
-                                out[o + l * sr] += s[l] * v
-                    for u in range(t + 1, m):
-                        fu = feature[s0 + u]
+                            Pq[q, l] *= 0.5
+                            S[q, l] = 0.0
+                        for t in range(m):
+                            for l in range(BLOCK):
+                                S[q, l] += C[t, q, l]
+                    for t in range(m):
+                        ft = feature[s0 + t]
+                        # diagonal: phi_t - sum_{u != t} phi_tu = sum_q w_q P c_t (1 - (S - c_t) / 2)
                         for l in range(BLOCK):
                             s[l] = 0.0
                         for q in range(Q):
                             for l in range(BLOCK):
-                                s[l] += Pq[q, l] * C[t, q, l] * C[u, q, l]
-                        a = min(ft, fu)
-                        c2 = max(ft, fu)
-                        # a repeated feature (hand-built paths) pairs with itself: both orders land on the diagonal
-                        mult = 2.0 if a == c2 else 1.0
-                        for k in range(K):
-                            v = leaf_value[p, k] * mult
+                                c = C[t, q, l]
+                                s[l] += Pq[q, l] * c * (2.0 - S[q, l] + c)
+                        for k in range(k_lo, k_hi):
+                            v = leaf_value[p, k]
                             if v != 0.0:
-                                o = a * sf + c2 * sg + k * sk + r0 * sr
+                                o = ft * (sf + sg) + k * sk + r0 * sr
                                 for l in range(nb):
                                     out[o + l * sr] += s[l] * v
-                                if not mirror and a != c2:
-                                    o = c2 * sf + a * sg + k * sk + r0 * sr
+                        for u in range(t + 1, m):
+                            fu = feature[s0 + u]
+                            for l in range(BLOCK):
+                                s[l] = 0.0
+                            for q in range(Q):
+                                for l in range(BLOCK):
+                                    s[l] += Pq[q, l] * C[t, q, l] * C[u, q, l]
+                            a = min(ft, fu)
+                            c2 = max(ft, fu)
+                            # a repeated feature (hand-built paths) pairs with itself: both orders on the diagonal
+                            mult = 2.0 if a == c2 else 1.0
+                            for k in range(k_lo, k_hi):
+                                v = leaf_value[p, k] * mult
+                                if v != 0.0:
+                                    o = a * sf + c2 * sg + k * sk + r0 * sr
                                     for l in range(nb):
                                         out[o + l * sr] += s[l] * v
-            # mirror the upper triangle in tiles, so that the transposed writes stay within a few pages
-            for l in range(nb if mirror else 0):
-                for fb in range(0, M, _TILE):
-                    for gb in range(fb, M, _TILE):
-                        for f in range(fb, min(fb + _TILE, M)):
-                            for g in range(max(gb, f + 1), min(gb + _TILE, M)):
-                                for k in range(K):
-                                    r = (r0 + l) * sr + k * sk
-                                    out[r + g * sf + f * sg] = out[r + f * sf + g * sg]
+                                    if not mirror and a != c2:
+                                        o = c2 * sf + a * sg + k * sk + r0 * sr
+                                        for l in range(nb):
+                                            out[o + l * sr] += s[l] * v
+                # mirror the upper triangle in tiles, so that the transposed writes stay within a few pages
+                for l in range(nb if mirror else 0):
+                    for fb in range(0, M, _TILE):
+                        for gb in range(fb, M, _TILE):
+                            for f in range(fb, min(fb + _TILE, M)):
+                                for h in range(max(gb, f + 1), min(gb + _TILE, M)):
+                                    for k in range(k_lo, k_hi):
+                                        r = (r0 + l) * sr + k * sk
+                                        out[r + h * sf + f * sg] = out[r + f * sf + h * sg]
 
     return shap_quad_kernel, interaction_quad_kernel
 
@@ -250,13 +282,18 @@ def kernels(block: int):
     return _KERNELS[block]
 
 
-ACC_BYTES = 1 << 21  # a block's SHAP sums (outputs x features x rows) kept within about one core's L2
+ACC_BYTES = 1 << 21  # a work item's SHAP sums (outputs x features x rows) kept within about one core's L2
 
 
-def block_for(n_rows: int, threads: int, row_values: int = 0) -> int:
-    """The widest block that still gives every thread two blocks of rows and whose ``row_values`` doubles per row
-    (the SHAP kernel's sums) fit ACC_BYTES; 8 when rows are few."""
-    for b in BLOCKS[::-1]:
-        if n_rows >= 2 * threads * b and row_values * b * 8 <= ACC_BYTES:
-            return b
-    return BLOCKS[0]
+def block_for(n_rows: int, threads: int, row_values: int = 0, groups: int = 1) -> tuple[int, int]:
+    """(block, groups per work item): the widest block of at most half the rows (8 when rows are few) whose
+    ``row_values`` doubles per row (an item's SHAP sums) fit ACC_BYTES and whose row blocks times ``groups`` path
+    groups give every thread two work items; then as many groups per item as still do."""
+    b = BLOCKS[0]
+    for w in BLOCKS[::-1]:
+        if n_rows >= 2 * w and (n_rows // w) * groups >= 2 * threads and row_values * w * 8 <= ACC_BYTES:
+            b = w
+            break
+    n_blocks = -(-n_rows // b)
+    split = min(groups, -(-2 * threads // n_blocks))
+    return b, -(-groups // split)

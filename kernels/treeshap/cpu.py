@@ -54,13 +54,18 @@ def _run(call, n, work_per_row, desc, progress):
             bar.update(b - a)
 
 
-def _path_order(ps: PathSet) -> tuple[np.ndarray, bool]:
-    """(order, by_output): paths grouped by output when each path feeds at most one (boosted multiclass), else as
-    stored."""
+def _path_order(ps: PathSet) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(order, group_ptr, group_out): the paths in visiting order, cut into groups ``order[group_ptr[g]:group_ptr[g
+    + 1]]`` that feed output ``group_out[g]`` only (boosted multiclass: each path feeds at most one output; a path
+    with no nonzero value joins output 0), else one group of every path, as stored, with ``group_out = [-1]``."""
     nonzero = ps.leaf_value != 0
     if ps.n_outputs > 1 and bool((nonzero.sum(axis=1) <= 1).all()):
-        return np.argsort(np.argmax(nonzero, axis=1), kind="stable").astype(np.int64), True
-    return np.arange(ps.n_paths, dtype=np.int64), False
+        cls = np.argmax(nonzero, axis=1)
+        order = np.argsort(cls, kind="stable").astype(np.int64)
+        ptr = np.concatenate([[0], np.cumsum(np.bincount(cls, minlength=ps.n_outputs))]).astype(np.int64)
+        return order, ptr, np.arange(ps.n_outputs, dtype=np.int64)
+    return (np.arange(ps.n_paths, dtype=np.int64), np.array([0, ps.n_paths], np.int64),
+            np.array([-1], np.int64))
 
 
 def _tables(ps: PathSet, tq: np.ndarray, wq: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -85,10 +90,13 @@ def shap_values(paths: PathSet, X, *, tree_limit=None, progress=None) -> np.ndar
     if ROW_KERNEL == "quadrature":
         work = len(ps.feature) * (2 * L + 4) // 2 + ps.n_paths
         tq, wq = _q.gauss_legendre((L + 1) // 2)
-        args = args + (tq, wq) + _tables(ps, tq, wq) + (_path_order(ps)[0],)
+        order, gptr, gout = _path_order(ps)
+        args = args + (tq, wq) + _tables(ps, tq, wq) + (order, gptr, gout)
+        acc_values = M * (1 if gout[0] >= 0 else ps.n_outputs)        # one work item's sums per row
 
         def kernel(Xc, *a):
-            _q.kernels(_q.block_for(len(Xc), numba.get_num_threads(), M * ps.n_outputs))[0](Xc, *a)
+            block, gpi = _q.block_for(len(Xc), numba.get_num_threads(), acc_values, len(gout))
+            _q.kernels(block)[0](Xc, *a[:-1], gpi, a[-1])
     else:
         work = len(ps.feature) * (2 * L + 2) + ps.n_paths
         kernel = _k.shap_kernel
@@ -117,8 +125,8 @@ def interaction_values(paths: PathSet, X, *, tree_limit=None, progress=None) -> 
         _run(lambda a, b: _k.interaction_kernel(X[a:b], *args, out[a:b]), n, work, desc, progress)
         out[:, M, M, :] += ps.bias()
         return out
-    order, by_output = _path_order(ps)
-    if by_output:
+    order, gptr, gout = _path_order(ps)
+    if gout[0] >= 0:
         store = np.zeros((n, K, M + 1, M + 1))
         out = store.transpose(0, 2, 3, 1)
     else:
@@ -128,12 +136,12 @@ def interaction_values(paths: PathSet, X, *, tree_limit=None, progress=None) -> 
     sr = int(strides[0])
     lens = np.diff(ps.path_ptr)
     mirror = bool((lens * (lens - 1) // 2).sum() * 2 > (M + 1) ** 2 * K)   # pair writes vs copying the matrix
-    args = args + _q.gauss_legendre((L + 1) // 2) + (order, mirror)
+    args = args + _q.gauss_legendre((L + 1) // 2) + (order, gptr, gout)
     work = len(ps.feature) * (L * L + 2 * L) // 2 + ps.n_paths + (M + 1) ** 2 * K
 
     def call(a, b):
-        kernel = _q.kernels(_q.block_for(b - a, numba.get_num_threads()))[1]
-        kernel(X[a:b], *args, flat[a * sr:b * sr], strides)
+        block, gpi = _q.block_for(b - a, numba.get_num_threads(), groups=len(gout))
+        _q.kernels(block)[1](X[a:b], *args, gpi, mirror, flat[a * sr:b * sr], strides)
 
     _run(call, n, work, desc, progress)
     out[:, M, M, :] += ps.bias()
