@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 from ._design import ALLOCATIONS, coalition_design, size_mass
-from ._regression import (KRIGING_RHO, RegressionPlan, auto_fit, kriging_operator, n_terms, shapley_operator,
-                          wls_order)
+from ._kriging import HEREDITY_PRIORS, KRIGING_RHO, heredity_kriging, kriging_operator
+from ._regression import RegressionPlan, auto_fit, n_terms, shapley_operator, wls_order
 
-__all__ = ["ALLOCATIONS", "KRIGING_RHO", "RegressionPlan", "auto_fit", "coalition_design", "kriging_operator", "n_terms",
-           "shapley_operator", "size_mass", "wls_order"]
+__all__ = ["ALLOCATIONS", "HEREDITY_PRIORS", "KRIGING_RHO", "RegressionPlan", "auto_fit", "coalition_design",
+           "heredity_kriging", "kriging_operator", "n_terms", "shapley_operator", "size_mass", "wls_order"]

@@ -3,12 +3,11 @@ from __future__ import annotations
 
 import itertools
 import math
-import warnings
 
 import numpy as np
-import scipy.linalg
 
 from ._design import coalition_design
+from ._kriging import KRIGING_MAX_PAIRS, KRIGING_RHO, heredity_kriging, kriging_operator, odd_parts
 
 
 def n_terms(d: int, order: int) -> int:
@@ -82,90 +81,16 @@ def shapley_operator(coalitions: np.ndarray, weights: np.ndarray, order: int = 1
     return m, e
 
 
-# ----------------------------------------------------------------------------------------------- kriging fit
-KRIGING_RHO = 0.02  # prior variance of one order-t Walsh interaction: rho^t (t odd, >= 3); main effects flat
-KRIGING_MAX_PAIRS = 6000  # the (pairs + d)^2 system: about 2 s to solve and 300 MB at the cap
-
-
-def _complement_pairs(coalitions: np.ndarray) -> np.ndarray:
-    """(n, 2) row indices into coalitions[2:]: each interior coalition with its complement, the lower index first."""
-    inner = coalitions[2:]
-    index = {np.packbits(row).tobytes(): j for j, row in enumerate(inner)}
-    pairs = []
-    for j, row in enumerate(inner):
-        jc = index.get(np.packbits(~row).tobytes())
-        if jc is None:
-            raise ValueError("the kriging fit needs every sampled coalition together with its complement")
-        if j < jc:
-            pairs.append((j, jc))
-    return np.array(pairs, dtype=np.int64).reshape(-1, 2)
-
-
-def _signed_poly(rho: float, n: int) -> np.ndarray:
-    """P[p, s] = coefficient of z^s in (1 + rho z)^p (1 - rho z)^(n - p), for p = 0..n (bounded by (1 + rho)^n)."""
-    s = np.arange(n + 1)
-    lgam = np.array([math.lgamma(k + 1) for k in range(n + 1)])
-    out = np.zeros((n + 1, n + 1))
-    for p in range(n + 1):
-        kp, km = s[:p + 1], s[:n - p + 1]
-        plus = np.exp(lgam[p] - lgam[kp] - lgam[p - kp] + kp * math.log(rho))
-        minus = np.exp(lgam[n - p] - lgam[km] - lgam[n - p - km] + km * math.log(rho)) * (-1.0) ** km
-        out[p] = np.convolve(plus, minus)
-    return out
-
-
-def kriging_operator(coalitions: np.ndarray, rho: float = KRIGING_RHO, jitter: float = 1e-9):
-    """(M, e) like ``shapley_operator``, from a Gaussian prior on the game's odd part instead of a kernel-weighted fit.
-
-    With x_i(S) = +1 for i in S and -1 otherwise, the Walsh functions chi_T(S) = prod_{i in T} x_i(S) span all games;
-    an odd |T| gives each member the Shapley value 2/|T| and an even |T| gives nothing. A sampled pair (S, ~S) reveals
-    the odd part h(S) = (v(S) - v(~S)) / 2 exactly, and h(full) = (v(full) - v(empty)) / 2. The main effects get a
-    flat prior (so additive games are exact), each odd interaction of t >= 3 features an independent N(0, rho^t);
-    the estimate is the posterior mean of the Shapley values (universal kriging, noiseless observations), a linear
-    map of the values. The prior covariance of two pairs depends only on how many features they agree on,
-    k(a) = sum over odd t >= 3 of rho^t K_t(a), K_t the Krawtchouk polynomial, from (1 + rho z)^a (1 - rho z)^(d - a).
-    Efficiency holds because h(full) is observed without noise.
-    """
-    d = coalitions.shape[1]
-    pairs = _complement_pairs(coalitions)
-    xs = np.concatenate([2.0 * coalitions[2:][pairs[:, 0]] - 1.0, np.ones((1, d))])  # (n + 1, d): the pairs, full
-    n1 = xs.shape[0]
-    odd = np.arange(3, d + 1, 2)
-    agree = np.rint((xs @ xs.T + d) / 2).astype(np.int64)
-    cov = _signed_poly(rho, d)[:, odd].sum(axis=1)[agree]
-    # prior covariance of feature i's Shapley value with h(S): x_i(S) sum_t rho^t (2/t) e_{t-1}(x_{-i}(S))
-    plus_others = (xs > 0).sum(axis=1)[:, None] - (xs > 0)
-    cross = xs * (_signed_poly(rho, d - 1)[:, odd - 1] * (2.0 * rho / odd)).sum(axis=1)[plus_others]
-    scale = float(np.mean(np.diag(cov))) or 1.0
-    system = np.zeros((n1 + d, n1 + d))
-    system[:n1, :n1] = cov
-    system[np.arange(n1 - 1), np.arange(n1 - 1)] += jitter * scale  # h(full) stays noiseless: efficiency
-    system[:n1, n1:] = xs
-    system[n1:, :n1] = xs.T
-    rhs = np.concatenate([cross, 2.0 * np.eye(d)])
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", scipy.linalg.LinAlgWarning)
-            sol = scipy.linalg.solve(system, rhs, assume_a="sym")
-    except (np.linalg.LinAlgError, scipy.linalg.LinAlgWarning):
-        sol = np.linalg.lstsq(system, rhs, rcond=None)[0]
-    c = sol[:n1]  # (n + 1, d): weights on h per pair, then on h(full)
-    c[:-1] -= c[:-1].mean(axis=1, keepdims=True)  # efficiency to rounding: the pairs' weights sum to 0 ...
-    c[-1] += (2.0 - c[-1].sum()) / d  # ... and h(full)'s to 2
-    m = np.zeros((coalitions.shape[0] - 2, d))
-    m[pairs[:, 0]] = c[:-1] / 2  # h(S) = ((v(S) - v0) - (v(~S) - v0)) / 2
-    m[pairs[:, 1]] = -c[:-1] / 2
-    return m, c[-1] / 2
-
-
 class RegressionPlan:
     """A coalition design and its Shapley operator for d features and a budget, built once per (d, budget, seed).
 
     ``order="auto"``: the kriging fit (``auto_fit``); an int: the kernel-weighted least-squares fit of that order.
+    With ``heredity`` (the default), the kriging fit is a linear map only for the pilot: ``apply`` then refits each
+    row under the candidate prior with its highest restricted likelihood (``heredity_kriging``).
     """
 
     def __init__(self, d: int, budget: int, seed=None, *, order: int | str = "auto", allocation: str = "leverage",
-                 balanced: bool = True, ridge: float = 1e-9, rho: float = KRIGING_RHO):
+                 balanced: bool = True, ridge: float = 1e-9, rho: float = KRIGING_RHO, heredity: bool = True):
         if d < 1:
             raise ValueError(f"need at least one feature, got d={d}")
         if budget < min(d + 1, 2 ** d):
@@ -179,9 +104,14 @@ class RegressionPlan:
                                                                         balanced=balanced)
         self.exact = bool(self.complete.all())
         self.fit = auto_fit(d, self.evaluations) if order == "auto" and not self.exact else "wls"
+        self.heredity = False
         if self.fit == "kriging":
             self.order = None
             self.M, self.e = kriging_operator(self.coalitions, rho)
+            self.pairs, self.xs = odd_parts(self.coalitions)
+            # the per-row prior choice needs residual degrees of freedom and more odd interactions than pairs
+            n1 = self.xs.shape[0]
+            self.heredity = bool(heredity) and d + 1 < n1 and n1 - 1 < 2 ** (d - 1) - d
         else:
             self.order = (wls_order(d, budget) if order == "auto" else int(order)) if d > 1 else 1
             self.M, self.e = shapley_operator(self.coalitions, self.weights, self.order, ridge)
@@ -196,6 +126,14 @@ class RegressionPlan:
         inner = v[:, 2:, :] - v[:, :1, :]
         total = v[:, 1, :] - v[:, 0, :]  # (m, k)
         phi = np.einsum("mck,cd->mdk", inner, self.M) + total[:, None, :] * self.e[None, :, None]
+        if self.heredity and v.shape[0] * v.shape[2]:
+            m, _, k = v.shape
+            flat = inner.transpose(0, 2, 1).reshape(m * k, -1)  # rows x outputs, each one game
+            h = np.concatenate([(flat[:, self.pairs[:, 0]] - flat[:, self.pairs[:, 1]]) / 2.0,
+                                total.reshape(m * k, 1) / 2.0], axis=1)
+            pilot = phi.transpose(0, 2, 1).reshape(m * k, -1)
+            # (m, d, k) in C order, as the linear map's: the efficiency sum below then runs the same way per row
+            phi = np.ascontiguousarray(heredity_kriging(self.xs, h, pilot).reshape(m, k, -1).transpose(0, 2, 1))
         # the operator's columns sum to the efficiency gap only up to rounding: spread that rounding evenly
         gap = total - phi.sum(axis=1)
         phi += gap[:, None, :] / phi.shape[1]
