@@ -209,6 +209,7 @@ def test_heredity_rows_alone_or_together_and_its_guarantees():
     pw = tables[0][2]
     plan = RegressionPlan(d, 80, seed=3)
     assert plan.fit == "kriging" and plan.heredity
+    assert not RegressionPlan(9, 80, seed=3).heredity and RegressionPlan(9, 80, seed=3).fit == "kriging"  # d < 10
     vals = np.stack([t[0][plan.coalitions.astype(np.int64) @ pw] for t in tables])  # (3 rows, C)
     vals = np.stack([vals, 2 * vals + 1], axis=2)  # two outputs
     together = plan.apply(vals)
