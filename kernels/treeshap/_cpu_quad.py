@@ -288,12 +288,11 @@ ACC_BYTES = 1 << 21  # a work item's SHAP sums (outputs x features x rows) kept 
 def block_for(n_rows: int, threads: int, row_values: int = 0, groups: int = 1) -> tuple[int, int]:
     """(block, groups per work item): the widest block of at most half the rows (8 when rows are few) whose
     ``row_values`` doubles per row (an item's SHAP sums) fit ACC_BYTES and whose row blocks times ``groups`` path
-    groups give every thread two work items; then as many groups per item as still do."""
+    groups give every thread two work items; then all groups in one item when the blocks alone give two per thread,
+    else one group per item (more items: the threads' shares of them differ by less)."""
     b = BLOCKS[0]
     for w in BLOCKS[::-1]:
         if n_rows >= 2 * w and (n_rows // w) * groups >= 2 * threads and row_values * w * 8 <= ACC_BYTES:
             b = w
             break
-    n_blocks = -(-n_rows // b)
-    split = min(groups, -(-2 * threads // n_blocks))
-    return b, -(-groups // split)
+    return b, groups if -(-n_rows // b) >= 2 * threads else 1
