@@ -34,15 +34,17 @@ class ShapleySampler(BaseEstimator):
         "owen_halved"}
         "regression" (what "auto" picks, by the benchmark in docs/benchmarks/shapley.md): paired coalitions, sizes
         allocated evenly (leverage scores of the Shapley kernel), whole sizes enumerated when the budget covers them,
-        and a kernel-weighted polynomial fit of order ``order`` whose Shapley values are read off exactly. The others
+        and a Bayesian (kriging) fit of the game's odd interactions whose posterior-mean Shapley values are read off;
+        from 10 features on each row's prior is chosen by restricted likelihood (docs/design/shapley.md). The others
         are the seed's permutation samplers: "sbq" gives non-uniform weights (summing to 1); the Owen methods sample
         coalitions (masks) at d + 1 evaluations per sample (a permutation costs d - 1 plus two per row shared by all).
     n_permutations : int or None
         Permutation methods: samples to draw; None lets ShapleyExplainer derive it from ``max_evals`` (10 when used
         alone). With "regression", ``max_evals="auto"`` spends what this many permutations would.
     order : "auto" or int
-        Regression only: interaction order of the fitted surrogate game. "auto" takes 3 once its
-        d + C(d,2) + C(d,3) terms fit in the budget, else 1 (with paired coalitions order 2 equals order 1).
+        Regression only. "auto": the kriging fit above (a kernel-weighted fit when the budget covers all 2^d
+        coalitions, then exact). An int: the kernel-weighted least-squares fit of a polynomial game of that order
+        (order 1 is paired KernelSHAP; with paired coalitions order 2 equals order 1).
     kernel : {"mallows", "kendall", "spearman"}
         Kernel on permutations for herding, SBQ and the reported discrepancy.
     kernel_param : float
