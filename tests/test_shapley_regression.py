@@ -88,7 +88,8 @@ def test_additive_and_cubic_games_recovered_from_a_partial_budget():
                                    atol=1e-6)
     table, truth, pw = _table_game(d, rng, order=3)
     budget = 2 * (d + math.comb(d, 3)) + 20  # paired: each complementary pair pins one odd-order equation
-    assert budget < 2 ** d and wls_order(d, budget) == 3 and wls_order(d, n_terms(d, 3)) == 1 and wls_order(30, 10 ** 6) == 1
+    assert budget < 2 ** d and wls_order(d, budget) == 3 and wls_order(d, n_terms(d, 3)) == 1
+    assert wls_order(30, 10 ** 6) == 1  # order 3 beyond MAX_ORDER3_TERMS
     assert auto_fit(d, budget) == "kriging" and auto_fit(d, 2 ** d) == "wls" and auto_fit(2, 3) == "wls"
     np.testing.assert_allclose(_estimate(RegressionPlan(d, budget, seed=1, order=3), table, pw), truth, atol=1e-5)
 
@@ -168,7 +169,8 @@ def test_heredity_picks_the_prior_with_the_higher_restricted_likelihood():
     rng = np.random.default_rng(13)
     dense = _table_game(d, rng, order=3)[0] + rng.normal(size=2 ** d) * 0.3  # interactions everywhere
     masks = ((np.arange(2 ** d)[:, None] >> np.arange(d)) & 1).astype(bool)
-    strong = masks[:, :3] @ np.array([4.0, -3.0, 2.0]) + 2.0 * masks[:, :3].all(axis=1) - masks[:, [0, 1, 4]].all(axis=1)
+    strong = (masks[:, :3] @ np.array([4.0, -3.0, 2.0]) + 2.0 * masks[:, :3].all(axis=1)
+              - masks[:, [0, 1, 4]].all(axis=1))
     pw = 1 << np.arange(d)
     cands = ((0.02, 0.0), (0.05, 1.0))
     seen = set()
@@ -219,6 +221,39 @@ def test_heredity_rows_alone_or_together_and_its_guarantees():
     assert np.abs(gap).max() < 1e-12 * np.abs(vals).max()
     np.testing.assert_allclose(together[2, :, 0], tables[2][1], atol=1e-8)  # additive: exact
     assert not np.allclose(together, RegressionPlan(d, 80, seed=3, heredity=False).apply(vals))
+
+
+@pytest.mark.parametrize("d,budget", [(12, 130), (30, 310)])
+def test_heredity_on_games_of_few_features_and_bad_rows(d, budget, monkeypatch):
+    """Games of one or two features (pilot values ~0 elsewhere) stay exact, a NaN row stays NaN alone, and singular
+    candidate systems fall back to row-by-row solves, then to the flat prior's estimate."""
+    import hitml.kernels.shapley._kriging as krig
+
+    plan = RegressionPlan(d, budget, seed=0)
+    c = plan.coalitions.astype(float)
+    nan_row = np.where(np.arange(len(c)) == 5, np.nan, c[:, 0])
+    vals = np.stack([3 * c[:, 0], 3 * c[:, 0] * c[:, 1], nan_row, c[:, 0] * c[:, 1] * c[:, 2] + 0.1 * c[:, 3]])
+    phi = plan.apply(vals[:, :, None])[..., 0]
+    want = np.zeros((2, d))
+    want[0, 0], want[1, :2] = 3.0, 1.5
+    np.testing.assert_allclose(phi[:2], want, atol=1e-8)
+    assert np.isnan(phi[2]).all() and np.isfinite(phi[[0, 1, 3]]).all()
+    original = krig._candidate
+
+    def batch_fails(xs, h, *args):  # a singular system in a batch: each row alone, the same bytes as batched
+        if h.shape[0] > 1:
+            raise np.linalg.LinAlgError("singular")
+        return original(xs, h, *args)
+
+    monkeypatch.setattr(krig, "_candidate", batch_fails)
+    assert plan.apply(vals[:, :, None]).tobytes() == np.ascontiguousarray(phi[:, :, None]).tobytes()
+
+    def always_fails(*args):  # no candidate solves: the linear (flat-prior) estimate
+        raise np.linalg.LinAlgError("singular")
+
+    monkeypatch.setattr(krig, "_candidate", always_fails)
+    flat = RegressionPlan(d, budget, seed=0, heredity=False).apply(vals[:, :, None])
+    assert plan.apply(vals[:, :, None]).tobytes() == flat.tobytes()
 
 
 def test_kriging_fit_beats_the_order_one_fit_on_an_interacting_game():

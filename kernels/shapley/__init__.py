@@ -1,4 +1,4 @@
-"""Regression Shapley estimators: paired, size-stratified coalition designs and kernel-weighted polynomial or kriging fits."""
+"""Regression Shapley estimators: paired, size-stratified coalition designs; kriging or kernel-weighted fits."""
 from __future__ import annotations
 
 from ._design import ALLOCATIONS, coalition_design, size_mass

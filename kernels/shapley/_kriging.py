@@ -8,7 +8,7 @@ import numpy as np
 import scipy.linalg
 
 KRIGING_RHO = 0.02  # prior variance of one order-t Walsh interaction: rho^t (t odd, >= 3); main effects flat
-KRIGING_MAX_PAIRS = 6000  # the (pairs + d)^2 system: about 2 s to solve and 300 MB at the cap
+KRIGING_MAX_PAIRS = 4000  # the (pairs + d)^2 system: 1.6 s to build at the cap (d = 30, 2 loaded cores)
 
 
 def _complement_pairs(coalitions: np.ndarray) -> np.ndarray:
@@ -87,8 +87,10 @@ def kriging_operator(coalitions: np.ndarray, rho: float = KRIGING_RHO, jitter: f
 # features that matter are a priori larger (the "effect heredity" of experimental design)
 HEREDITY_PRIORS = ((KRIGING_RHO, 0.0), (0.05, 0.5), (0.05, 1.0))
 _U_MAX = 0.9  # keeps the prior's product form finite (u_i < 1)
+_S_FLOOR = 0.02  # no feature's scale below 2% of the mean: keeps every candidate's covariance well conditioned
 HEREDITY_MIN_D = 10  # at d = 8 (cal_housing) the choice measured neutral to worse; from d = 10 up, better
 HEREDITY_MAX_D = 500  # 1.9^d stays far from overflow
+HEREDITY_MAX_PAIRS = 2000  # one (pairs + 1)^2 solve per candidate and row: 0.4 s a row at 1,550 pairs
 _CHUNK = 4_000_000  # rows x (pairs + 1)^2 per batch of the per-row systems
 
 
@@ -133,41 +135,56 @@ def heredity_kriging(xs: np.ndarray, h: np.ndarray, pilot: np.ndarray, priors=HE
     observations, so additive games stay exact and efficiency holds) with a per-row product prior; the restricted
     likelihood has the prior's scale profiled out. Rows are independent: a row gets the same bytes alone or batched.
     """
-    h, pilot = np.ascontiguousarray(h, dtype=np.float64), np.ascontiguousarray(pilot, dtype=np.float64)  # layout-free sums
+    h = np.ascontiguousarray(h, dtype=np.float64)  # C order: the sums below then run the same way for any batch
+    pilot = np.ascontiguousarray(pilot, dtype=np.float64)
     m, n1 = h.shape
     d = xs.shape[1]
     s = np.abs(pilot)
     mean = s.mean(axis=1, keepdims=True)
     s = np.where(mean > 0, s / np.where(mean > 0, mean, 1.0), 1.0)
+    s = np.maximum(s, _S_FLOOR)
+    ok = np.isfinite(h).all(axis=1) & np.isfinite(pilot).all(axis=1)  # other rows keep the pilot (NaN in, NaN out)
+    h, s = np.where(ok[:, None], h, 0.0), np.where(ok[:, None], s, 1.0)
     nodes, wts = np.polynomial.legendre.leggauss(d // 2 + 1)
     nodes, wts = (nodes + 1.0) / 2.0, wts / 2.0
-    out = np.empty((m, d))
+    out = pilot.copy()
     step = max(1, _CHUNK // (n1 * n1))
     for lo in range(0, m, step):
         rows = slice(lo, min(m, lo + step))
-        hr = h[rows]
-        best_phi = best_score = None
+        best_phi, best_score = pilot[rows], np.full(rows.stop - rows.start, np.inf)
         for rho, gamma in priors:
             sg = s[rows] ** gamma
             u = np.minimum(rho * sg / sg.mean(axis=1, keepdims=True), _U_MAX)
-            cov, cross = _product_prior(xs, u, nodes, wts, jitter)
-            k_inv = np.linalg.solve(cov, np.concatenate([np.broadcast_to(xs, cov.shape[:1] + xs.shape), cross,
-                                                         hr[:, :, None]], axis=2))
-            kx, kc, kh = k_inv[:, :, :d], k_inv[:, :, d:2 * d], k_inv[:, :, 2 * d]
-            xkx = xs.T @ kx  # (r, d, d)
-            xkh = (xs.T @ kh[:, :, None])[:, :, 0]
-            beta = np.linalg.solve(xkx, xkh[:, :, None])[:, :, 0]
-            mu = np.linalg.solve(xkx, xs.T @ kc - 2.0 * np.eye(d))
-            phi = (cross.transpose(0, 2, 1) @ kh[:, :, None])[:, :, 0] - (mu.transpose(0, 2, 1) @ xkh[:, :, None])[:, :, 0]
-            resid = (hr[:, None, :] @ kh[:, :, None])[:, 0, 0] - (xkh[:, None, :] @ beta[:, :, None])[:, 0, 0]
-            dof = n1 - d
-            score = (dof * np.log(np.maximum(resid, 1e-300) / dof) + np.linalg.slogdet(cov)[1]
-                     + np.linalg.slogdet(xkx)[1])
-            if best_phi is None:
-                best_phi, best_score = phi, score
-            else:
-                better = score < best_score
-                best_phi = np.where(better[:, None], phi, best_phi)
-                best_score = np.where(better, score, best_score)
+            try:
+                phi, score = _candidate(xs, h[rows], u, nodes, wts, jitter)
+            except np.linalg.LinAlgError:  # one row's system is singular: the others alone, that one skips it
+                phi, score = np.full_like(best_phi, np.nan), np.full_like(best_score, np.inf)
+                for r in range(len(score)):
+                    try:
+                        one_phi, one_score = _candidate(xs, h[rows][r:r + 1], u[r:r + 1], nodes, wts, jitter)
+                    except np.linalg.LinAlgError:
+                        continue
+                    phi[r], score[r] = one_phi[0], one_score[0]
+            better = score < best_score
+            best_phi = np.where(better[:, None], phi, best_phi)
+            best_score = np.where(better, score, best_score)
         out[rows] = best_phi
-    return out
+    return np.where(ok[:, None], out, pilot)
+
+
+def _candidate(xs, h, u, nodes, wts, jitter):
+    """(Shapley values (r, d), -2 log restricted likelihood (r,)) of rows h (r, n1) under the product priors u."""
+    n1, d = xs.shape
+    cov, cross = _product_prior(xs, u, nodes, wts, jitter)
+    k_inv = np.linalg.solve(cov, np.concatenate([np.broadcast_to(xs, cov.shape[:1] + xs.shape), cross, h[:, :, None]],
+                                                axis=2))
+    kx, kc, kh = k_inv[:, :, :d], k_inv[:, :, d:2 * d], k_inv[:, :, 2 * d]
+    xkx = xs.T @ kx  # (r, d, d)
+    xkh = (xs.T @ kh[:, :, None])[:, :, 0]
+    beta = np.linalg.solve(xkx, xkh[:, :, None])[:, :, 0]
+    mu = np.linalg.solve(xkx, xs.T @ kc - 2.0 * np.eye(d))
+    phi = (cross.transpose(0, 2, 1) @ kh[:, :, None])[:, :, 0] - (mu.transpose(0, 2, 1) @ xkh[:, :, None])[:, :, 0]
+    resid = (h[:, None, :] @ kh[:, :, None])[:, 0, 0] - (xkh[:, None, :] @ beta[:, :, None])[:, 0, 0]
+    dof = n1 - d
+    score = dof * np.log(np.maximum(resid, 1e-300) / dof) + np.linalg.slogdet(cov)[1] + np.linalg.slogdet(xkx)[1]
+    return phi, np.where(np.isfinite(score), score, np.inf)

@@ -7,8 +7,8 @@ import math
 import numpy as np
 
 from ._design import coalition_design
-from ._kriging import (HEREDITY_MAX_D, HEREDITY_MIN_D, KRIGING_MAX_PAIRS, KRIGING_RHO, heredity_kriging,
-                       kriging_operator, odd_parts)
+from ._kriging import (HEREDITY_MAX_D, HEREDITY_MAX_PAIRS, HEREDITY_MIN_D, KRIGING_MAX_PAIRS, KRIGING_RHO,
+                       heredity_kriging, kriging_operator, odd_parts)
 
 
 def n_terms(d: int, order: int) -> int:
@@ -113,7 +113,7 @@ class RegressionPlan:
             # the per-row prior choice needs residual degrees of freedom and more odd interactions than pairs
             n1 = self.xs.shape[0]
             self.heredity = (bool(heredity) and HEREDITY_MIN_D <= d <= HEREDITY_MAX_D and d + 1 < n1
-                             and n1 - 1 < 2 ** (d - 1) - d)
+                             and n1 - 1 <= HEREDITY_MAX_PAIRS and n1 - 1 < 2 ** (d - 1) - d)
         else:
             self.order = (wls_order(d, budget) if order == "auto" else int(order)) if d > 1 else 1
             self.M, self.e = shapley_operator(self.coalitions, self.weights, self.order, ridge)
