@@ -80,6 +80,17 @@ def one_model(model: str, args) -> dict:
     gpu.options.shap_sums = "auto"
     core.BLOCK_WARPS = 8
     del ref
+    Xi = Xt[: args.inter_rows]
+    times = {}
+    for _ in range(3):                        # NumPy output in pieces (overlapped download) against one piece
+        for pieces in (1, 8):
+            core._PIECES = pieces
+            times.setdefault(f"shap_pieces{pieces}", []).append(timed(lambda: gpu.shap_values(ps, Xt, progress=False),
+                                                                      sync, 1))
+            times.setdefault(f"inter_pieces{pieces}", []).append(
+                timed(lambda: gpu.interaction_values(ps, Xi, progress=False), sync, 1))
+    core._PIECES = 8
+    res.update({k: float(np.median(v)) for k, v in times.items()})
     gpu.clear_cache()
     print(json.dumps(res), flush=True)
     return res
@@ -90,6 +101,7 @@ def main():
     ap.add_argument("--models", default="fashion_mnist-medium")
     ap.add_argument("--rows", type=int, default=10_000)
     ap.add_argument("--train-rows", type=int, default=50_000)
+    ap.add_argument("--inter-rows", type=int, default=200)
     ap.add_argument("--out", default="/tmp")
     args = ap.parse_args()
     res = [one_model(m, args) for m in args.models.split(",")]
