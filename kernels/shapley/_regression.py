@@ -35,7 +35,7 @@ def auto_fit(d: int, budget: int) -> str:
     """The fit "auto" uses: "kriging" (the Bayesian fit, ``kriging_operator``) for d >= 3 when the budget leaves
     coalitions out and buys at most KRIGING_MAX_PAIRS complementary pairs; "wls" (the kernel-weighted fit of order
     ``wls_order``) otherwise, which is exact at full enumeration. Measured in docs/design/shapley.md: the kriging fit
-    had the lower error than every kernel-weighted fit and order mix at every benchmark budget from 5(d + 1) up.
+    had a lower error than every kernel-weighted fit and order mix at every benchmark budget from 5(d + 1) up.
     """
     if d < 3 or budget >= 2 ** d or (budget - 2) // 2 > KRIGING_MAX_PAIRS:
         return "wls"
