@@ -81,10 +81,11 @@ def set_threads(n: int) -> None:
     numba.set_num_threads(n)
 
 
-def rate(fn, X, budget: float, repeats: int, threads: int = 1) -> tuple[int, float]:
+def rate(fn, X, budget: float, repeats: int, threads: int = 1, block: int = 32) -> tuple[int, float]:
     """(rows, seconds) of fn on up to len(X) rows within the time budget (see bench_treeshap.timed_rows), starting
-    at two row blocks of 32 per thread, so that every thread has work."""
-    return timed_rows(fn, X, len(X), budget, repeats, start=min(len(X), 64 * threads))
+    at two row blocks of ``block`` rows per thread, so that every thread has work (SHAP values: blocks of 128, the
+    width the engine uses on many rows; interactions, whose output is large: 32)."""
+    return timed_rows(fn, X, len(X), budget, repeats, start=min(len(X), 2 * block * threads))
 
 
 def bench_one(name: str, lib: str, model, X, threads_list, args) -> dict:
@@ -120,12 +121,13 @@ def bench_one(name: str, lib: str, model, X, threads_list, args) -> dict:
         set_threads(T)
         cell = {}
         for what, Xw, fn in (("shap", Xt, ours[0]), ("inter", Xi, ours[1])):
-            n, t = rate(fn, Xw, args.budget, args.repeats, T)
+            block = 128 if what == "shap" else 32
+            n, t = rate(fn, Xw, args.budget, args.repeats, T, block)
             cell[f"ours_{what}"] = n / t
             cell[f"rows_{what}"] = n
             nf = native_fn(lib, booster, T, what == "inter")
             if nf is not None:
-                n, t = rate(nf, Xw, args.budget, args.repeats, T)
+                n, t = rate(nf, Xw, args.budget, args.repeats, T, block)
                 cell[f"native_{what}"] = n / t
             if T == 1 and args.cpp:
                 n, t = rate(lambda A, w=what: shap_cext(ens, A, interactions=w == "inter"), Xw, args.budget,
