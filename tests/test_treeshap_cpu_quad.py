@@ -186,12 +186,13 @@ def test_interaction_mirror_and_direct_writes_match_dp(dp_kernel, M):
 
 
 def test_multiclass_rows_do_not_depend_on_blocks_groups_or_threads(dp_kernel, monkeypatch):
-    """One output per path (work items of row blocks x path groups): the same bytes for any block width, groups per
-    item and thread count, and equal to the DP."""
+    """One output per path (work items of row blocks x path groups, each group summing only the features it uses):
+    the same bytes for any block width, groups per item and thread count, equal to the DP, and exact zeros for the
+    features no path of an output uses."""
     import numba
     rng = np.random.default_rng(21)
-    M, K = 9, 4
-    ps = _random_paths(rng, 90, M, K, 7)
+    M, K = 40, 4
+    ps = _random_paths(rng, 60, M, K, 5)
     leaf = np.zeros_like(ps.leaf_value)
     leaf[np.arange(ps.n_paths), rng.integers(0, K, ps.n_paths)] = rng.normal(size=ps.n_paths)
     leaf[:5] = 0.0                                                # paths of no output join output 0's group
@@ -200,6 +201,10 @@ def test_multiclass_rows_do_not_depend_on_blocks_groups_or_threads(dp_kernel, mo
     X[rng.random(X.shape) < 0.1] = np.nan
     ref = cpu.shap_values(ps, X, progress=False)
     ref_i = cpu.interaction_values(ps, X[:40], progress=False)
+    _, _, _, feat_ptr, feats = cpu._path_groups(ps)
+    for k in range(K):
+        unused = np.setdiff1d(np.arange(M), feats[feat_ptr[k]:feat_ptr[k + 1]])
+        assert len(unused) > 0 and not ref[:, unused, k].any()
     np.testing.assert_allclose(ref, dp_kernel(cpu.shap_values, ps, X, progress=False), atol=1e-10)
     np.testing.assert_allclose(ref_i, dp_kernel(cpu.interaction_values, ps, X[:40], progress=False), atol=1e-10)
     old = numba.get_num_threads()

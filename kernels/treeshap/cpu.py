@@ -1,6 +1,8 @@
 """CPU TreeSHAP engine (Numba, parallel over row blocks, float64): path-dependent, interventional, interactions."""
 from __future__ import annotations
 
+import weakref
+
 import numba
 import numpy as np
 
@@ -68,6 +70,29 @@ def _path_order(ps: PathSet) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             np.array([-1], np.int64))
 
 
+_GROUPS: dict = {}   # id(PathSet) -> (weak reference, _path_groups result): built once per PathSet
+
+
+def _path_groups(ps: PathSet) -> tuple[np.ndarray, ...]:
+    """(order, group_ptr, group_out, feat_ptr, feats): _path_order's groups and each group's distinct features
+    ``feats[feat_ptr[g]:feat_ptr[g + 1]]`` (the SHAP kernel sums and writes only those), cached per PathSet."""
+    hit = _GROUPS.get(id(ps))
+    if hit is not None and hit[0]() is ps:
+        return hit[1]
+    order, gptr, gout = _path_order(ps)
+    G = len(gout)
+    group = np.empty(ps.n_paths, np.int64)
+    group[order] = np.repeat(np.arange(G), np.diff(gptr))
+    used = np.zeros((G, ps.n_features), bool)
+    used[np.repeat(group, np.diff(ps.path_ptr)), ps.feature] = True
+    g_idx, feats = np.nonzero(used)
+    fptr = np.searchsorted(g_idx, np.arange(G + 1)).astype(np.int64)
+    val = (order, gptr, gout, fptr, feats.astype(np.int64))
+    key = id(ps)
+    _GROUPS[key] = (weakref.ref(ps, lambda _, k=key: _GROUPS.pop(k, None)), val)
+    return val
+
+
 def _tables(ps: PathSet, tq: np.ndarray, wq: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(tab_off, tab) of the pattern tables of ``ps`` (none when PATTERN_TABLES is off)."""
     if not PATTERN_TABLES:
@@ -90,8 +115,9 @@ def shap_values(paths: PathSet, X, *, tree_limit=None, progress=None) -> np.ndar
     if ROW_KERNEL == "quadrature":
         work = len(ps.feature) * (2 * L + 4) // 2 + ps.n_paths
         tq, wq = _q.gauss_legendre((L + 1) // 2)
-        order, gptr, gout = _path_order(ps)
-        args = args + (tq, wq) + _tables(ps, tq, wq) + (order, gptr, gout)
+        groups = _path_groups(ps)
+        gout = groups[2]
+        args = args + (tq, wq) + _tables(ps, tq, wq) + groups
         acc_values = M * (1 if gout[0] >= 0 else ps.n_outputs)        # one work item's sums per row
 
         def kernel(Xc, *a):
