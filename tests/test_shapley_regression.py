@@ -256,18 +256,27 @@ def test_heredity_on_games_of_few_features_and_bad_rows(d, budget, monkeypatch):
     assert plan.apply(vals[:, :, None]).tobytes() == flat.tobytes()
 
 
-def test_heredity_is_continuous_in_the_values():
+# The kriging solves regularise the prior covariance by a relative jitter of 1e-9 (noiseless observations), so their
+# condition numbers reach about 1e9 and a relative change of the values of 1e-16 (what the GPU path changes: the
+# rounding of the background mean) can move the estimates by about 1e-7 of the largest value; 1e-6 bounds it.
+KRIGING_ROUNDING = 1e-6
+
+
+@pytest.mark.parametrize("budget,tol", [(150, 1e-10), (600, KRIGING_ROUNDING)])
+def test_heredity_is_continuous_in_the_values(budget, tol):
     """What the GPU path changes (the rounding of the background mean, ~1e-16 relative) moves the per-row refit by
-    no more than rounding: the likelihood choice does not flip (no near-ties on these rows)."""
+    no more than the solves' conditioning allows: the likelihood choice does not flip (no near-ties on these rows).
+    At 150 evaluations the systems are well conditioned (rounding); at 600 the covariance is near singular."""
     rng = np.random.default_rng(15)
     d = 12
-    plan = RegressionPlan(d, 150, seed=1)
+    plan = RegressionPlan(d, budget, seed=1)
     assert plan.heredity
     tables = [_table_game(d, rng, order=3)[0] for _ in range(6)]
     pw = 1 << np.arange(d)
     vals = np.stack([t[plan.coalitions.astype(np.int64) @ pw] for t in tables])[:, :, None]
     nudged = vals * (1 + 2e-16 * rng.choice([-1.0, 1.0], size=vals.shape))
-    np.testing.assert_allclose(plan.apply(nudged), plan.apply(vals), rtol=1e-10, atol=1e-10 * np.abs(vals).max())
+    want = plan.apply(vals)
+    np.testing.assert_allclose(plan.apply(nudged), want, rtol=0, atol=tol * np.abs(want).max())
 
 
 def test_kriging_fit_beats_the_order_one_fit_on_an_interacting_game():
@@ -411,11 +420,13 @@ def test_bad_input():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("width,budgets,tol", [(9, (20, 150, 512), (1e-12, 1e-10)), (12, (150, 600), (1e-9, 1e-9))])
+@pytest.mark.parametrize("width,budgets,tol", [(9, (20, 150, 512), (1e-12, 1e-10)),
+                                               (12, (150, 600), (KRIGING_ROUNDING, KRIGING_ROUNDING))])
 def test_gpu_regression_equals_cpu(width, budgets, tol):
     """The design and operator are host-side and seeded the same way, so the GPU differs from the CPU only by the
     rounding of the background mean (a CuPy reduction) and of a model reading CuPy arrays. At 12 features the per-row
-    prior choice runs too (host float64, continuous in the values away from ties)."""
+    prior choice runs too (host float64, continuous in the values away from ties), and its kriging solves amplify that
+    rounding up to KRIGING_ROUNDING of the largest value (tolerances are relative to it)."""
     pytest.importorskip("cupy")
     from hitml.kernels.device import gpu_available
 
@@ -434,5 +445,6 @@ def test_gpu_regression_equals_cpu(width, budgets, tol):
         dev = ShapleyExplainer(f, ShapleySampler(random_state=0, backend="gpu"), max_evals=budget,
                                model_input="device").fit(X[:25])
         want = cpu.transform(X[40:52])
-        np.testing.assert_allclose(host.transform(X[40:52]), want, rtol=tol[0], atol=tol[0])
-        np.testing.assert_allclose(dev.transform(X[40:52]), want, rtol=tol[1], atol=tol[1])
+        top = max(1.0, np.abs(want).max())
+        np.testing.assert_allclose(host.transform(X[40:52]), want, rtol=0, atol=tol[0] * top)
+        np.testing.assert_allclose(dev.transform(X[40:52]), want, rtol=0, atol=tol[1] * top)
