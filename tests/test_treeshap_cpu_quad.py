@@ -217,3 +217,21 @@ def test_multiclass_rows_do_not_depend_on_blocks_groups_or_threads(dp_kernel, mo
                 assert cpu.interaction_values(ps, X[:40], progress=False).tobytes() == ref_i.tobytes()
     finally:
         numba.set_num_threads(old)
+
+
+def test_sparse_interaction_output_without_huge_pages_is_the_same(monkeypatch):
+    """A large output with few pair writes goes to anonymous memory without huge pages: same bytes, writable."""
+    rng = np.random.default_rng(31)
+    ps = _random_paths(rng, 30, 60, 3, 3)
+    leaf = np.zeros_like(ps.leaf_value)
+    leaf[np.arange(ps.n_paths), rng.integers(0, 3, ps.n_paths)] = rng.normal(size=ps.n_paths)
+    ps = PathSet(**{**ps.__dict__, "leaf_value": leaf})
+    X = rng.normal(size=(10, 60))
+    ref = cpu.interaction_values(ps, X, progress=False)
+    monkeypatch.setattr(cpu, "_SPARSE_BYTES", 0)
+    got = cpu.interaction_values(ps, X, progress=False)
+    assert got.tobytes() == ref.tobytes() and got.flags.writeable
+    base = got
+    while base.base is not None and isinstance(base.base, np.ndarray):
+        base = base.base
+    assert not isinstance(base.base, np.ndarray) and base.base is not None   # the anonymous mapping, not NumPy's
