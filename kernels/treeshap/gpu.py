@@ -197,16 +197,16 @@ def _launch_variant(pk, Xd, phi, M: int, K: int, kind: str) -> np.ndarray | None
         r = core.rows_per_warp(n, tp.n_bins, 1024)
         core.launch_warp(core.kernel("inter_table" if inter else "shap_table", pk.xdtype), tp, n, r,
                          core.warp_args(tp, Xd, M, K, r, rb, scale) + (*_tables(tp, kind), phi))
-    if dp is not None:
+    if dp is not None and _row_kernel(dp, kind, variant) == "shap" and _block_sums(dp, kind):
+        core.launch_block("shap_block", dp, Xd, M, K, scale, (), phi)
+        core.run_long(dp, Xd, M, K, phi, inter, scale)
+    elif dp is not None:
+        r = core.rows_per_warp(n, dp.n_bins, 64 if inter else 1024)
         name = _row_kernel(dp, kind, variant)
-        if name == "shap" and _block_sums(dp, kind):
-            core.launch_block("shap_block", dp, Xd, M, K, scale, (), phi)
-        else:
-            r = core.rows_per_warp(n, dp.n_bins, 64 if inter else 1024)
-            smem = 8 * M * K * (core._THREADS // core._WARP) if variant == "smem" else 0
-            rules = (_gauss_legendre(),) if "_quad" in name else ()
-            core.launch_warp(core.kernel(name, pk.xdtype), dp, n, r,
-                             core.warp_args(dp, Xd, M, K, r, rb, scale) + rules + (phi,), smem)
+        smem = 8 * M * K * (core._THREADS // core._WARP) if variant == "smem" else 0
+        rules = (_gauss_legendre(),) if "_quad" in name else ()
+        core.launch_warp(core.kernel(name, pk.xdtype), dp, n, r,
+                         core.warp_args(dp, Xd, M, K, r, rb, scale) + rules + (phi,), smem)
         core.run_long(dp, Xd, M, K, phi, inter, scale)
     return scale
 
