@@ -33,7 +33,7 @@ def timed(fn, sync, reps=3):
     return float(np.median(ts))
 
 
-def tree_stats(ps, block_lanes: int, order: np.ndarray | None = None) -> dict:
+def tree_stats(ps) -> dict:
     """Elements (SHAP terms per row) against distinct (tree node feature, group) outputs per tree."""
     m = np.diff(ps.path_ptr)
     tree_of_elem = np.repeat(ps.tree_index, m)
@@ -57,7 +57,7 @@ def one_model(model: str, args) -> dict:
     from hitml.kernels.treeshap import _gpu_core as core
     from hitml.kernels.treeshap import gpu
     sync = cp.cuda.Device().synchronize
-    res = {"model": model, "rows": args.rows, "paths": int(ps.n_paths), **tree_stats(ps, 256)}
+    res = {"model": model, "rows": args.rows, "paths": int(ps.n_paths), **tree_stats(ps)}
     pk = gpu.packed_paths(ps)
     res["bins"], res["utilisation"], res["plan"] = pk.n_bins, pk.utilisation, str(gpu._planned(pk, "shap"))
     Xc = cp.asarray(Xt)

@@ -117,6 +117,7 @@ class RegressionPlan:
         else:
             self.order = (wls_order(d, budget) if order == "auto" else int(order)) if d > 1 else 1
             self.M, self.e = shapley_operator(self.coalitions, self.weights, self.order, ridge)
+
     @property
     def evaluations(self) -> int:
         """Coalitions evaluated per explained row."""
