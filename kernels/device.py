@@ -5,7 +5,9 @@ This is the one place that imports CuPy; every adapter and kernel asks here.
 from __future__ import annotations
 
 import functools
+import threading
 import warnings
+import weakref
 from typing import Any
 
 import numpy as np
@@ -117,17 +119,6 @@ def _staging():
             [cp.cuda.Stream(non_blocking=True) for _ in range(2)])
 
 
-def _host_copy(dst: np.ndarray, src: np.ndarray) -> None:
-    """dst[:] = src for 1-D float arrays, split over threads (np.copyto releases the GIL)."""
-    n = src.size
-    if n * src.itemsize < (16 << 20):
-        np.copyto(dst, src)
-        return
-    pool, k = _host_pool()
-    step = -(-n // k)
-    list(pool.map(lambda a: np.copyto(dst[a:a + step], src[a:a + step]), range(0, n, step)))
-
-
 def download(src: Any, out: np.ndarray | None = None, ready: Any = None) -> np.ndarray:
     """Copy a C-contiguous CuPy array to the host through two pinned staging buffers.
 
@@ -154,7 +145,7 @@ def download(src: Any, out: np.ndarray | None = None, ready: Any = None) -> np.n
     def drain(i):
         a, b = pending[i]
         streams[i].synchronize()
-        _host_copy(flat_out[a:b], bufs[i][: b - a])
+        host_copy(flat_out[a:b], bufs[i][: b - a])
         pending[i] = None
 
     for k, a in enumerate(range(0, flat_src.size, per)):
@@ -168,6 +159,146 @@ def download(src: Any, out: np.ndarray | None = None, ready: Any = None) -> np.n
     for i in range(2):
         if pending[i] is not None:
             drain(i)
+    return out
+
+
+# Page-locked (pinned) host memory lent to NumPy arrays. A device-to-host copy into pinned memory runs at the link's
+# speed and queues without blocking the host; into pageable memory the driver copies through its own buffer, and
+# memory the process touches for the first time also pays a page fault per page (on the H100 host, 314 MB: 54 GB/s
+# pinned, 12 GB/s reused pageable, 3.3 GB/s fresh pageable). Blocks are recycled: an array's block returns to the
+# pool when the array and all its views are gone, so repeated calls write into memory that is resident already.
+_PINNED_MIN_BYTES = 1 << 16      # smaller arrays: a plain copy costs no more
+
+
+class _PinnedBlock:
+    """The owner (``base``) of a NumPy array in a pinned block; its finaliser returns the block to the pool."""
+
+    __slots__ = ("__array_interface__", "__weakref__")
+
+
+class _PinnedPool:
+    """Pinned blocks by size class, lent or free; ``held`` counts the bytes of both (the cap bounds it)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()        # a finaliser may run inside take() (garbage collection)
+        self.free: dict[int, list] = {}
+        self.held = 0
+        self.cap = 0
+
+    def take(self, size: int, cap: int):
+        with self.lock:
+            self.cap = cap
+            blocks = self.free.get(size)
+            if blocks:
+                mem = blocks.pop()
+                if not blocks:
+                    del self.free[size]
+                return mem
+            self.trim(cap - size)
+            if self.held + size > cap:
+                return None
+            self.held += size
+        try:
+            cp = cupy_module()
+            return cp.cuda.pinned_memory.PinnedMemory(size, cp.cuda.runtime.hostAllocPortable)
+        except Exception:                    # the host could not lock that much memory: callers use pageable
+            with self.lock:
+                self.held -= size
+            return None
+
+    def give(self, mem, size: int) -> None:
+        with self.lock:
+            if self.held <= self.cap:
+                self.free.setdefault(size, []).append(mem)
+            else:
+                self.held -= size            # over the cap (lowered since): freed when ``mem`` is dropped
+
+    def trim(self, limit: int) -> None:
+        """Free the largest free blocks until at most ``limit`` bytes are held (or none is free)."""
+        with self.lock:
+            while self.held > max(0, limit) and self.free:
+                size = max(self.free)
+                self.free[size].pop()
+                if not self.free[size]:
+                    del self.free[size]
+                self.held -= size
+
+
+_PINNED = _PinnedPool()
+
+
+def _size_class(nbytes: int) -> int:
+    """Block size for ``nbytes``: rounded up to 1/16-1/8 of its power of two, so nearby sizes share blocks."""
+    step = max(_PINNED_MIN_BYTES, 1 << max(0, int(nbytes).bit_length() - 4))
+    return -(-int(nbytes) // step) * step
+
+
+def pinned_empty(shape: tuple, dtype: Any, cap: int) -> np.ndarray | None:
+    """An uninitialised C-contiguous NumPy array in pinned host memory, or None where it is small (a plain array
+    costs no more) or would take the pool's pinned bytes (lent and free) past ``cap``. The block is reused by later
+    calls once the array and every view of it are gone."""
+    dtype = np.dtype(dtype)
+    shape = tuple(int(s) for s in shape)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if nbytes < _PINNED_MIN_BYTES or cap <= 0:
+        return None
+    size = _size_class(nbytes)
+    mem = _PINNED.take(size, int(cap))
+    if mem is None:
+        return None
+    block = _PinnedBlock()
+    block.__array_interface__ = {"data": (mem.ptr, False), "shape": shape, "typestr": dtype.str, "version": 3}
+    fin = weakref.finalize(block, _PINNED.give, mem, size)
+    fin.atexit = False
+    return np.asarray(block)
+
+
+def is_pinned(a: np.ndarray) -> bool:
+    """True for an array (or a view of one) that pinned_empty made."""
+    while isinstance(a, np.ndarray):
+        a = a.base
+    return isinstance(a, _PinnedBlock)
+
+
+def release_pinned() -> None:
+    """Free the pinned blocks no array uses (lent blocks are freed when their arrays go)."""
+    _PINNED.trim(0)
+
+
+def host_copy(dst: np.ndarray, src: np.ndarray) -> None:
+    """``dst[...] = src`` (any dtype cast, as ``np.copyto(casting="unsafe")``), split by rows over threads for large
+    arrays (copies release the GIL)."""
+    if dst.nbytes < (8 << 20) or dst.ndim == 0 or dst.shape[0] < 2:
+        np.copyto(dst, src, casting="unsafe")
+        return
+    pool, k = _host_pool()
+    step = -(-dst.shape[0] // k)
+    list(pool.map(lambda a: np.copyto(dst[a:a + step], src[a:a + step], casting="unsafe"),
+                  range(0, dst.shape[0], step)))
+
+
+@functools.lru_cache(maxsize=None)
+def _copy_stream(device_id: int):
+    return cupy_module().cuda.Stream(non_blocking=True)
+
+
+def copy_stream():
+    """A non-blocking stream of the current device for transfers that overlap work on the current stream."""
+    return _copy_stream(cupy_module().cuda.Device().id)
+
+
+def upload(x: np.ndarray, dtype: Any, cap: int, keep: list) -> Any:
+    """``x`` on the device as a C-contiguous CuPy array of ``dtype``. Cast into a pinned block by host threads and
+    copied on the current stream without blocking the host; the block is appended to ``keep``, which the caller
+    holds until that stream's work is done. Small arrays, and any past the pinned cap, go as CuPy copies them."""
+    cp = cupy_module()
+    staged = pinned_empty(x.shape, dtype, cap)
+    if staged is None:
+        return cp.asarray(np.ascontiguousarray(x, dtype=dtype))
+    host_copy(staged, x)
+    out = cp.empty(x.shape, dtype=dtype)
+    out.data.copy_from_host_async(staged.ctypes.data, out.nbytes, cp.cuda.get_current_stream())
+    keep.append(staged)
     return out
 
 

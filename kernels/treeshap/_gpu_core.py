@@ -11,6 +11,7 @@ import numpy as np
 
 from .._cuda import get_kernel
 from .._progress import progress_bar
+from .. import device
 from ..device import cupy_module, download, free_gpu_bytes, is_cupy_array
 from ._inputs import as_model_input, check_tree_limit
 from .pack import plan_packing
@@ -35,7 +36,8 @@ class GpuOptions:
       shap_row_kernel / inter_row_kernel: the per-row kernel for paths without tables, "dp" or "quadrature".
       shap_sums: how SHAP terms reach the output: "block" sums the terms of a block's paths (neighbouring paths of
       one tree) per output in shared memory and adds each sum once, "direct" adds every term; "auto" picks (the
-      same bytes either way).
+      same bytes either way). pinned_bytes: page-locked host memory the engine may hold for NumPy outputs and
+      input staging (blocks are reused once their arrays are gone); 0: plain NumPy arrays and staged copies.
     """
 
     deterministic: bool = True
@@ -45,6 +47,7 @@ class GpuOptions:
     shap_row_kernel: str = "dp"
     inter_row_kernel: str = "quadrature"
     shap_sums: str = "auto"
+    pinned_bytes: int = 4 << 30
 
     def __setattr__(self, name: str, value) -> None:
         if name not in self.__dataclass_fields__:
@@ -53,6 +56,8 @@ class GpuOptions:
             raise ValueError(f"options.{name} must be one of {_CHOICES[name]}, got {value!r}")
         if name == "memory_budget" and value is not None and int(value) < 1:
             raise ValueError(f"options.memory_budget must be a positive number of bytes or None, got {value!r}")
+        if name == "pinned_bytes" and (isinstance(value, bool) or int(value) != value or value < 0):
+            raise ValueError(f"options.pinned_bytes must be a number of bytes >= 0, got {value!r}")
         if name == "deterministic" and not isinstance(value, (bool, np.bool_)):
             raise TypeError(f"options.deterministic must be True or False, got {value!r}")
         object.__setattr__(self, name, value)
@@ -188,10 +193,11 @@ def packed_paths(paths: PathSet, tree_limit: int | None = None) -> _Packed:
 
 
 def clear_cache() -> None:
-    """Free the cached packings and tables of every model (they are rebuilt on the next call), and return CuPy's
-    pooled blocks to the device."""
+    """Free the cached packings and tables of every model (they are rebuilt on the next call), return CuPy's
+    pooled blocks to the device and free the pinned host blocks no output uses."""
     _CACHE.clear()
     cupy_module().get_default_memory_pool().free_all_blocks()
+    device.release_pinned()
 
 
 def _drop(pid: int) -> None:
@@ -242,10 +248,23 @@ def call_elems(pk: _Packed, scale: np.ndarray | None) -> tuple:
     return (*pk.elems[:13], pk.vfix[key], np.int32(1))
 
 
+_INV: dict[tuple[int, bytes], object] = {}      # (device, scale bytes) -> 1 / scale on the device
+
+
+def inverse_scale(scale: np.ndarray):
+    """1 / scale on the current device (cached: a host-to-device copy per call costs more than the pass itself on
+    small outputs)."""
+    cp = cupy_module()
+    key = (cp.cuda.Device().id, scale.tobytes())
+    if key not in _INV:
+        _INV[key] = cp.asarray(1.0 / scale)
+    return _INV[key]
+
+
 def finish(phi, scale: np.ndarray | None) -> None:
     """Turn phi's fixed-point sums (int64 bits in place, group fastest) into doubles; nothing for scale None."""
     if scale is not None and phi.size:
-        inv = cupy_module().asarray(1.0 / scale)
+        inv = inverse_scale(scale)
         get_kernel(_SRC, "fixed_to_double")((_grid_for(phi.size),), (_THREADS,),
                                             (phi, np.int64(phi.size), np.int32(scale.size), inv))
 
@@ -264,11 +283,14 @@ def check_x(X, ps: PathSet, name: str = "X"):
     return X
 
 
-def to_device(X, xdtype):
-    """Rows of X on the device in the kernel's precision: the model's input dtype (float32) or float64."""
+def to_device(X, xdtype, keep: list | None = None):
+    """Rows of X on the device in the kernel's precision: the model's input dtype (float32) or float64. Host rows
+    are cast on the host (fewer bytes to copy); with ``keep`` through a pinned block held there (device.upload)."""
     cp = cupy_module()
     if not is_cupy_array(X):
-        X = np.ascontiguousarray(X, dtype=xdtype)             # cast on the host: fewer bytes to copy
+        if keep is not None:
+            return device.upload(np.asarray(X), xdtype, options.pinned_bytes, keep)
+        X = np.ascontiguousarray(X, dtype=xdtype)
     return cp.ascontiguousarray(cp.asarray(X).astype(xdtype, copy=False))
 
 
@@ -399,7 +421,8 @@ def driver(paths: PathSet, X, tree_limit, progress, desc: str, out_cols: tuple, 
     on_gpu = is_cupy_array(X)
     n, M = X.shape
     shape = (n,) + out_cols
-    chunks = _chunks(n, int(np.prod(out_cols)) * 8 + M * pk.xdtype.itemsize + bytes_per_row_extra)
+    row_bytes = int(np.prod(out_cols)) * 8
+    chunks = _chunks(n, row_bytes + M * pk.xdtype.itemsize + bytes_per_row_extra)
     if on_gpu:
         need, free = int(np.prod(shape)) * 8, free_gpu_bytes(1.0)
         if need > free:
@@ -407,24 +430,43 @@ def driver(paths: PathSet, X, tree_limit, progress, desc: str, out_cols: tuple, 
                               f"{shape} float64, more than is free ({free / 1e9:.3g} GB); pass NumPy "
                               "input (the output then streams to host memory in chunks) or fewer rows")
         out = cp.zeros(shape, dtype=cp.float64)
-    else:
-        out = np.empty(shape, dtype=np.float64)
-    with progress_bar(n, desc, _bar(progress, n, len(chunks))) as bar:
-        for a, b in chunks:
-            Xd = to_device(X[a:b], pk.xdtype)
-            if on_gpu:
-                compute(pk, Xd, out[a:b], a, b)
+        with progress_bar(n, desc, _bar(progress, n, len(chunks))) as bar:
+            for a, b in chunks:
+                compute(pk, to_device(X[a:b], pk.xdtype), out[a:b], a, b)
                 bar.update(b - a)
-                continue
-            dst = cp.zeros((b - a,) + out_cols, dtype=cp.float64)
-            queued = None                     # (rows, event) computed on the device, not yet downloaded
-            for c, d in _pieces(b - a, int(np.prod(out_cols)) * 8):
-                compute(pk, Xd[c:d], dst[c:d], a + c, a + d)
-                done = cp.cuda.get_current_stream().record()
-                if queued is not None:        # the previous piece downloads while this one computes
-                    _download_piece(dst, out, a, queued, bar)
-                queued = (c, d, done)
-            _download_piece(dst, out, a, queued, bar)
+        return out
+    out = device.pinned_empty(shape, np.float64, options.pinned_bytes)
+    if out is None:
+        out = np.empty(shape, dtype=np.float64)
+    keep: list = []                           # the chunk's pinned input block, in use until its upload is done
+    uploaded = None
+    main = cp.cuda.get_current_stream()
+    copier = device.copy_stream() if device.is_pinned(out) else None
+    try:
+        with progress_bar(n, desc, _bar(progress, n, len(chunks))) as bar:
+            for a, b in chunks:
+                if keep:                          # the last chunk's upload is done long before: its block is free
+                    uploaded.synchronize()
+                    keep.clear()
+                Xd = to_device(X[a:b], pk.xdtype, keep)
+                uploaded = main.record()
+                dst = cp.zeros((b - a,) + out_cols, dtype=cp.float64)
+                if copier is not None:
+                    _pieces_to_pinned(pk, Xd, dst, out, a, compute, main, copier, row_bytes, bar)
+                    continue
+                queued = None                     # (rows, event) computed on the device, not yet downloaded
+                for c, d in _pieces(b - a, row_bytes):
+                    compute(pk, Xd[c:d], dst[c:d], a + c, a + d)
+                    done = main.record()
+                    if queued is not None:        # the previous piece downloads while this one computes
+                        _download_piece(dst, out, a, queued, bar)
+                    queued = (c, d, done)
+                _download_piece(dst, out, a, queued, bar)
+    finally:                                  # also on an error: no copy may still write into ``out``
+        if copier is not None:
+            copier.synchronize()
+        if keep:
+            main.synchronize()
     return out
 
 
@@ -437,8 +479,23 @@ _PIECE_MIN_BYTES = 32 << 20
 def _pieces(n: int, row_bytes: int) -> list[tuple[int, int]]:
     """Row ranges of the pieces of a chunk of n rows: up to _PIECES, each of at least _PIECE_MIN_BYTES of output."""
     k = int(max(1, min(_PIECES, n * row_bytes // _PIECE_MIN_BYTES, n)))
+    if k == 1:
+        return [(0, n)]
     edges = np.linspace(0, n, k + 1).astype(np.int64)
     return list(zip(edges[:-1].tolist(), edges[1:].tolist()))
+
+
+def _pieces_to_pinned(pk, Xd, dst, out: np.ndarray, a: int, compute, main, copier, row_bytes: int, bar) -> None:
+    """One chunk into pinned ``out``: each piece's copy is queued on ``copier`` behind an event of its compute, so
+    it runs while the next piece computes and the host never waits here; the main stream then waits for the
+    copies, so ``dst``'s memory is reused only after they read it."""
+    for c, d in _pieces(Xd.shape[0], row_bytes):
+        compute(pk, Xd[c:d], dst[c:d], a + c, a + d)
+        copier.wait_event(main.record())
+        piece = out[a + c:a + d]
+        dst[c:d].data.copy_to_host_async(piece.ctypes.data, piece.nbytes, copier)
+        bar.update(d - c)
+    main.wait_event(copier.record())
 
 
 def _download_piece(dst, out: np.ndarray, a: int, queued: tuple, bar) -> None:

@@ -223,7 +223,7 @@ def _interactions_chunk(pk, Xd, phi, M: int, K: int) -> None:
     fills the lower triangle in one pass."""
     scale = _launch_variant(pk, Xd, phi, M, K, "inter")
     n = Xd.shape[0]
-    inv = cupy_module().asarray(1.0 / scale) if scale is not None else np.uint64(0)     # 0: a null pointer
+    inv = core.inverse_scale(scale) if scale is not None else np.uint64(0)              # 0: a null pointer
     core.get_kernel(core._SRC, "mirror_upper")((core._grid_for(n * (M + 1) * (M + 1) * K),), (core._THREADS,),
                                                (phi, np.int64(n), np.int32(M + 1), np.int32(K), pk.bias_d, inv))
 
