@@ -134,6 +134,23 @@ def profile_call(cp, fn) -> list:
     return [ln for ln in s.getvalue().splitlines() if ln.strip()][-16:]
 
 
+def host_overhead(cp, fn, calls: int = 300) -> dict:
+    """Per-call host and device time of ``fn`` (cupyx.profiler.benchmark) and its costliest host functions over
+    ``calls`` calls (cProfile, own time): for small models, whose calls are bound by launches, not the GPU."""
+    from cupyx.profiler import benchmark
+    b = benchmark(fn, n_repeat=calls, n_warmup=10)
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(calls):
+        fn()
+    cp.cuda.Device().synchronize()
+    prof.disable()
+    s = io.StringIO()
+    pstats.Stats(prof, stream=s).sort_stats("tottime").print_stats(22)
+    return {"cpu_ms": float(np.median(b.cpu_times)) * 1e3, "gpu_ms": float(np.median(b.gpu_times)) * 1e3,
+            "profile": [ln for ln in s.getvalue().splitlines() if ln.strip()][-24:]}
+
+
 def adapter_s(cp, bst, Xt, repeats: int) -> dict:
     """shap_ext.TreeExplainer(backend="gpu").shap_values on float64 rows (the adapter's host work included)."""
     try:
@@ -155,6 +172,7 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--phases", action="store_true")
     ap.add_argument("--adapter", action="store_true")
+    ap.add_argument("--overhead", action="store_true", help="per-call host/device time and host profile")
     ap.add_argument("--json", required=True)
     args = ap.parse_args(argv)
     import cupy as cp
@@ -179,6 +197,9 @@ def main(argv=None):
             rec["profile"] = profile_call(cp, fn)
         if args.adapter:
             rec.update(adapter_s(cp, bst, Xt, args.repeats))
+        if args.overhead:
+            rec["overhead_numpy"] = host_overhead(cp, fn)
+            rec["overhead_cupy"] = host_overhead(cp, lambda: gpu.shap_values(ps, Xg, progress=False))
         rec["numpy_rows_per_s"] = len(Xt) / rec["numpy_s"]
         rec["cupy_rows_per_s"] = len(Xt) / rec["cupy_s"]
         res["models"][item] = rec

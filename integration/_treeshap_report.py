@@ -58,6 +58,24 @@ def write_outputs(report, out_dir: Path, tag: str):
                 row += f" {r[key]['ours']['rows_per_s'] / max(g):.3g} |" if g else " - |"
             lines.append(row)
         lines.append("")
+    bound = [r for r in report["models"] if r.get("copy_bound_rows_per_s") and "shap" in r]
+    if bound:
+        lines += ["## NumPy output against the host-copy bound (SHAP values)", "",
+                  "NumPy in and out, as in the tables above. Copy bound: the output's bytes per row (float64) over "
+                  "the device-to-host bandwidth into pinned memory measured in the same run (rows/s no call with "
+                  "NumPy output can beat). Of bound = our NumPy rows/s / copy bound. CuPy in/out: the same call "
+                  "with X and the output on the device.", "",
+                  "| model | output bytes/row | ours NumPy rows/s | CuPy in/out rows/s | pinned D2H GB/s | "
+                  "copy bound rows/s | of bound | x fastest GPU anchor |", "|---" * 8 + "|"]
+        for r in bound:
+            ours = r["shap"]["ours"]["rows_per_s"]
+            cupy = r.get("cupy_rows", r["rows"]) / r["ours_cupy_in_out_s"] if r.get("ours_cupy_in_out_s") else None
+            g = [r["shap"][k]["rows_per_s"] for k in ("shap_cuda", "xgb_gpu") if k in r["shap"]]
+            lines.append(f"| {r['model']} | {r['out_bytes_per_row']} | {ours:.3g} | "
+                         f"{'-' if cupy is None else f'{cupy:.3g}'} | {r['d2h_pinned_gbs']:.3g} | "
+                         f"{r['copy_bound_rows_per_s']:.3g} | {ours / r['copy_bound_rows_per_s']:.2f} | "
+                         f"{f'{ours / max(g):.3g}x' if g else '-'} |")
+        lines.append("")
     if tag.startswith("gpu"):
         lines += ["## First call (path extraction excluded) and packing", "",
                   "| model | extract s | pack s | bins | utilisation | first call s | warm s |", "|---" * 7 + "|"]
@@ -79,8 +97,10 @@ def write_outputs(report, out_dir: Path, tag: str):
             cells = _variant_cells(r.get("variants", {}), ("dp", "quad", "smem", "table", "split_dp", "split"))
             pick = _pick(r.get("variant"))
             direct = f"{r['direct_sums_s']:.4g}" if "direct_sums_s" in r else "-"
-            lines.append(f"| {r['model']} | {r.get('variant_rows', r['rows'])} | {pick} | {cells} | "
-                         f"{r.get('ours_cupy_in_out_s', float('nan')):.4g} | {direct} |")
+            same_rows = r.get("cupy_rows", r.get("variant_rows", r["rows"])) == r.get("variant_rows", r["rows"])
+            cupy = f"{r['ours_cupy_in_out_s']:.4g}" if "ours_cupy_in_out_s" in r and same_rows else "-"
+            lines.append(f"| {r['model']} | {r.get('variant_rows', r['rows'])} | {pick} | {cells} | {cupy} | "
+                         f"{direct} |")
         lines.append("")
         lines += ["## Interaction kernel variants, seconds for the interaction rows (NumPy in/out)", "",
                   "Per row: the kernel for paths without tables, DP (EXTEND/UNWOUNDSUM per conditioned element) or "

@@ -124,6 +124,21 @@ def _same(a, b) -> bool:
     return a.shape == b.shape and a.tobytes() == b.tobytes()
 
 
+def pinned_d2h_gbs(nbytes: int, repeats: int = 5) -> float:
+    """Device-to-host bandwidth into pinned memory (GB/s, median), on an array of ``nbytes`` (up to 1 GB): with the
+    output's bytes per row, the host-copy bound of a call with NumPy output."""
+    import cupy as cp
+    src = cp.ones(max(1, min(nbytes, 1 << 30) // 8))
+    dst = np.frombuffer(cp.cuda.alloc_pinned_memory(src.nbytes), np.float64, src.size)
+    times = []
+    for _ in range(repeats + 1):
+        cp.cuda.Device().synchronize()
+        t = time.perf_counter()
+        src.get(out=dst)
+        times.append(time.perf_counter() - t)
+    return src.nbytes / float(np.median(times[1:])) / 1e9
+
+
 def determinism_ab(gpu, ps, Xt, Xi, sync, repeats: int) -> dict:
     """The cost of reproducible output: fixed-point sums (options.deterministic, the default) against double atomics,
     on the same rows in one process, alternating calls (median of ``repeats`` each); SHAP values and interactions,
@@ -200,6 +215,20 @@ def bench_model(name, size, args, data_cache):
                                                light)
         res["ours"] = (len(Xt), t_ours)
         stage(f"ours SHAP: {len(Xt) / t_ours:.3g} rows/s (first call {rec['ours_first_s']:.2f} s)")
+        # the host-copy bound: the output's bytes per row over the pinned device-to-host bandwidth of this run
+        rec["out_bytes_per_row"] = (M + 1) * max(num_class, 1) * 8
+        rec["d2h_pinned_gbs"] = pinned_d2h_gbs(len(Xt) * rec["out_bytes_per_row"])
+        rec["copy_bound_rows_per_s"] = rec["d2h_pinned_gbs"] * 1e9 / rec["out_bytes_per_row"]
+        Xg = cp.asarray(Xt)
+        rec["ours_cupy_in_out_s"] = run_ours(lambda: gpu.shap_values(ps, Xg, progress=False), args.repeats, sync,
+                                             light)[1]
+        rec["cupy_rows"] = len(Xt)
+        del Xg
+        stage(f"copy bound {rec['copy_bound_rows_per_s']:.3g} rows/s ({rec['d2h_pinned_gbs']:.3g} GB/s pinned), "
+              f"CuPy in/out {len(Xt) / rec['ours_cupy_in_out_s']:.3g} rows/s")
+        if args.shap_only:
+            return shap_only_record(rec, res, bst, ps, Xt, run_anchor=lambda: gpu_anchors(bst, Xt, args, res, stage),
+                                    accuracy=lambda run: accuracy_vs_xgb(gpu, ps, Xt, run, M, rec))
         res_i = {"ours": (len(Xi), run_ours(lambda: gpu.interaction_values(ps, Xi, progress=False), args.repeats,
                                             sync, False)[1])}      # --inter-rows rows: repeats even when large
         if args.ab_atomics:
@@ -242,23 +271,16 @@ def bench_model(name, size, args, data_cache):
         fresh()
         rec["direct_sums_s"] = run_ours(lambda: gpu.shap_values(ps, Xv, progress=False), args.repeats, sync, light)[1]
         gpu.options.shap_sums = "auto"
-        Xg = cp.asarray(Xv)
-        rec["ours_cupy_in_out_s"] = run_ours(lambda: gpu.shap_values(ps, Xg, progress=False), args.repeats, sync,
-                                             light)[1]
         stage(f"ours interactions + variants done: {rec['variants']}")
         fresh()                                   # free our cached packings and tables for the anchors
         # GPU anchors
-        run = xgb_contribs(bst, "cuda", args.threads)
-        res["xgb_gpu"] = timed_rows(run, Xt, len(Xt), budget, args.repeats)
+        run = gpu_anchors(bst, Xt, args, res, stage)
         run_i = xgb_contribs(bst, "cuda", args.threads, interactions=True)
         res_i["xgb_gpu"] = timed_rows(run_i, Xi, len(Xi), budget, args.repeats, start=1 if light else None)
         stage(f"xgb_gpu: {res['xgb_gpu'][0] / res['xgb_gpu'][1]:.3g} rows/s, interactions "
               f"{res_i['xgb_gpu'][0] / res_i['xgb_gpu'][1]:.3g} rows/s")
-        exp, why = shap_cuda_explainer(bst)
+        exp = res.pop("_shap_cuda_explainer", None)
         if exp is not None:
-            stage("shap_cuda explainer built")
-            res["shap_cuda"] = timed_rows(lambda A: exp.shap_values(A, check_additivity=False), Xt, len(Xt), budget,
-                                          args.repeats)
             r = res["shap_cuda"][0] / res["shap_cuda"][1]
             if light and (M + 1) / r > budget:
                 rec.setdefault("skipped", []).append(f"shap_cuda interactions: predicted {(M + 1) / r:.0f} s/row")
@@ -267,11 +289,8 @@ def bench_model(name, size, args, data_cache):
                                                 start=1 if light else None)
             stage("shap_cuda done")
         else:
-            rec["shap_cuda_error"] = why
-        # accuracy of ours against XGBoost GPU on a few rows (float32 output there)
-        ours = gpu.shap_values(ps, Xt[:200], progress=False)
-        ref = run(Xt[:200]).reshape(ours.shape[0], -1, M + 1)
-        rec["max_abs_diff_vs_xgb"] = float(np.abs(ours.transpose(0, 2, 1) - ref).max())
+            rec["shap_cuda_error"] = res.pop("_shap_cuda_error")
+        accuracy_vs_xgb(gpu, ps, Xt, run, M, rec)
     else:
         from hitml.kernels.treeshap import cpu
         cpu.shap_values(ps, Xt[:10], progress=False)   # JIT warm-up
@@ -306,6 +325,57 @@ def bench_model(name, size, args, data_cache):
         best = max(anchors, key=lambda k: anchors[k]["rows_per_s"])
         rec[key + "_fastest_anchor"] = best
         rec[key + "_ratio"] = anchors[best]["rows_per_s"] / rec[key]["ours"]["rows_per_s"]   # our time / theirs
+    return rec
+
+
+def gpu_anchors(bst, Xt, args, res, stage):
+    """Time XGBoost's GPU pred_contribs and shap-cuda's SHAP values into ``res``; returns XGBoost's GPU runner (the
+    shap-cuda explainer, or why there is none, is left in ``res`` under private keys for the interaction anchor)."""
+    run = xgb_contribs(bst, "cuda", args.threads)
+    res["xgb_gpu"] = timed_rows(run, Xt, len(Xt), args.anchor_budget, args.repeats)
+    exp, why = shap_cuda_explainer(bst)
+    if exp is not None:
+        stage("shap_cuda explainer built")
+        res["shap_cuda"] = timed_rows(lambda A: exp.shap_values(A, check_additivity=False), Xt, len(Xt),
+                                      args.anchor_budget, args.repeats)
+        res["_shap_cuda_explainer"] = exp
+    else:
+        res["_shap_cuda_error"] = why
+    stage(f"xgb_gpu: {res['xgb_gpu'][0] / res['xgb_gpu'][1]:.3g} rows/s")
+    return run
+
+
+def accuracy_vs_xgb(gpu, ps, Xt, run, M: int, rec: dict) -> None:
+    """Our values against XGBoost's GPU pred_contribs on 200 rows (float32 output there)."""
+    ours = gpu.shap_values(ps, Xt[:200], progress=False)
+    ref = run(Xt[:200]).reshape(ours.shape[0], -1, M + 1)
+    rec["max_abs_diff_vs_xgb"] = float(np.abs(ours.transpose(0, 2, 1) - ref).max())
+
+
+def shap_only_record(rec, res, bst, ps, Xt, run_anchor, accuracy) -> dict:
+    """--shap-only: ours (NumPy and CuPy in/out, the copy bound) and the GPU anchors for SHAP values; main() merges
+    it into the model's earlier record, whose other fields (interactions, variants, CPU anchors) stay."""
+    run = run_anchor()
+    res.pop("_shap_cuda_explainer", None)
+    if "_shap_cuda_error" in res:
+        rec["shap_cuda_error"] = res.pop("_shap_cuda_error")
+    accuracy(run)
+    rec["shap"] = {k: {"rows": n, "seconds": s, "rows_per_s": n / s} for k, (n, s) in res.items()}
+    rec["shap_only"] = True
+    return rec
+
+
+def merge_shap_only(old: dict | None, new: dict) -> dict:
+    """The earlier record of a model with the SHAP fields of a --shap-only run (GPU anchors rerun; CPU anchors kept
+    from the earlier run, where it had them); the fastest anchor and ratio recomputed."""
+    if old is None:
+        old = {}
+    rec = {**old, **{k: v for k, v in new.items() if k != "shap"}}
+    rec["shap"] = {**{k: v for k, v in old.get("shap", {}).items() if k in ("xgb_cpu", "shap_cpu")}, **new["shap"]}
+    anchors = {k: v for k, v in rec["shap"].items() if k != "ours"}
+    best = max(anchors, key=lambda k: anchors[k]["rows_per_s"])
+    rec["shap_fastest_anchor"] = best
+    rec["shap_ratio"] = anchors[best]["rows_per_s"] / rec["shap"]["ours"]["rows_per_s"]
     return rec
 
 
@@ -372,6 +442,9 @@ def main(argv=None):
                     help="also time our GPU engine with double atomics (options.deterministic=False), alternating")
     ap.add_argument("--ab-repeats", type=int, default=5, help="alternating calls per mode for --ab-atomics")
     ap.add_argument("--skip-variants", action="store_true", help="skip the kernel-variant timings")
+    ap.add_argument("--shap-only", action="store_true",
+                    help="GPU: only our SHAP values (NumPy and CuPy in/out, the host-copy bound) and the GPU anchors; "
+                         "merged into the earlier records of the tag (interactions, variants, CPU anchors kept)")
     ap.add_argument("--out", default=str(ROOT / "docs" / "benchmarks"))
     ap.add_argument("--tag", default=None)
     ap.add_argument("--rewrite", default=None, help="only rewrite the markdown/plot from an existing JSON report")
@@ -396,7 +469,7 @@ def main(argv=None):
     if args.merge and prior.exists():
         names = {f"{n}-{s}" for s in sizes for n in args.datasets.split(",")}
         old = json.loads(prior.read_text())
-        report["models"] = [r for r in old["models"] if r["model"] not in names]
+        report["models"] = [r for r in old["models"] if args.shap_only or r["model"] not in names]
         if old.get("notes"):
             report["notes"] = old["notes"]     # provenance of the kept records; edit for the new ones
     for size in sizes:
@@ -409,6 +482,9 @@ def main(argv=None):
                 traceback.print_exc()
                 rec = {"model": f"{name}-{size}", "error": f"{type(exc).__name__}: {exc}"}
             rec["bench_s"] = time.perf_counter() - t
+            if rec.get("shap_only"):
+                rec = merge_shap_only(next((r for r in report["models"] if r["model"] == rec["model"]), None), rec)
+                report["models"] = [r for r in report["models"] if r["model"] != rec["model"]]
             report["models"].append(rec)
             print(json.dumps({k: v for k, v in rec.items() if k in ("model", "shap_ratio", "inter_ratio", "error",
                                                                      "bench_s")}), flush=True)

@@ -268,7 +268,7 @@ def release_pinned() -> None:
 def host_copy(dst: np.ndarray, src: np.ndarray) -> None:
     """``dst[...] = src`` (any dtype cast, as ``np.copyto(casting="unsafe")``), split by rows over threads for large
     arrays (copies release the GIL)."""
-    if dst.nbytes < (8 << 20) or dst.ndim == 0 or dst.shape[0] < 2:
+    if dst.nbytes < (1 << 20) or dst.ndim == 0 or dst.shape[0] < 2:
         np.copyto(dst, src, casting="unsafe")
         return
     pool, k = _host_pool()

@@ -51,6 +51,7 @@ def test_numpy_output_paths_give_the_same_bytes(models, monkeypatch):
             assert _bytes(call(np.asfortranarray(X))) == ref.tobytes(), name
             with monkeypatch.context() as mp:
                 mp.setattr(core, "_PIECE_MIN_BYTES", 4096)            # up to 8 pieces per chunk
+                mp.setattr(core, "_PINNED_PIECE_MIN_BYTES", 4096)
                 assert _bytes(call(X)) == ref.tobytes(), name
                 mp.setattr(g.options, "memory_budget", 40_000)      # many chunks, each in pieces
                 assert _bytes(call(X)) == ref.tobytes(), name

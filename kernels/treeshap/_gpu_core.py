@@ -2,6 +2,7 @@
 scales, launches and the chunk loop."""
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import weakref
@@ -9,9 +10,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._cuda import get_kernel
-from .._progress import progress_bar
 from .. import device
+from .._cuda import get_kernel
+from .._progress import progress_bar, progress_enabled
 from ..device import cupy_module, download, free_gpu_bytes, is_cupy_array
 from ._inputs import as_model_input, check_tree_limit
 from .pack import plan_packing
@@ -101,6 +102,7 @@ class _Packed:
     vfix: dict = field(default_factory=dict)     # scale bytes -> leaf values times the fixed-point scale, on the device
     bound: np.ndarray | None = None              # output_bound(ps), computed on first use
     slots: dict = field(default_factory=dict)    # warps per block -> block-sum slots (block_slots)
+    scales: dict = field(default_factory=dict)   # "shap" / "inter" -> the fixed-point scale of its outputs
 
 
 def _down32(t: np.ndarray) -> np.ndarray:
@@ -408,6 +410,20 @@ def _bar(progress, n: int, n_chunks: int):
     return progress
 
 
+class _NoBar:
+    def update(self, n: int) -> None:
+        pass
+
+
+def _progress(n: int, desc: str, progress, n_chunks: int):
+    """The chunk loop's progress bar; no tqdm object at all where it is off (its set-up is a visible share of a
+    sub-millisecond call)."""
+    setting = _bar(progress, n, n_chunks)
+    if not progress_enabled(setting):
+        return contextlib.nullcontext(_NoBar())
+    return progress_bar(n, desc, setting)
+
+
 def driver(paths: PathSet, X, tree_limit, progress, desc: str, out_cols: tuple, bytes_per_row_extra: int,
            compute, prepare=None):
     """Shared chunk loop: validates X, packs paths, calls prepare(pk) (tables, before the chunk budget is taken),
@@ -430,7 +446,7 @@ def driver(paths: PathSet, X, tree_limit, progress, desc: str, out_cols: tuple, 
                               f"{shape} float64, more than is free ({free / 1e9:.3g} GB); pass NumPy "
                               "input (the output then streams to host memory in chunks) or fewer rows")
         out = cp.zeros(shape, dtype=cp.float64)
-        with progress_bar(n, desc, _bar(progress, n, len(chunks))) as bar:
+        with _progress(n, desc, progress, len(chunks)) as bar:
             for a, b in chunks:
                 compute(pk, to_device(X[a:b], pk.xdtype), out[a:b], a, b)
                 bar.update(b - a)
@@ -443,7 +459,7 @@ def driver(paths: PathSet, X, tree_limit, progress, desc: str, out_cols: tuple, 
     main = cp.cuda.get_current_stream()
     copier = device.copy_stream() if device.is_pinned(out) else None
     try:
-        with progress_bar(n, desc, _bar(progress, n, len(chunks))) as bar:
+        with _progress(n, desc, progress, len(chunks)) as bar:
             for a, b in chunks:
                 if keep:                          # the last chunk's upload is done long before: its block is free
                     uploaded.synchronize()
@@ -474,11 +490,13 @@ def driver(paths: PathSet, X, tree_limit, progress, desc: str, out_cols: tuple, 
 # 628 MB result costs about a third of the kernel time of fashion_mnist-medium SHAP values).
 _PIECES = 8
 _PIECE_MIN_BYTES = 32 << 20
+_PINNED_PIECE_MIN_BYTES = 8 << 20      # into pinned output: copies queue without a host wait, so smaller pieces pay
 
 
-def _pieces(n: int, row_bytes: int) -> list[tuple[int, int]]:
-    """Row ranges of the pieces of a chunk of n rows: up to _PIECES, each of at least _PIECE_MIN_BYTES of output."""
-    k = int(max(1, min(_PIECES, n * row_bytes // _PIECE_MIN_BYTES, n)))
+def _pieces(n: int, row_bytes: int, least: int | None = None) -> list[tuple[int, int]]:
+    """Row ranges of the pieces of a chunk of n rows: up to _PIECES, each of at least ``least`` bytes of output
+    (_PIECE_MIN_BYTES by default)."""
+    k = int(max(1, min(_PIECES, n * row_bytes // (least or _PIECE_MIN_BYTES), n)))
     if k == 1:
         return [(0, n)]
     edges = np.linspace(0, n, k + 1).astype(np.int64)
@@ -489,7 +507,7 @@ def _pieces_to_pinned(pk, Xd, dst, out: np.ndarray, a: int, compute, main, copie
     """One chunk into pinned ``out``: each piece's copy is queued on ``copier`` behind an event of its compute, so
     it runs while the next piece computes and the host never waits here; the main stream then waits for the
     copies, so ``dst``'s memory is reused only after they read it."""
-    for c, d in _pieces(Xd.shape[0], row_bytes):
+    for c, d in _pieces(Xd.shape[0], row_bytes, _PINNED_PIECE_MIN_BYTES):
         compute(pk, Xd[c:d], dst[c:d], a + c, a + d)
         copier.wait_event(main.record())
         piece = out[a + c:a + d]

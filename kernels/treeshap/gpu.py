@@ -179,8 +179,10 @@ def _fixed(pk, kind: str) -> np.ndarray | None:
     """The fixed-point scale of pk's outputs (None: double atomics); every packing of one call shares it."""
     if not options.deterministic:
         return None
-    factor = 1.0 + pk.max_len if kind == "inter" else 1.0            # interaction diagonals: see _gpu_core
-    return core.fixed_scale(core.bound_of(pk), factor)
+    if kind not in pk.scales:
+        factor = 1.0 + pk.max_len if kind == "inter" else 1.0        # interaction diagonals: see _gpu_core
+        pk.scales[kind] = core.fixed_scale(core.bound_of(pk), factor)
+    return pk.scales[kind]
 
 
 def _launch_variant(pk, Xd, phi, M: int, K: int, kind: str) -> np.ndarray | None:
