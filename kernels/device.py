@@ -240,6 +240,9 @@ def pinned_empty(shape: tuple, dtype: Any, cap: int) -> np.ndarray | None:
     dtype = np.dtype(dtype)
     shape = tuple(int(s) for s in shape)
     nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if cap < _PINNED.cap:                    # a lowered cap frees free blocks now, lent ones when they come back
+        _PINNED.cap = max(0, int(cap))
+        _PINNED.trim(_PINNED.cap)
     if nbytes < _PINNED_MIN_BYTES or cap <= 0:
         return None
     size = _size_class(nbytes)

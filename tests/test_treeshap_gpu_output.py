@@ -114,5 +114,9 @@ def test_pinned_empty_upload_and_options():
         assert Xd.dtype == np.float32 and Xd.flags.c_contiguous
         assert Xd.get().tobytes() == np.ascontiguousarray(src, dtype=np.float32).tobytes()
         assert len(keep) == 1 and device.is_pinned(keep[0])
+    del p, keep
+    assert device._PINNED.held > 0                              # free blocks, kept for the next call
+    assert device.pinned_empty((1 << 20,), np.float64, 0) is None
+    assert device._PINNED.held == 0                             # a lowered cap frees them
     with pytest.raises(ValueError, match="pinned_bytes"):
         g.options.pinned_bytes = -1
