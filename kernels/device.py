@@ -194,6 +194,8 @@ class _PinnedPool:
                 if not blocks:
                     del self.free[size]
                 return mem
+            if size > cap:                   # never fits: keep the free blocks for the calls that do
+                return None
             self.trim(cap - size)
             if self.held + size > cap:
                 return None
