@@ -448,3 +448,19 @@ def test_gpu_regression_equals_cpu(width, budgets, tol):
         top = max(1.0, np.abs(want).max())
         np.testing.assert_allclose(host.transform(X[40:52]), want, rtol=0, atol=tol[0] * top)
         np.testing.assert_allclose(dev.transform(X[40:52]), want, rtol=0, atol=tol[1] * top)
+
+
+@pytest.mark.parametrize("d,budget", [(10, 55), (12, 130), (12, 650), (20, 210), (30, 310)])
+def test_additive_games_exact_by_construction(d, budget):
+    """Additive games at every scale (1e-3 .. 1e3) are exact to rounding (1e-12 of the largest value), not to the
+    ~1e-7 the ill-conditioned kriging solves alone would give: the main effects are taken off by least squares."""
+    rng = np.random.default_rng(d + budget)
+    plan = RegressionPlan(d, budget, seed=1)
+    c = plan.coalitions.astype(float)
+    w = rng.normal(size=(6, d)) * 10.0 ** rng.uniform(-3, 3, size=(6, 1))
+    w[0] = 0.0
+    w[0, 0] = 3.0  # one feature only: the heredity priors are at their most lopsided
+    vals = c @ w.T + rng.normal(size=6)
+    phi = plan.apply(vals.T[:, :, None])[..., 0]
+    scale = np.abs(w).max(axis=1, keepdims=True)
+    assert np.max(np.abs(phi - w) / scale) < 1e-12

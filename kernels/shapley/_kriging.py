@@ -72,7 +72,7 @@ def kriging_operator(coalitions: np.ndarray, rho: float = KRIGING_RHO, jitter: f
             sol = scipy.linalg.solve(system, rhs, assume_a="sym")
     except (np.linalg.LinAlgError, scipy.linalg.LinAlgWarning):
         sol = np.linalg.lstsq(system, rhs, rcond=None)[0]
-    c = sol[:n1]  # (n + 1, d): weights on h per pair, then on h(full)
+    c = main_effects_exact(xs, sol[:n1])  # (n + 1, d): weights on h per pair, then on h(full)
     c[:-1] -= c[:-1].mean(axis=1, keepdims=True)  # efficiency to rounding: the pairs' weights sum to 0 ...
     c[-1] += (2.0 - c[-1].sum()) / d  # ... and h(full)'s to 2
     m = np.zeros((coalitions.shape[0] - 2, d))
@@ -92,6 +92,30 @@ HEREDITY_MIN_D = 10  # at d = 8 (cal_housing) the choice measured neutral to wor
 HEREDITY_MAX_D = 500  # 1.9^d stays far from overflow
 HEREDITY_MAX_PAIRS = 2000  # one (pairs + 1)^2 solve per candidate and row: 0.4 s a row at 1,550 pairs
 _CHUNK = 4_000_000  # rows x (pairs + 1)^2 per batch of the per-row systems
+
+
+def main_effects_projector(xs: np.ndarray) -> np.ndarray:
+    """P (d, n1): the least-squares main effects of the odd parts, beta = h @ P.T, by an SVD of the +-1 codes
+    (well conditioned for any design that identifies the main effects, unlike the kriging systems)."""
+    return np.linalg.pinv(xs)
+
+
+def main_effects_exact(xs: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """Weights c (n1, d) (Shapley values = h @ c) made exact on additive games by construction: the main effects
+    are read off by least squares and only the residual goes through c, i.e. 2 P.T + (I - xs P).T c. The kriging
+    systems reach condition numbers of 1e9, so their own reproduction of the main effects holds only to about
+    1e-7; this one holds to the rounding of an SVD of a +-1 matrix."""
+    p = main_effects_projector(xs)
+    return 2.0 * p.T + c - p.T @ (xs.T @ c)
+
+
+def split_main_effects(xs: np.ndarray, h: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(beta (m, d), residual (m, n1)) of rows h (m, n1): least-squares main effects and what they leave.
+
+    Row by row (a stack of (1, n1) products), so a row gets the same bytes alone or batched."""
+    p = main_effects_projector(xs)
+    beta = (h[:, None, :] @ p.T[None])[:, 0, :]
+    return beta, h - (beta[:, None, :] @ xs.T[None])[:, 0, :]
 
 
 def odd_parts(coalitions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -145,6 +169,9 @@ def heredity_kriging(xs: np.ndarray, h: np.ndarray, pilot: np.ndarray, priors=HE
     s = np.maximum(s, _S_FLOOR)
     ok = np.isfinite(h).all(axis=1) & np.isfinite(pilot).all(axis=1)  # other rows keep the pilot (NaN in, NaN out)
     h, s = np.where(ok[:, None], h, 0.0), np.where(ok[:, None], s, 1.0)
+    # every candidate reproduces main effects exactly in exact arithmetic, but its ill-conditioned solve only to
+    # ~1e-7: take the least-squares main effects off first (exact on additive games), fit what is left
+    beta, h = split_main_effects(xs, h)
     nodes, wts = np.polynomial.legendre.leggauss(d // 2 + 1)
     nodes, wts = (nodes + 1.0) / 2.0, wts / 2.0
     out = pilot.copy()
@@ -168,7 +195,8 @@ def heredity_kriging(xs: np.ndarray, h: np.ndarray, pilot: np.ndarray, priors=HE
             better = score < best_score
             best_phi = np.where(better[:, None], phi, best_phi)
             best_score = np.where(better, score, best_score)
-        out[rows] = best_phi
+        # a row no candidate could fit keeps the pilot (the flat prior's linear estimate)
+        out[rows] = np.where(np.isfinite(best_score)[:, None], 2.0 * beta[rows] + best_phi, pilot[rows])
     return np.where(ok[:, None], out, pilot)
 
 
