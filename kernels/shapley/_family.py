@@ -17,7 +17,7 @@ import scipy.linalg
 from ._kriging import _signed_poly, split_main_effects
 
 FAMILY_RHOS = (0.02, 0.1, 0.3, 0.7)  # per-coefficient variance rho^t of an order-t odd interaction
-FAMILY_NUGGETS = (0.0, 0.03, 0.3, 3.0)  # noise variance on each pair's odd part, relative to its prior variance
+FAMILY_NUGGETS = (0.0, 0.03, 0.3, 3.0, 30.0)  # noise variance on each pair's odd part, relative to its prior variance
 FAMILY_JITTER = 1e-9  # the "noiseless" candidates' nugget: keeps the pairs' covariance positive definite
 _ROWS = 4096  # rows per block of the per-row scores
 
@@ -58,8 +58,28 @@ class _Candidate:
         mu = scipy.linalg.cho_solve(self.gx_factor, lead, check_finite=False)
         self.w = si_c - si_x @ mu  # (n1, d): Shapley values of the residual odd parts
         self.var = np.maximum(vg - np.einsum("nd,nd->d", cross, si_c) + np.einsum("ed,ed->d", lead, mu), 0.0)
-        self.xs = xs
+        # h(full) is taken as exact (efficiency), but with a nugget v(empty) and v(full) are as noisy as any value:
+        # their noise reaches each Shapley value through h(full)'s weight
+        self.var += max(nugget, 0.0) * self.w[-1] ** 2
+        self.xs, self.si_x = xs, si_x
+        self._p_diag = None
         self.logdet = 2.0 * (np.log(np.diag(self.factor[0])).sum() + np.log(np.diag(self.gx_factor[0])).sum())
+
+    def loo_scale(self, r: np.ndarray) -> np.ndarray:
+        """Per row of r (m, n1): mean over the pairs j of (P r)_j^2 / P_jj, the leave-one-pair-out squared errors
+        of the fit in units of their predicted variance (their expectation is the profiled scale q / dof when the
+        prior is right); the standard errors use it in place of q / dof, so a prior rougher or smoother than the
+        row's game does not widen or narrow the intervals."""
+        if self._p_diag is None:
+            inv_l = scipy.linalg.solve_triangular(self.factor[0], np.eye(len(self.xs)), lower=True,
+                                                  check_finite=False)
+            gx_inv = scipy.linalg.cho_solve(self.gx_factor, np.eye(self.xs.shape[1]), check_finite=False)
+            self._p_diag = np.einsum("kj,kj->j", inv_l, inv_l) - np.einsum("jd,de,je->j", self.si_x, gx_inv,
+                                                                               self.si_x)
+        si_r = scipy.linalg.cho_solve(self.factor, r.T, check_finite=False)
+        pr = si_r - self.si_x @ scipy.linalg.cho_solve(self.gx_factor, self.xs.T @ si_r, check_finite=False)
+        pairs = slice(0, len(self.xs) - 1)
+        return np.mean(pr[pairs] ** 2 / np.maximum(self._p_diag[pairs, None], 1e-300), axis=0)
 
     def quad(self, r: np.ndarray) -> np.ndarray:
         """r' P r per row of r (m, n1), P the restricted-likelihood projection (Sigma^-1 less the main effects')."""
@@ -78,8 +98,8 @@ class KrigingFamily:
     additive games are exact to rounding whatever the conditioning of the kriging systems.
     """
 
-    def __init__(self, xs: np.ndarray, rhos=FAMILY_RHOS, nuggets=FAMILY_NUGGETS):
-        self.xs = xs
+    def __init__(self, xs: np.ndarray, rhos=FAMILY_RHOS, nuggets=FAMILY_NUGGETS, loo: bool = True):
+        self.xs, self.loo = xs, loo
         self.candidates: list[tuple[float, float, _Candidate]] = []
         n1, d = xs.shape
         self.dof = n1 - d
@@ -117,6 +137,11 @@ class KrigingFamily:
                 var[rows] = np.where(better[:, None], (q / dof)[:, None] * cand.var[None, :], var[rows])
                 score[rows] = np.where(better, s, score[rows])
                 chosen[rows] = np.where(better, j, chosen[rows])
+        if self.loo:
+            for j in np.unique(chosen):
+                these = np.flatnonzero(chosen == j)
+                cand = self.candidates[j][2]
+                var[these] = cand.loo_scale(res[these])[:, None] * cand.var[None, :]
         return 2.0 * beta + phi, var, score, chosen
 
     def nugget_of(self, chosen: np.ndarray) -> np.ndarray:

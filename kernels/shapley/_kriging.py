@@ -244,8 +244,8 @@ def _candidate(xs, h, u, nodes, wts, nugget):
     (r,)) of rows h (r, n1) under the product priors u, with relative nuggets (r,) on the pairs."""
     n1, d = xs.shape
     cov, cross = _product_prior(xs, u, nodes, wts, nugget)
-    k_inv = np.linalg.solve(cov, np.concatenate([np.broadcast_to(xs, cov.shape[:1] + xs.shape), cross, h[:, :, None]],
-                                                axis=2))
+    cov_inv = np.linalg.inv(cov)  # its diagonal gives the leave-one-pair-out scale of the standard errors
+    k_inv = cov_inv @ np.concatenate([np.broadcast_to(xs, cov.shape[:1] + xs.shape), cross, h[:, :, None]], axis=2)
     kx, kc, kh = k_inv[:, :, :d], k_inv[:, :, d:2 * d], k_inv[:, :, 2 * d]
     xkx = xs.T @ kx  # (r, d, d)
     xkh = (xs.T @ kh[:, :, None])[:, :, 0]
@@ -256,6 +256,14 @@ def _candidate(xs, h, u, nodes, wts, nugget):
     resid = (h[:, None, :] @ kh[:, :, None])[:, 0, 0] - (xkh[:, None, :] @ beta[:, :, None])[:, 0, 0]
     dof = n1 - d
     score = dof * np.log(np.maximum(resid, 1e-300) / dof) + np.linalg.slogdet(cov)[1] + np.linalg.slogdet(xkx)[1]
+    scale = np.mean(np.diagonal(cov, axis1=1, axis2=2)[:, :-1], axis=1) / (1.0 + nugget)  # the prior's variance
     post = _interaction_variance(u) - np.einsum("rnd,rnd->rd", cross, kc) + np.einsum("red,red->rd", lead, mu)
-    var = np.maximum(post, 0.0) * (np.maximum(resid, 0.0) / dof)[:, None]
+    # leave-one-pair-out scale, as KrigingFamily's: P h and diag(P), P = cov^-1 less the main effects' part
+    ph = kh - (kx @ beta[:, :, None])[:, :, 0]
+    p_diag = np.diagonal(cov_inv, axis1=1, axis2=2) - np.einsum("rnd,rnd->rn", kx, np.linalg.solve(
+        xkx, kx.transpose(0, 2, 1)).transpose(0, 2, 1))
+    loo = np.mean(ph[:, :-1] ** 2 / np.maximum(p_diag[:, :-1], 1e-300), axis=1)
+    w_full = kc[:, -1, :] - (kx[:, -1:, :] @ mu)[:, 0, :]  # the weight of h(full), noisy with a nugget
+    var = (np.maximum(post, 0.0) + np.where(nugget > 1e-9, nugget, 0.0)[:, None] * scale[:, None] * w_full ** 2) \
+        * loo[:, None]
     return phi, var, np.where(np.isfinite(score), score, np.inf)
