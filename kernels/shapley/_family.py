@@ -100,22 +100,35 @@ class KrigingFamily:
 
     def __init__(self, xs: np.ndarray, rhos=FAMILY_RHOS, nuggets=FAMILY_NUGGETS, loo: bool = True):
         self.xs, self.loo = xs, loo
-        self.candidates: list[tuple[float, float, _Candidate]] = []
         n1, d = xs.shape
         self.dof = n1 - d
-        for rho in rhos:
-            k, cross, vg = flat_prior(xs, rho)
-            for nugget in nuggets:
-                try:
-                    cand = _Candidate(xs, k, cross, vg, nugget)
-                except (np.linalg.LinAlgError, ValueError):  # not positive definite: this candidate is skipped
-                    continue
-                self.candidates.append((rho, nugget, cand))
-        if not self.candidates:
-            raise np.linalg.LinAlgError("no kriging candidate could be factorised")
+        # candidates are factorised on first use (rows known to be exact use only the noiseless ones)
+        self.specs = [(float(rho), float(nugget)) for rho in rhos for nugget in nuggets]
+        self._built: dict[int, _Candidate | None] = {}
+        self._priors: dict[float, tuple] = {}
 
-    def fit(self, h: np.ndarray):
+    def candidate(self, j: int) -> _Candidate | None:
+        """The j-th (rho, nugget) candidate, or None where its covariance is not positive definite."""
+        if j not in self._built:
+            rho, nugget = self.specs[j]
+            if rho not in self._priors:
+                self._priors[rho] = flat_prior(self.xs, rho)
+            try:
+                self._built[j] = _Candidate(self.xs, *self._priors[rho], nugget)
+            except (np.linalg.LinAlgError, ValueError):
+                self._built[j] = None
+        return self._built[j]
+
+    @property
+    def candidates(self) -> list[tuple[float, float, _Candidate]]:
+        """Every candidate that factorises, as (rho, nugget, candidate)."""
+        return [(*self.specs[j], c) for j in range(len(self.specs)) if (c := self.candidate(j)) is not None]
+
+    def fit(self, h: np.ndarray, noisy: np.ndarray | None = None):
+        """``noisy`` (m,) bool: rows that may take a candidate with a nugget (default all); the others only the
+        noiseless ones."""
         h = np.ascontiguousarray(h, dtype=np.float64)
+        noisy = np.ones(len(h), dtype=bool) if noisy is None else np.asarray(noisy, dtype=bool)
         m, d = h.shape[0], self.xs.shape[1]
         beta, res = split_main_effects(self.xs, h)
         phi = np.zeros((m, d))
@@ -126,10 +139,16 @@ class KrigingFamily:
         for lo in range(0, m, _ROWS):
             rows = slice(lo, min(m, lo + _ROWS))
             r = res[rows]
-            for j, (_, _, cand) in enumerate(self.candidates):
+            for j, (_, nugget) in enumerate(self.specs):
+                allowed = noisy[rows] | (nugget <= FAMILY_JITTER)
+                if not allowed.any():
+                    continue
+                cand = self.candidate(j)
+                if cand is None:
+                    continue
                 q = np.maximum(cand.quad(r), 0.0)
                 s = dof * np.log(np.maximum(q, 1e-300) / dof) + cand.logdet
-                better = s < score[rows]
+                better = (s < score[rows]) & allowed
                 if not better.any():
                     continue
                 est = (r[:, None, :] @ cand.w[None])[:, 0, :]  # row by row: the same bytes alone or batched
@@ -137,13 +156,15 @@ class KrigingFamily:
                 var[rows] = np.where(better[:, None], (q / dof)[:, None] * cand.var[None, :], var[rows])
                 score[rows] = np.where(better, s, score[rows])
                 chosen[rows] = np.where(better, j, chosen[rows])
+        if not np.isfinite(score).all():
+            raise np.linalg.LinAlgError("no kriging candidate could be factorised")
         if self.loo:
             for j in np.unique(chosen):
                 these = np.flatnonzero(chosen == j)
-                cand = self.candidates[j][2]
+                cand = self.candidate(int(j))
                 var[these] = cand.loo_scale(res[these])[:, None] * cand.var[None, :]
         return 2.0 * beta + phi, var, score, chosen
 
     def nugget_of(self, chosen: np.ndarray) -> np.ndarray:
         """The relative nugget of each row's chosen candidate."""
-        return np.array([self.candidates[j][1] for j in chosen], dtype=np.float64)
+        return np.array([self.specs[j][1] for j in chosen], dtype=np.float64)

@@ -25,7 +25,8 @@ def interval_width(se: np.ndarray) -> np.ndarray:
 
 
 def shapley_until(values: Callable[[np.ndarray, np.ndarray], np.ndarray], d: int, m: int, *, tol: float,
-                  max_evals: int, seed=None, start: int | None = None, on_stage: Callable | None = None):
+                  max_evals: int, seed=None, start: int | None = None, on_stage: Callable | None = None,
+                  noise: str = "auto"):
     """(Shapley values (m, d, k), standard errors (m, d, k), evaluations spent per row (m,)).
 
     ``values(coalitions (C, d) bool, rows (r,) int)`` returns v(S) (r, C, k) for the listed rows. The first stage
@@ -38,10 +39,17 @@ def shapley_until(values: Callable[[np.ndarray, np.ndarray], np.ndarray], d: int
         raise ValueError(f"tol must be a positive number, got {tol!r}")
     cap = min(int(max_evals), 2 ** d) if d < 63 else int(max_evals)
     budget = min(cap, int(start) if start is not None else 10 * (d + 1))
-    plan = RegressionPlan(d, budget, _stage_seed(seed, 0))
+    plan = RegressionPlan(d, budget, _stage_seed(seed, 0), noise=noise)
     rows = np.arange(m)
     known = values(plan.coalitions, rows)
-    keys = {np.packbits(c).tobytes(): j for j, c in enumerate(plan.coalitions)}
+    # noise="auto": the first stage's repeated coalitions tell which rows are noisy, for every later stage too
+    noisy = plan.noisy_rows(known)
+    if noisy is None:
+        noisy = np.full(m, noise == "auto")
+    first = plan.apply_se(known, noisy)
+    repeated = plan.evaluations - plan.n_main  # spent in the first stage on top of every later design
+    known = known[:, :plan.n_main]
+    keys = {np.packbits(c).tobytes(): j for j, c in enumerate(plan.coalitions[:plan.n_main])}
     k = known.shape[2]
     phi = np.full((m, d, k), np.nan)
     se = np.full((m, d, k), np.nan)
@@ -49,9 +57,13 @@ def shapley_until(values: Callable[[np.ndarray, np.ndarray], np.ndarray], d: int
     active = rows
     stage = 0
     while True:
-        index = np.array([keys[np.packbits(c).tobytes()] for c in plan.coalitions])
-        est, err = plan.apply_se(known[active][:, index])
-        phi[active], se[active], spent[active] = est, err, plan.evaluations
+        if stage == 0:
+            est, err = first
+        else:
+            index = np.array([keys[np.packbits(c).tobytes()] for c in plan.coalitions])
+            est, err = plan.apply_se(known[active][:, index], noisy[active])
+        phi[active], se[active] = est, err
+        spent[active] = plan.evaluations + (repeated if stage else 0)
         done = interval_width(err) <= tol
         if on_stage is not None:
             on_stage(int(m - active.size + done.sum()))
