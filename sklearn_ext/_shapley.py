@@ -261,6 +261,9 @@ class ShapleyExplainer(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
         (X, y). Checks that the model predicts on X's width."""
         if self.estimator is None:
             raise ValueError("ShapleyExplainer needs an estimator (a fitted model or a prediction callable)")
+        check_progress(self.progress)
+        if self.tol is not None:
+            self._check_tol(ShapleySampler("regression"))
         est = self.estimator
         is_estimator = hasattr(est, "fit") or hasattr(est, "predict")
         if is_estimator and not _is_fitted(est):
