@@ -175,3 +175,34 @@ def test_progress_values_validated_and_bars_only_on_long_calls(linear_data, caps
     assert "Shapley values" in capsys.readouterr().err
     ShapleyExplainer(model, max_evals=20, background_size=10, progress=False).fit(X).transform(X[:4])
     assert "Shapley values" not in capsys.readouterr().err
+
+
+@pytest.mark.gpu
+def test_gpu_standard_errors_and_tol_equal_cpu():
+    """Standard errors and the tol= rule run on the host in float64 from the values the device computes: the GPU
+    paths give the CPU's values and errors up to the rounding of the background mean, amplified by the kriging
+    solves (1e-6 of the largest value, as in test_shapley_regression's KRIGING_ROUNDING), and spend the same
+    evaluations."""
+    pytest.importorskip("cupy")
+    from hitml.kernels.device import gpu_available
+
+    if not gpu_available():
+        pytest.skip("no CUDA GPU")
+    rng = np.random.default_rng(8)
+    X = rng.normal(size=(60, 11))
+
+    def f(Z):
+        return Z[:, 0] * Z[:, 2] - Z[:, 5] + (Z[:, :4].sum(axis=1)) ** 2
+
+    for kwargs in ({"max_evals": 150}, {"tol": 0.5, "max_evals": 600}):
+        out = {}
+        for backend, model_input in (("cpu", "numpy"), ("gpu", "numpy"), ("gpu", "device")):
+            e = ShapleyExplainer(f, ShapleySampler(random_state=0, backend=backend), model_input=model_input,
+                                 **kwargs).fit(X[:25])
+            out[backend, model_input] = e.shapley_values(X[30:40], return_error_std=True)
+        phi, _, err, spent = out["cpu", "numpy"]
+        top = max(1.0, np.abs(phi).max())
+        for key in (("gpu", "numpy"), ("gpu", "device")):
+            np.testing.assert_allclose(out[key][0], phi, rtol=0, atol=1e-6 * top)
+            np.testing.assert_allclose(out[key][2], err, rtol=0, atol=1e-6 * top)
+            assert np.array_equal(out[key][3], spent)
