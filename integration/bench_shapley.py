@@ -315,14 +315,22 @@ def accuracy(args, report, out_path=None):
         d = games[0].d
         truth = np.stack([g.exact for g in games])
         print(f"{spec} d={d}: exact values by {source} in {time.time() - t0:.1f}s", flush=True)
+        too_slow: set[str] = set()
         for budget in budgets_for(d):
             for method in methods:
-                if method in SLOW and budget > 10 * (d + 1):
+                if method in SLOW and budget > 10 * (d + 1) or method in too_slow:
                     continue
                 errs, evals, secs, cover = [], [], [], []
                 try:
                     for r in range(args.repeats):
                         phi, se, ev, sec = run_method(method, games, budget, 1000 * r + 7)
+                        if sec * len(games) > args.max_cpu_seconds:  # this game's larger budgets are skipped too
+                            too_slow.add(method)
+                            _record(results, out_path, report, case=spec, half=GAMES[spec][0], d=d, budget=budget,
+                                    method=method, skipped=f"{sec:.0f} CPU s a row (limit {args.max_cpu_seconds} "
+                                    "a call)")
+                            print(f"  B={budget} {method}: too slow ({sec:.0f} CPU s a row), skipped", flush=True)
+                            break
                         errs.append(float(np.mean((phi - truth) ** 2)))
                         evals.append(ev)
                         secs.append(sec)
@@ -330,6 +338,8 @@ def accuracy(args, report, out_path=None):
                             cover.append(float(np.mean(np.abs(phi - truth) <= 1.96 * se)))
                 except Exception as exc:  # a competitor that refuses this budget: recorded, not fatal
                     print(f"  B={budget} {method}: {type(exc).__name__}: {exc}", flush=True)
+                    continue
+                if method in too_slow:
                     continue
                 e = np.array(errs)
                 rec = dict(case=spec, half=GAMES[spec][0], d=d, budget=budget, method=method,
@@ -371,13 +381,25 @@ def tolerance(spec, games, truth, results, args, report, out_path):
 
 
 # ----------------------------------------------------------------------------------------------- GPU speed
+SPEED_SHAPIQ = ("LeverageSHAP", "KernelSHAP_paired", "PolySHAP", "OddSHAP", "RegressionMSR")
+
+
+def game_for(f, x, bg):
+    """shapiq's value function for one row: coalitions (n, d) bool -> v(S) through the model f."""
+    def game(coalitions):
+        c = np.atleast_2d(np.asarray(coalitions, dtype=bool))
+        rows = np.where(c[:, None, :], x[None, None, :], bg[None, :, :]).reshape(-1, bg.shape[1])
+        return np.asarray(f(rows), dtype=np.float64).reshape(c.shape[0], -1).mean(axis=1)
+    return game
+
+
 def speed(args, report):
     """End to end per explained row on the GPU: a torch MLP on cal_housing, ours (masked rows built on the device,
     the model fed by DLPack) vs shapiq's LeverageSHAP / PolySHAP calling the same GPU model through NumPy."""
     import cupy
     import torch
 
-    X, y, _ = load("cal_housing")
+    X, y, _ = load("cal_housing8")
     X = ((X - X.mean(0)) / X.std(0)).astype(np.float32)
     dev = torch.device("cuda")
     net = torch.nn.Sequential(torch.nn.Linear(8, 256), torch.nn.ReLU(), torch.nn.Linear(256, 256), torch.nn.ReLU(),
@@ -423,18 +445,16 @@ def speed(args, report):
             if backend == "gpu":
                 phi_gpu = phi
         out[-1]["max_abs_diff_vs_gpu"] = float(np.abs(phi - phi_gpu[:len(phi)]).max())
-        import shapiq.approximator as sa
-
-        for method in ("LeverageSHAP", "PolySHAP"):
+        for method in SPEED_SHAPIQ:
             n = args.shapiq_rows
-            getattr(sa, method)(8, random_state=0).approximate(budget, game_for(f, fg[0], bg))  # warm-up
+            _shapiq(method, 8, 0).approximate(budget, game_for(f, fg[0], bg))  # warm-up
             t0 = time.perf_counter()
             for i in range(n):
-                getattr(sa, method)(8, random_state=0).approximate(budget, game_for(f, fg[i], bg))
+                _shapiq(method, 8, 0).approximate(budget, game_for(f, fg[i], bg))
             per_row = (time.perf_counter() - t0) / n
             out.append(dict(budget=budget, method=method, seconds_per_row=per_row, rows=n,
                             ratio_vs_hitml_gpu=per_row / ours["gpu"]))
-        for rec in out[-4:]:
+        for rec in out[-2 - len(SPEED_SHAPIQ):]:
             print(f"speed B={budget} {rec['method']:22s} {rec['seconds_per_row'] * 1e3:9.3f} ms/row", flush=True)
 
 
@@ -458,7 +478,7 @@ def versions() -> dict:
 
 
 def _fixed(acc):
-    return [r for r in acc if r.get("budget") is not None]
+    return [r for r in acc if r.get("budget") is not None and "skipped" not in r]
 
 
 def summary(acc: list[dict]) -> list[str]:
@@ -588,6 +608,10 @@ def write_markdown(report: dict, path: Path) -> None:
             theirs = [r["mse"] for r in rows if r["budget"] == b and r["method"] in SHAPIQ]
             ratio.append(f"{min(theirs) / ours[0]:.2f}x" if ours and theirs and ours[0] > 0 else "-")
         lines += ["| best shapiq / hitml_auto | " + " | ".join(ratio) + " |", ""]
+        skipped = [r for r in acc if r["case"] == spec and "skipped" in r]
+        if skipped:
+            lines += ["Skipped (over the CPU limit of one call, at this budget and above): " + "; ".join(
+                f"{r['method']} at B={r['budget']} ({r['skipped']})" for r in skipped), ""]
     path.write_text("\n".join(lines) + "\n")
 
 
@@ -599,6 +623,8 @@ def main():
     ap.add_argument("--background", type=int, default=20)
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--no-tol", action="store_true", help="skip the stopping-rule comparison")
+    ap.add_argument("--max-cpu-seconds", type=float, default=30.0,
+                    help="a method whose one call (all rows of a game) takes longer is skipped for that game")
     ap.add_argument("--speed", "--gpu-speed", dest="speed", action="store_true",
                     help="GPU time per explained row (ours on the GPU and the CPU vs shapiq), on the device")
     ap.add_argument("--speed-rows", type=int, default=2000)

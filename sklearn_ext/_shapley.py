@@ -443,7 +443,7 @@ class ShapleyExplainer(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
                     rows = rows_g[lo:lo + block]
                     f = _restricted(predict, to_model, X[rows[0]], cols, xp) if width < d else predict
 
-                    def values(coalitions, which, rows=rows, f=f):
+                    def values(coalitions, which, rows=rows, f=f, cols=cols, width=width):
                         return to_numpy(coalition_values(f, X[np.ix_(rows[which], cols)], bg[:, cols], coalitions,
                                                          batch_rows=self._batch_rows(d, gpu), xp=xp,
                                                          to_model=None if width < d else to_model, progress=False))
