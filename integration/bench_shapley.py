@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import math
 import platform
 import sys
@@ -268,6 +269,17 @@ def _shapiq(method: str, d: int, seed: int):
     return cls(d, random_state=seed)
 
 
+WALL_LIMIT = 300.0  # seconds of wall time for one competitor call (all rows of a game); --max-wall-seconds
+
+
+class TooSlow(Exception):
+    """A call over the wall-time limit."""
+
+
+def _too_slow(signum, frame):
+    raise TooSlow(f"over {WALL_LIMIT:.0f} s of wall time")
+
+
 def run_method(method: str, games: list[Game], budget: int, seed: int, tol: float | None = None):
     """(phi (m, d), standard errors (m, d) or None, coalitions evaluated per row, seconds per row)."""
     from hitml.kernels.shapley import RegressionPlan, shapley_until
@@ -288,9 +300,14 @@ def run_method(method: str, games: list[Game], budget: int, seed: int, tol: floa
         else:
             se = None
             phi = np.zeros((len(games), d))
-            for r, c in enumerate(counters):
-                iv = _shapiq(method, d, seed).approximate(budget, c)
-                phi[r] = [iv[(j,)] for j in range(d)]
+            signal.signal(signal.SIGALRM, _too_slow)
+            signal.alarm(int(WALL_LIMIT))  # a call that would take many minutes on a loaded machine is cut
+            try:
+                for r, c in enumerate(counters):
+                    iv = _shapiq(method, d, seed).approximate(budget, c)
+                    phi[r] = [iv[(j,)] for j in range(d)]
+            finally:
+                signal.alarm(0)
     secs = (time.process_time() - t0) / len(games)
     return phi, se, float(np.mean([c.calls for c in counters])), secs
 
@@ -336,6 +353,12 @@ def accuracy(args, report, out_path=None):
                         secs.append(sec)
                         if se is not None:
                             cover.append(float(np.mean(np.abs(phi - truth) <= 1.96 * se)))
+                except TooSlow as exc:
+                    too_slow.add(method)
+                    _record(results, out_path, report, case=spec, half=GAMES[spec][0], d=d, budget=budget,
+                            method=method, skipped=str(exc))
+                    print(f"  B={budget} {method}: too slow ({exc}), skipped", flush=True)
+                    continue
                 except Exception as exc:  # a competitor that refuses this budget: recorded, not fatal
                     print(f"  B={budget} {method}: {type(exc).__name__}: {exc}", flush=True)
                     continue
@@ -634,7 +657,10 @@ def main():
     ap.add_argument("--out", default=str(ROOT / "docs/benchmarks"))
     ap.add_argument("--stem", default=None)
     ap.add_argument("--merge", nargs="+", default=None, help="combine the JSON reports of split runs")
+    ap.add_argument("--max-wall-seconds", type=float, default=WALL_LIMIT,
+                    help="a competitor call (all rows of a game) cut after this many seconds is skipped for the game")
     args = ap.parse_args()
+    globals()["WALL_LIMIT"] = args.max_wall_seconds
     keys = ("speed_rows", "shapiq_rows", "background_speed", "speed_budgets") if args.speed else (
         "cases", "methods", "rows", "background", "repeats")
     report = {"versions": versions(), "settings": {k: getattr(args, k) for k in keys}}
