@@ -326,6 +326,7 @@ def _record(results, out_path, report, **rec):
 def accuracy(args, report, out_path=None):
     results = report.setdefault("accuracy", [])
     methods = OURS + SHAPIQ if not args.methods else args.methods
+    skip = set(args.skip or ())
     for spec in args.cases:
         t0 = time.time()
         games, source = suite_game(spec, args.rows, args.background)
@@ -333,9 +334,12 @@ def accuracy(args, report, out_path=None):
         truth = np.stack([g.exact for g in games])
         print(f"{spec} d={d}: exact values by {source} in {time.time() - t0:.1f}s", flush=True)
         too_slow: set[str] = set()
+        for method in sorted(skip & set(methods)):
+            _record(results, out_path, report, case=spec, half=GAMES[spec][0], d=d, budget=budgets_for(d)[0],
+                    method=method, skipped=args.skip_reason)
         for budget in budgets_for(d):
             for method in methods:
-                if method in SLOW and budget > 10 * (d + 1) or method in too_slow:
+                if method in SLOW and budget > 10 * (d + 1) or method in too_slow or method in skip:
                     continue
                 errs, evals, secs, cover = [], [], [], []
                 try:
@@ -657,6 +661,8 @@ def main():
     ap.add_argument("--out", default=str(ROOT / "docs/benchmarks"))
     ap.add_argument("--stem", default=None)
     ap.add_argument("--merge", nargs="+", default=None, help="combine the JSON reports of split runs")
+    ap.add_argument("--skip", nargs="+", default=None, help="methods not run on these cases (recorded as skipped)")
+    ap.add_argument("--skip-reason", default="not run")
     ap.add_argument("--max-wall-seconds", type=float, default=WALL_LIMIT,
                     help="a competitor call (all rows of a game) cut after this many seconds is skipped for the game")
     args = ap.parse_args()
