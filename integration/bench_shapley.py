@@ -559,6 +559,17 @@ def summary(acc: list[dict]) -> list[str]:
                           "exact value)", ""] + cov + [""]
 
 
+def _budget_for_mse(acc: list[dict], spec: str, mse: float) -> float | None:
+    """The fixed budget whose hitml_auto MSE would equal ``mse``: log-log interpolation between the measured budgets
+    (None outside their range)."""
+    pts = sorted((r["budget"], r["mse"]) for r in _fixed(acc) if r["case"] == spec and r["method"] == "hitml_auto")
+    for (b0, m0), (b1, m1) in zip(pts, pts[1:]):
+        if min(m0, m1) <= mse <= max(m0, m1) and m0 != m1:
+            t = (math.log(mse) - math.log(m0)) / (math.log(m1) - math.log(m0))
+            return math.exp(math.log(b0) + t * (math.log(b1) - math.log(b0)))
+    return None
+
+
 def tol_table(acc: list[dict]) -> list[str]:
     recs = [r for r in acc if r["method"] == "hitml_auto[tol]"]
     if not recs:
@@ -566,11 +577,15 @@ def tol_table(acc: list[dict]) -> list[str]:
     lines = ["## The stopping rule (`tol=`) against a fixed budget", "",
              "tol is the 95% interval width (2 x 1.96 x RMSE) the fixed budget of 20(d+1) reached; tol= starts at "
              "10(d+1), doubles while any interval of the row is wider, capped at 50(d+1).", "",
-             "| game | tol | evaluations per row (tol=) | MSE (tol=) | fixed budget | MSE (fixed) | coverage (tol=) |",
-             "|---|---|---|---|---|---|---|"]
+             "The last column is the fixed budget that reaches the tol= run's MSE (log-log interpolation between the "
+             "fixed budgets measured; '-' outside them): below 1 tol= is cheaper for equal error.", "",
+             "| game | tol | evaluations per row (tol=) | MSE (tol=) | fixed budget | MSE (fixed) | coverage (tol=) | "
+             "fixed budget for tol='s MSE | tol= / fixed for equal error |", "|---|---|---|---|---|---|---|---|---|"]
     for r in recs:
+        eq = _budget_for_mse(acc, r["case"], r["mse"])
+        eq_txt = f"{eq:.0f} | {r['evals_per_row'] / eq:.2f}" if eq else "- | -"
         lines.append(f"| {r['case']} | {r['tol']:.3g} | {r['evals_per_row']:.0f} | {r['mse']:.2e} ±{r['mse_ci95']:.0e}"
-                     f" | {r['fixed_budget']} | {r['fixed_mse']:.2e} | {r['coverage95']:.3f} |")
+                     f" | {r['fixed_budget']} | {r['fixed_mse']:.2e} | {r['coverage95']:.3f} | {eq_txt} |")
     return lines + [""]
 
 
