@@ -9,7 +9,7 @@ from sklearn.feature_selection import SelectorMixin
 from sklearn.utils import check_random_state, get_tags
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._shapley import ShapleyExplainer, ShapleySampler
+from ._shapley import ShapleyExplainer, ShapleySampler, check_progress
 
 __all__ = ["SelectFromShapley"]
 
@@ -42,11 +42,13 @@ class SelectFromShapley(SelectorMixin, MetaEstimatorMixin, BaseEstimator):
     max_rows : int, rows of X explained to estimate the importances (a random subset when larger).
     background_size : int, background rows (see ShapleyExplainer).
     response_method : see ShapleyExplainer.
+    progress : None, True or False
+        A progress bar by rows explained on calls over 2 seconds (see ShapleyExplainer).
     """
 
     def __init__(self, estimator=None, sampler: ShapleySampler | None = None, max_evals="auto", threshold=None,
                  max_features: int | None = None, max_rows: int = 100, background_size: int = 100,
-                 response_method: str = "auto"):
+                 response_method: str = "auto", progress: bool | None = None):
         self.estimator = estimator
         self.sampler = sampler
         self.max_evals = max_evals
@@ -55,12 +57,14 @@ class SelectFromShapley(SelectorMixin, MetaEstimatorMixin, BaseEstimator):
         self.max_rows = max_rows
         self.background_size = background_size
         self.response_method = response_method
+        self.progress = progress
 
     def fit(self, X, y=None):
         """Fit the estimator if needed, explain up to ``max_rows`` rows and store shapley_importances_."""
         explainer = ShapleyExplainer(self.estimator, sampler=clone(self.sampler) if self.sampler is not None else None,
                                      max_evals=self.max_evals, response_method=self.response_method,
-                                     background_size=self.background_size)
+                                     background_size=self.background_size, progress=self.progress)
+        check_progress(self.progress)
         explainer.fit(X, y)
         Xv = validate_data(self, X, reset=True, ensure_all_finite=not explainer._allow_nan(),
                            dtype=[np.float64, np.float32])

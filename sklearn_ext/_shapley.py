@@ -10,17 +10,34 @@ from sklearn.exceptions import NotFittedError
 from sklearn.utils import check_random_state, get_tags
 from sklearn.utils.validation import _check_feature_names_in, check_is_fitted, validate_data
 
+from hitml.kernels._progress import progress_enabled
 from hitml.kernels.device import resolve_backend, to_numpy
 from hitml.kernels.permutations import (MASK_METHODS, METHODS, PAIRED_METHODS, backend_module, estimate_shapley,
                                         evaluations_per_row, samples_for_budget)
 from hitml.kernels.permutations.coalitions import coalition_values
-from hitml.kernels.shapley import RegressionPlan
+from hitml.kernels.shapley import RegressionPlan, shapley_until
+from hitml.kernels.shapley._sequential import Z95
 
 REGRESSION_METHODS = ("regression",)
 ALL_METHODS = ("auto", *REGRESSION_METHODS, *METHODS)
 # "auto": below this many (d + 1) evaluations per row the regression is barely determined (paired coalitions pin one
 # equation per pair) and orthogonal permutations had the lower error in the benchmark; from it up, the regression.
 AUTO_REGRESSION_FROM = 4
+PROGRESS_DELAY = 2.0  # seconds before a bar shows: calls shorter than this show none
+TOL_AUTO_CAP = 100  # with tol= and max_evals="auto": at most 100 (d + 1) evaluations per row
+
+
+def check_progress(progress) -> None:
+    """``progress`` must be None (on unless HITML_PROGRESS=0), True or False."""
+    if progress is not None and not isinstance(progress, (bool, np.bool_)):
+        raise ValueError(f"progress must be None, True or False, got {progress!r}")
+
+
+def _row_bar(total: int, desc: str, progress):
+    from tqdm.auto import tqdm  # noqa: PLC0415
+
+    return tqdm(total=total, desc=desc, unit="rows", disable=not progress_enabled(progress), delay=PROGRESS_DELAY,
+                leave=False)
 
 __all__ = ["ShapleySampler", "ShapleyExplainer"]
 
@@ -103,7 +120,8 @@ class ShapleySampler(BaseEstimator):
             raise ValueError(f"plan() is for method='regression' (or 'auto'), not {self.method!r}")
         rs = check_random_state(self.random_state if random_state is None else random_state)
         seed = [int(x) for x in rs.randint(0, 2 ** 31 - 1, size=4)]  # RandomState -> Generator, deterministic
-        return RegressionPlan(int(n_features), int(budget), seed, order=self.order)
+        # the explainer's v(S) averages a fixed background: exact values, so no repeated coalitions and no nugget
+        return RegressionPlan(int(n_features), int(budget), seed, order=self.order, noise="none")
 
     def sample(self, n_features: int, n_samples: int | None = None, random_state=None):
         """(samples, weights) for ``n_features`` features: (n, d) orders (int8 masks for Owen) and weights summing to 1.
@@ -212,11 +230,21 @@ class ShapleyExplainer(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
     model_input : {"auto", "numpy", "device"}
         With a GPU backend, what the model receives: "device" passes CuPy arrays (XGBoost takes them), "numpy" copies
         each batch to the host. "auto": device for XGBoost models, numpy otherwise.
+    tol : float or None
+        Regression only (the default sampler). Spend evaluations until every Shapley value's 95% interval
+        (value ± 1.96 standard errors) of the row is narrower than ``tol`` (in the model's output units): the first
+        stage evaluates 10 (d + 1) coalitions per row, then the design doubles, keeping every coalition evaluated,
+        until the row is done or ``max_evals`` is reached (``"auto"``: 100 (d + 1)). Rows stop independently.
+    progress : None, True or False
+        A progress bar by rows done on calls that take over 2 seconds; None: on unless ``HITML_PROGRESS=0``.
     """
 
     def __init__(self, estimator=None, sampler: ShapleySampler | None = None, max_evals="auto", batch_size="auto",
-                 response_method: str = "auto", background_size: int = 100, model_input: str = "auto"):
+                 response_method: str = "auto", background_size: int = 100, model_input: str = "auto",
+                 tol: float | None = None, progress: bool | None = None):
         self.estimator = estimator
+        self.tol = tol
+        self.progress = progress
         self.sampler = sampler
         self.max_evals = max_evals
         self.batch_size = batch_size
@@ -233,12 +261,16 @@ class ShapleyExplainer(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
         (X, y). Checks that the model predicts on X's width."""
         if self.estimator is None:
             raise ValueError("ShapleyExplainer needs an estimator (a fitted model or a prediction callable)")
+        check_progress(self.progress)
+        if self.tol is not None:
+            self._check_tol(ShapleySampler("regression"))
         est = self.estimator
         is_estimator = hasattr(est, "fit") or hasattr(est, "predict")
         if is_estimator and not _is_fitted(est):
             if y is None:
-                raise ValueError(f"{type(est).__name__} is not fitted: fit it first, pass y to ShapleyExplainer.fit, "
-                                 "or wrap it in sklearn.frozen.FrozenEstimator to keep it fitted through clone()")
+                raise NotFittedError(f"{type(est).__name__} is not fitted: fit it first, pass y to "
+                                     "ShapleyExplainer.fit, or wrap it in sklearn.frozen.FrozenEstimator to keep it "
+                                     "fitted through clone()")
             est = clone(est).fit(X, y)
         self.estimator_ = est
         Xv = validate_data(self, X, reset=True, ensure_all_finite=not self._allow_nan(), dtype=[np.float64, np.float32])
@@ -331,14 +363,34 @@ class ShapleyExplainer(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
         return int(max(self.background_.shape[0], (64 << 20) // (8 * d + 64)))
 
     # ------------------------------------------------------------------ outputs
-    def shapley_values(self, X):
+    def _budget_cap(self, d: int) -> int:
+        """With ``tol``: the evaluations a row may spend at most (max_evals, or TOL_AUTO_CAP (d + 1) for "auto")."""
+        if self.max_evals == "auto":
+            return TOL_AUTO_CAP * (d + 1)
+        return self._budget(d)
+
+    def _check_tol(self, sampler: ShapleySampler) -> None:
+        if self.tol is None:
+            return
+        if isinstance(self.tol, bool) or not isinstance(self.tol, numbers.Real) or not self.tol > 0:
+            raise ValueError(f"tol must be None or a positive number, got {self.tol!r}")
+        if not sampler.is_regression:
+            raise ValueError(f"tol= needs the regression estimator's standard errors; the {sampler.method!r} "
+                             "sampler has none (use method='auto' or 'regression')")
+
+    def shapley_values(self, X, *, return_error_std: bool = False):
         """(phi, base): phi (n, d) or (n, d, k) as NumPy, base value (scalar or (k,)).
 
         Like shap's PermutationExplainer, only the *varying* features of a row are permuted: a feature whose value
         equals that of every background row is a dummy (its Shapley value is exactly 0), so the budget buys
         ``(max_evals - 2) // (d_varying - 1)`` permutations. Rows with the same varying set share one sample.
+
+        With ``return_error_std=True``: (phi, base, error_std, evaluations), error_std the standard error of every
+        value (phi's shape; 0 for dummies and where every coalition was evaluated, NaN for the permutation samplers)
+        and evaluations (n,) the coalitions evaluated per row (with ``tol``, what each row spent).
         """
         check_is_fitted(self, "background_")
+        check_progress(self.progress)
         X = validate_data(self, X, reset=False, ensure_all_finite=not self._allow_nan(), dtype=[np.float64, np.float32])
         X = X.astype(np.float64)
         bg = self.background_.astype(np.float64)
@@ -359,49 +411,84 @@ class ShapleyExplainer(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
         varying = np.array([(bg != x).any(axis=0) | (np.isnan(bg) != np.isnan(x)).any(axis=0) for x in X]).reshape(m, d)
         patterns, group = np.unique(varying, axis=0, return_inverse=True)
         phi = np.zeros((m, d, self.n_outputs_))
+        se = np.zeros((m, d, self.n_outputs_))
+        spent = np.zeros(m, dtype=np.int64)
         plans: dict = {}  # an int seed gives every pattern of one width the same plan: build it once
-        self._n_samples(d, sampler.resolved(d, self._budget(d)))  # validates max_evals for the full width
-        for g, pattern in enumerate(patterns):
-            rows = np.flatnonzero(group.ravel() == g)
-            cols = np.flatnonzero(pattern)
-            if cols.size == 0:
-                continue
-            f = _restricted(predict, to_model, X[rows[0]], cols, xp) if cols.size < d else predict
-            chosen = sampler.resolved(cols.size, self._budget(cols.size))
-            if chosen.is_regression:
-                key = (cols.size, self._regression_budget(cols.size))
-                plan = plans.get(key) or chosen.plan(*key)
-                if isinstance(chosen.random_state, numbers.Integral):
-                    plans[key] = plan
-                vals = coalition_values(f, X[np.ix_(rows, cols)], bg[:, cols], plan.coalitions,
-                                        batch_rows=self._batch_rows(d, gpu), xp=xp,
-                                        to_model=None if cols.size < d else to_model)
-                # the operator runs on the host in float64, so CPU and GPU give the same bytes for the same v(S)
-                phi[np.ix_(rows, cols)] = plan.apply(to_numpy(vals))
-                continue
-            samples, weights = chosen.sample(cols.size, self._n_samples(cols.size, chosen))
-            kind = "permutations" if chosen.is_permutation_method else "masks"
-            part, _ = estimate_shapley(f, X[np.ix_(rows, cols)], bg[:, cols], samples, weights, kind=kind,
-                                       batch_rows=self._batch_rows(d, gpu), xp=xp,
-                                       to_model=None if cols.size < d else to_model)
-            phi[np.ix_(rows, cols)] = to_numpy(part)
-        return (phi if self._multi_output else phi[:, :, 0]), self.expected_value_
+        if self.tol is not None:
+            sampler = sampler if sampler.method != "auto" else clone(sampler).set_params(method="regression")
+            self._check_tol(sampler)
+        else:
+            self._n_samples(d, sampler.resolved(d, self._budget(d)))  # validates max_evals for the full width
+        with _row_bar(m, "Shapley values", self.progress) as bar:
+            for g, pattern in enumerate(patterns):
+                rows_g = np.flatnonzero(group.ravel() == g)
+                cols = np.flatnonzero(pattern)
+                if cols.size == 0:
+                    bar.update(rows_g.size)
+                    continue
+                width = cols.size
+                chosen = sampler.resolved(width, self._budget(width)) if self.tol is None else sampler
+                plan = samples = None
+                if self.tol is None and chosen.is_regression:  # one design per group, whatever its blocks
+                    key = (width, self._regression_budget(width))
+                    plan = plans.get(key) or chosen.plan(*key)
+                    if isinstance(chosen.random_state, numbers.Integral):
+                        plans[key] = plan
+                elif self.tol is None:
+                    samples, weights = chosen.sample(width, self._n_samples(width, chosen))
+                    kind = "permutations" if chosen.is_permutation_method else "masks"
+                # rows in blocks, so the bar moves by rows done (a row gets the same bytes alone or in a block)
+                block = max(64, -(-rows_g.size // 20))
+                for lo in range(0, rows_g.size, block):
+                    rows = rows_g[lo:lo + block]
+                    f = _restricted(predict, to_model, X[rows[0]], cols, xp) if width < d else predict
+
+                    def values(coalitions, which, rows=rows, f=f, cols=cols, width=width):
+                        return to_numpy(coalition_values(f, X[np.ix_(rows[which], cols)], bg[:, cols], coalitions,
+                                                         batch_rows=self._batch_rows(d, gpu), xp=xp,
+                                                         to_model=None if width < d else to_model, progress=False))
+                    if self.tol is not None:
+                        rs = check_random_state(chosen.random_state)
+                        seed = [int(x) for x in rs.randint(0, 2 ** 31 - 1, size=4)]
+                        est, err, used = shapley_until(values, width, rows.size, tol=float(self.tol),
+                                                       max_evals=self._budget_cap(width), seed=seed,
+                                                       noise="none")
+                        phi[np.ix_(rows, cols)], se[np.ix_(rows, cols)], spent[rows] = est, err, used
+                    elif plan is not None:
+                        # the estimator runs on the host in float64, so CPU and GPU give the same bytes for the same
+                        # v(S)
+                        est, err = plan.apply_se(values(plan.coalitions, np.arange(rows.size)))
+                        phi[np.ix_(rows, cols)], se[np.ix_(rows, cols)], spent[rows] = est, err, plan.evaluations
+                    else:
+                        part, _ = estimate_shapley(f, X[np.ix_(rows, cols)], bg[:, cols], samples, weights,
+                                                   kind=kind, batch_rows=self._batch_rows(d, gpu), xp=xp,
+                                                   to_model=None if width < d else to_model)
+                        phi[np.ix_(rows, cols)] = to_numpy(part)
+                        se[np.ix_(rows, cols)] = np.nan
+                        spent[rows] = evaluations_per_row(kind, int(samples.shape[0]), width)
+                    bar.update(rows.size)
+        out = phi if self._multi_output else phi[:, :, 0]
+        if return_error_std:
+            return out, self.expected_value_, (se if self._multi_output else se[:, :, 0]), spent
+        return out, self.expected_value_
 
     def transform(self, X):
         """Shapley values: (n, d), or (n, d, k) for multi-output models (e.g. predict_proba)."""
         return self.shapley_values(X)[0]
 
     def explain(self, X):
-        """A shap.Explanation with values, base_values, data and feature names."""
+        """A shap.Explanation with values, base_values, data and feature names; ``error_std`` holds the standard
+        error of every value and ``lower_bounds`` / ``upper_bounds`` its 95% interval (value ± 1.96 error_std)."""
         import shap  # noqa: PLC0415
 
-        values, base = self.shapley_values(X)
+        values, base, err, _ = self.shapley_values(X, return_error_std=True)
         n = values.shape[0]
         base_values = np.tile(np.asarray(base, dtype=np.float64), (n, 1)) if self._multi_output else np.full(n, base)
         names = getattr(self, "feature_names_in_", None)
         names = list(names) if names is not None else [f"Feature {i}" for i in range(values.shape[1])]
         return shap.Explanation(values=values, base_values=base_values, data=np.asarray(to_numpy(X)),
-                                feature_names=names)
+                                feature_names=names, error_std=err, lower_bounds=values - Z95 * err,
+                                upper_bounds=values + Z95 * err)
 
     def __call__(self, X):
         """shap-style call: ``explainer(X)`` is ``explain(X)``."""

@@ -133,7 +133,7 @@ def test_kriging_fit_is_the_posterior_mean_by_brute_force(d, budget):
 
 
 def _odd_data(d, budget, seed, table, pw):
-    plan = RegressionPlan(d, budget, seed=seed)
+    plan = RegressionPlan(d, budget, seed=seed, noise="none")  # no repeated coalitions: the dense check below
     vals = table[plan.coalitions.astype(np.int64) @ pw]
     inner = vals[2:]
     h = np.concatenate([(inner[plan.pairs[:, 0]] - inner[plan.pairs[:, 1]]) / 2, [(vals[1] - vals[0]) / 2]])
@@ -269,7 +269,7 @@ def test_heredity_is_continuous_in_the_values(budget, tol):
     At 150 evaluations the systems are well conditioned (rounding); at 600 the covariance is near singular."""
     rng = np.random.default_rng(15)
     d = 12
-    plan = RegressionPlan(d, budget, seed=1)
+    plan = RegressionPlan(d, budget, seed=1, noise="none")  # the explainer's plans: its v(S) are exact
     assert plan.heredity
     tables = [_table_game(d, rng, order=3)[0] for _ in range(6)]
     pw = 1 << np.arange(d)
@@ -287,8 +287,8 @@ def test_kriging_fit_beats_the_order_one_fit_on_an_interacting_game():
     d = 10
     table, truth, pw = _table_game(d, rng, order=3)
     for budget, factor in ((60, 0.9), (200, 0.5), (300, 0.01)):
-        mse = {order: np.mean([np.mean((_estimate(RegressionPlan(d, budget, seed=s, order=order), table, pw) - truth)
-                                      ** 2) for s in range(8)]) for order in ("auto", 1)}
+        mse = {order: np.mean([np.mean((_estimate(RegressionPlan(d, budget, seed=s, order=order, noise="none"), table,
+                                                  pw) - truth) ** 2) for s in range(8)]) for order in ("auto", 1)}
         assert mse["auto"] < factor * mse[1], (budget, mse)
 
 
@@ -297,7 +297,7 @@ def test_kriging_falls_back_to_the_weighted_fit_beyond_its_size(monkeypatch):
 
     assert RegressionPlan(9, 100, seed=0).fit == "kriging"
     monkeypatch.setattr(reg, "KRIGING_MAX_PAIRS", 40)
-    plan = RegressionPlan(9, 100, seed=0)
+    plan = RegressionPlan(9, 100, seed=0, noise="none")
     assert plan.fit == "wls" and plan.order == 1
     assert plan.M.tobytes() == RegressionPlan(9, 100, seed=0, order=1).M.tobytes()
 
@@ -448,3 +448,19 @@ def test_gpu_regression_equals_cpu(width, budgets, tol):
         top = max(1.0, np.abs(want).max())
         np.testing.assert_allclose(host.transform(X[40:52]), want, rtol=0, atol=tol[0] * top)
         np.testing.assert_allclose(dev.transform(X[40:52]), want, rtol=0, atol=tol[1] * top)
+
+
+@pytest.mark.parametrize("d,budget", [(10, 55), (12, 130), (12, 650), (20, 210), (30, 310)])
+def test_additive_games_exact_by_construction(d, budget):
+    """Additive games at every scale (1e-3 .. 1e3) are exact to rounding (1e-12 of the largest value), not to the
+    ~1e-7 the ill-conditioned kriging solves alone would give: the main effects are taken off by least squares."""
+    rng = np.random.default_rng(d + budget)
+    plan = RegressionPlan(d, budget, seed=1)
+    c = plan.coalitions.astype(float)
+    w = rng.normal(size=(6, d)) * 10.0 ** rng.uniform(-3, 3, size=(6, 1))
+    w[0] = 0.0
+    w[0, 0] = 3.0  # one feature only: the heredity priors are at their most lopsided
+    vals = c @ w.T + rng.normal(size=6)
+    phi = plan.apply(vals.T[:, :, None])[..., 0]
+    scale = np.abs(w).max(axis=1, keepdims=True)
+    assert np.max(np.abs(phi - w) / scale) < 1e-12

@@ -72,7 +72,7 @@ def kriging_operator(coalitions: np.ndarray, rho: float = KRIGING_RHO, jitter: f
             sol = scipy.linalg.solve(system, rhs, assume_a="sym")
     except (np.linalg.LinAlgError, scipy.linalg.LinAlgWarning):
         sol = np.linalg.lstsq(system, rhs, rcond=None)[0]
-    c = sol[:n1]  # (n + 1, d): weights on h per pair, then on h(full)
+    c = main_effects_exact(xs, sol[:n1])  # (n + 1, d): weights on h per pair, then on h(full)
     c[:-1] -= c[:-1].mean(axis=1, keepdims=True)  # efficiency to rounding: the pairs' weights sum to 0 ...
     c[-1] += (2.0 - c[-1].sum()) / d  # ... and h(full)'s to 2
     m = np.zeros((coalitions.shape[0] - 2, d))
@@ -94,6 +94,30 @@ HEREDITY_MAX_PAIRS = 2000  # one (pairs + 1)^2 solve per candidate and row: 0.4 
 _CHUNK = 4_000_000  # rows x (pairs + 1)^2 per batch of the per-row systems
 
 
+def main_effects_projector(xs: np.ndarray) -> np.ndarray:
+    """P (d, n1): the least-squares main effects of the odd parts, beta = h @ P.T, by an SVD of the +-1 codes
+    (well conditioned for any design that identifies the main effects, unlike the kriging systems)."""
+    return np.linalg.pinv(xs)
+
+
+def main_effects_exact(xs: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """Weights c (n1, d) (Shapley values = h @ c) made exact on additive games by construction: the main effects
+    are read off by least squares and only the residual goes through c, i.e. 2 P.T + (I - xs P).T c. The kriging
+    systems reach condition numbers of 1e9, so their own reproduction of the main effects holds only to about
+    1e-7; this one holds to the rounding of an SVD of a +-1 matrix."""
+    p = main_effects_projector(xs)
+    return 2.0 * p.T + c - p.T @ (xs.T @ c)
+
+
+def split_main_effects(xs: np.ndarray, h: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(beta (m, d), residual (m, n1)) of rows h (m, n1): least-squares main effects and what they leave.
+
+    Row by row (a stack of (1, n1) products), so a row gets the same bytes alone or batched."""
+    p = main_effects_projector(xs)
+    beta = (h[:, None, :] @ p.T[None])[:, 0, :]
+    return beta, h - (beta[:, None, :] @ xs.T[None])[:, 0, :]
+
+
 def odd_parts(coalitions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(pairs, xs): ``_complement_pairs`` and the +-1 codes of each pair's first coalition, then of the full set."""
     pairs = _complement_pairs(coalitions)
@@ -101,7 +125,7 @@ def odd_parts(coalitions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return pairs, xs
 
 
-def _product_prior(xs: np.ndarray, u: np.ndarray, nodes: np.ndarray, wts: np.ndarray, jitter: float):
+def _product_prior(xs: np.ndarray, u: np.ndarray, nodes: np.ndarray, wts: np.ndarray, nugget: np.ndarray):
     """Per row r of u (m, d): the prior covariance of the pairs' odd parts under N(0, prod_{i in T} u_ri) on every
     odd Walsh interaction T of >= 3 features (m, n1, n1), and its covariance with the Shapley values (m, n1, d).
 
@@ -116,7 +140,7 @@ def _product_prior(xs: np.ndarray, u: np.ndarray, nodes: np.ndarray, wts: np.nda
     cov = 0.5 * (np.exp(c + g) - np.exp(c - g)) - (xs[None] * u[:, None, :]) @ xs.T
     n1 = xs.shape[0]
     idx = np.arange(n1 - 1)
-    cov[:, idx, idx] += jitter * np.mean(np.diagonal(cov, axis1=1, axis2=2), axis=1)[:, None]  # h(full) noiseless
+    cov[:, idx, idx] += nugget[:, None] * np.mean(np.diagonal(cov, axis1=1, axis2=2), axis=1)[:, None]  # h(full) noiseless
     z = xs[None] * u[:, None, :]
     integral = np.zeros_like(z)
     for t, w in zip(nodes, wts):
@@ -135,6 +159,14 @@ def heredity_kriging(xs: np.ndarray, h: np.ndarray, pilot: np.ndarray, priors=HE
     observations, so additive games stay exact and efficiency holds) with a per-row product prior; the restricted
     likelihood has the prior's scale profiled out. Rows are independent: a row gets the same bytes alone or batched.
     """
+    return heredity_refit(xs, h, pilot, priors, nugget=np.full(len(h), jitter))[0]
+
+
+def heredity_refit(xs: np.ndarray, h: np.ndarray, pilot: np.ndarray, priors=HEREDITY_PRIORS, *, nugget: np.ndarray,
+                   start: tuple[np.ndarray, np.ndarray] | None = None):
+    """(Shapley values (m, d), posterior variances (m, d), -2 log restricted likelihood (m,)) per row: the best of
+    ``start`` (values, variances, scores of an earlier choice; without it the pilot, scored +inf) and the heredity
+    candidates, each with the row's relative ``nugget`` (noise on the pairs' odd parts; at least 1e-9)."""
     h = np.ascontiguousarray(h, dtype=np.float64)  # C order: the sums below then run the same way for any batch
     pilot = np.ascontiguousarray(pilot, dtype=np.float64)
     m, n1 = h.shape
@@ -145,46 +177,93 @@ def heredity_kriging(xs: np.ndarray, h: np.ndarray, pilot: np.ndarray, priors=HE
     s = np.maximum(s, _S_FLOOR)
     ok = np.isfinite(h).all(axis=1) & np.isfinite(pilot).all(axis=1)  # other rows keep the pilot (NaN in, NaN out)
     h, s = np.where(ok[:, None], h, 0.0), np.where(ok[:, None], s, 1.0)
+    nugget = np.maximum(np.asarray(nugget, dtype=np.float64), 1e-9)
+    # every candidate reproduces main effects exactly in exact arithmetic, but its ill-conditioned solve only to
+    # ~1e-7: take the least-squares main effects off first (exact on additive games), fit what is left
+    beta, h = split_main_effects(xs, h)
     nodes, wts = np.polynomial.legendre.leggauss(d // 2 + 1)
     nodes, wts = (nodes + 1.0) / 2.0, wts / 2.0
-    out = pilot.copy()
+    if start is None:
+        out, out_var, out_score = pilot.copy(), np.full((m, d), np.nan), np.full(m, np.inf)
+    else:
+        out, out_var, out_score = (np.array(a, dtype=np.float64) for a in start)
     step = max(1, _CHUNK // (n1 * n1))
     for lo in range(0, m, step):
         rows = slice(lo, min(m, lo + step))
-        best_phi, best_score = pilot[rows], np.full(rows.stop - rows.start, np.inf)
+        best_phi, best_var = np.zeros((rows.stop - rows.start, d)), np.zeros((rows.stop - rows.start, d))
+        best_score = np.full(rows.stop - rows.start, np.inf)
         for rho, gamma in priors:
             sg = s[rows] ** gamma
             u = np.minimum(rho * sg / sg.mean(axis=1, keepdims=True), _U_MAX)
             try:
-                phi, score = _candidate(xs, h[rows], u, nodes, wts, jitter)
+                phi, var, score = _candidate(xs, h[rows], u, nodes, wts, nugget[rows])
             except np.linalg.LinAlgError:  # one row's system is singular: the others alone, that one skips it
-                phi, score = np.full_like(best_phi, np.nan), np.full_like(best_score, np.inf)
+                phi, var = np.full_like(best_phi, np.nan), np.full_like(best_phi, np.nan)
+                score = np.full_like(best_score, np.inf)
                 for r in range(len(score)):
                     try:
-                        one_phi, one_score = _candidate(xs, h[rows][r:r + 1], u[r:r + 1], nodes, wts, jitter)
+                        one = _candidate(xs, h[rows][r:r + 1], u[r:r + 1], nodes, wts, nugget[rows][r:r + 1])
                     except np.linalg.LinAlgError:
                         continue
-                    phi[r], score[r] = one_phi[0], one_score[0]
+                    phi[r], var[r], score[r] = one[0][0], one[1][0], one[2][0]
             better = score < best_score
             best_phi = np.where(better[:, None], phi, best_phi)
+            best_var = np.where(better[:, None], var, best_var)
             best_score = np.where(better, score, best_score)
-        out[rows] = best_phi
-    return np.where(ok[:, None], out, pilot)
+        # a row no candidate beats keeps its start (the pilot, or the earlier choice)
+        take = best_score < out_score[rows]
+        out[rows] = np.where(take[:, None], 2.0 * beta[rows] + best_phi, out[rows])
+        out_var[rows] = np.where(take[:, None], best_var, out_var[rows])
+        out_score[rows] = np.where(take, best_score, out_score[rows])
+    return np.where(ok[:, None], out, pilot), np.where(ok[:, None], out_var, np.nan), out_score
 
 
-def _candidate(xs, h, u, nodes, wts, jitter):
-    """(Shapley values (r, d), -2 log restricted likelihood (r,)) of rows h (r, n1) under the product priors u."""
+def _interaction_variance(u: np.ndarray) -> np.ndarray:
+    """(r, d): prior variance of the odd interactions' share of each Shapley value under the product priors u (r, d),
+    4 u_i sum over even k >= 2 of e_k(u without i) / (k + 1)^2 (elementary symmetric polynomials; dividing one
+    factor out is stable because every u_j < 1)."""
+    r, d = u.shape
+    e = np.zeros((r, d + 1))
+    e[:, 0] = 1.0
+    for j in range(d):
+        e[:, 1:] = e[:, 1:] + u[:, j:j + 1] * e[:, :-1]
+    out = np.zeros((r, d))
+    k = np.arange(d)
+    wk = np.where((k % 2 == 0) & (k >= 2), 1.0 / (k + 1.0) ** 2, 0.0)
+    for i in range(d):
+        ei = np.zeros((r, d))
+        ei[:, 0] = 1.0
+        for kk in range(1, d):
+            ei[:, kk] = e[:, kk] - u[:, i] * ei[:, kk - 1]
+        out[:, i] = 4.0 * u[:, i] * (np.maximum(ei, 0.0) @ wk)
+    return out
+
+
+def _candidate(xs, h, u, nodes, wts, nugget):
+    """(Shapley values of the residual odd parts (r, d), posterior variances (r, d), -2 log restricted likelihood
+    (r,)) of rows h (r, n1) under the product priors u, with relative nuggets (r,) on the pairs."""
     n1, d = xs.shape
-    cov, cross = _product_prior(xs, u, nodes, wts, jitter)
-    k_inv = np.linalg.solve(cov, np.concatenate([np.broadcast_to(xs, cov.shape[:1] + xs.shape), cross, h[:, :, None]],
-                                                axis=2))
+    cov, cross = _product_prior(xs, u, nodes, wts, nugget)
+    cov_inv = np.linalg.inv(cov)  # its diagonal gives the leave-one-pair-out scale of the standard errors
+    k_inv = cov_inv @ np.concatenate([np.broadcast_to(xs, cov.shape[:1] + xs.shape), cross, h[:, :, None]], axis=2)
     kx, kc, kh = k_inv[:, :, :d], k_inv[:, :, d:2 * d], k_inv[:, :, 2 * d]
     xkx = xs.T @ kx  # (r, d, d)
     xkh = (xs.T @ kh[:, :, None])[:, :, 0]
     beta = np.linalg.solve(xkx, xkh[:, :, None])[:, :, 0]
-    mu = np.linalg.solve(xkx, xs.T @ kc - 2.0 * np.eye(d))
+    lead = xs.T @ kc - 2.0 * np.eye(d)
+    mu = np.linalg.solve(xkx, lead)
     phi = (cross.transpose(0, 2, 1) @ kh[:, :, None])[:, :, 0] - (mu.transpose(0, 2, 1) @ xkh[:, :, None])[:, :, 0]
     resid = (h[:, None, :] @ kh[:, :, None])[:, 0, 0] - (xkh[:, None, :] @ beta[:, :, None])[:, 0, 0]
     dof = n1 - d
     score = dof * np.log(np.maximum(resid, 1e-300) / dof) + np.linalg.slogdet(cov)[1] + np.linalg.slogdet(xkx)[1]
-    return phi, np.where(np.isfinite(score), score, np.inf)
+    scale = np.mean(np.diagonal(cov, axis1=1, axis2=2)[:, :-1], axis=1) / (1.0 + nugget)  # the prior's variance
+    post = _interaction_variance(u) - np.einsum("rnd,rnd->rd", cross, kc) + np.einsum("red,red->rd", lead, mu)
+    # leave-one-pair-out scale, as KrigingFamily's: P h and diag(P), P = cov^-1 less the main effects' part
+    ph = kh - (kx @ beta[:, :, None])[:, :, 0]
+    p_diag = np.diagonal(cov_inv, axis1=1, axis2=2) - np.einsum("rnd,rnd->rn", kx, np.linalg.solve(
+        xkx, kx.transpose(0, 2, 1)).transpose(0, 2, 1))
+    loo = np.mean(ph[:, :-1] ** 2 / np.maximum(p_diag[:, :-1], 1e-300), axis=1)
+    w_full = kc[:, -1, :] - (kx[:, -1:, :] @ mu)[:, 0, :]  # the weight of h(full), noisy with a nugget
+    var = (np.maximum(post, 0.0) + np.where(nugget > 1e-9, nugget, 0.0)[:, None] * scale[:, None] * w_full ** 2) \
+        * loo[:, None]
+    return phi, var, np.where(np.isfinite(score), score, np.inf)

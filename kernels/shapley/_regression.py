@@ -7,8 +7,15 @@ import math
 import numpy as np
 
 from ._design import coalition_design
-from ._kriging import (HEREDITY_MAX_D, HEREDITY_MAX_PAIRS, HEREDITY_MIN_D, KRIGING_MAX_PAIRS, KRIGING_RHO,
-                       heredity_kriging, kriging_operator, odd_parts)
+from ._family import KrigingFamily
+from ._kriging import (HEREDITY_MAX_D, HEREDITY_MAX_PAIRS, HEREDITY_MIN_D, KRIGING_MAX_PAIRS, heredity_refit,
+                       kriging_operator, odd_parts)
+
+# heredity candidates tried after the (rho, nugget) family, per row, with the row's chosen nugget: interactions among
+# the features with large pilot values (u_i = rho s_i^gamma / mean(s^gamma), s = |pilot values|)
+FAMILY_HEREDITY = ((0.05, 0.5), (0.05, 1.0), (0.3, 1.0))
+NOISE_MODES = ("auto", "none")
+REPLICATES = 4  # the empty set, the full set and one complementary pair, evaluated twice under noise="auto"
 
 
 def n_terms(d: int, order: int) -> int:
@@ -83,15 +90,18 @@ def shapley_operator(coalitions: np.ndarray, weights: np.ndarray, order: int = 1
 
 
 class RegressionPlan:
-    """A coalition design and its Shapley operator for d features and a budget, built once per (d, budget, seed).
+    """A coalition design and its Shapley estimator for d features and a budget, built once per (d, budget, seed).
 
     ``order="auto"``: the kriging fit (``auto_fit``); an int: the kernel-weighted least-squares fit of that order.
-    With ``heredity`` (the default), the kriging fit is a linear map only for the pilot: ``apply`` then refits each
-    row under the candidate prior with its highest restricted likelihood (``heredity_kriging``).
+    ``rho=None`` (the default): each row's prior (order decay rho) and noise (nugget) are chosen from a family by
+    restricted likelihood (``KrigingFamily``), then, with ``heredity`` and from 10 features, heredity priors are tried
+    with the row's nugget (``heredity_refit``); ``apply_se`` also returns standard errors. A float ``rho``: the one
+    fixed flat prior, a linear map of the values (``kriging_operator``), no standard errors.
     """
 
     def __init__(self, d: int, budget: int, seed=None, *, order: int | str = "auto", allocation: str = "leverage",
-                 balanced: bool = True, ridge: float = 1e-9, rho: float = KRIGING_RHO, heredity: bool = True):
+                 balanced: bool = True, ridge: float = 1e-9, rho: float | None = None, heredity: bool = True,
+                 coalitions: np.ndarray | None = None, noise: str = "auto"):
         if d < 1:
             raise ValueError(f"need at least one feature, got d={d}")
         if budget < min(d + 1, 2 ** d):
@@ -99,45 +109,122 @@ class RegressionPlan:
                              f"(coalitions per row), got {budget}")
         if order != "auto" and not (isinstance(order, (int, np.integer)) and 1 <= order <= max(1, d)):
             raise ValueError(f"order must be 'auto' or an int in [1, {d}], got {order!r}")
-        if not 0 < rho < 1:
-            raise ValueError(f"rho must be in (0, 1), got {rho!r}")
-        self.coalitions, self.weights, self.complete = coalition_design(d, budget, seed, allocation=allocation,
-                                                                        balanced=balanced)
+        if rho is not None and not 0 < rho < 1:
+            raise ValueError(f"rho must be None or in (0, 1), got {rho!r}")
+        if noise not in NOISE_MODES:
+            raise ValueError(f"noise must be one of {NOISE_MODES}, got {noise!r}")
+        # "auto": evaluate the empty set, the full set and one complementary pair twice; a row whose repeated values
+        # differ is noisy (the nugget is then chosen from the data), one whose values repeat exactly is not (no nugget)
+        replicate = (noise == "auto" and coalitions is None and order == "auto" and rho is None and d >= 3
+                     and budget - REPLICATES >= 2 * (d + 1) and budget < 2 ** d)
+        if replicate:
+            budget -= REPLICATES
+        self.noise = noise
+        if coalitions is None:
+            self.coalitions, self.weights, self.complete = coalition_design(d, budget, seed, allocation=allocation,
+                                                                            balanced=balanced)
+        else:  # a grown design (``extend``): kriging only, no size weights
+            self.coalitions = coalitions
+            self.weights = np.zeros(len(coalitions))
+            self.complete = np.zeros(d + 1, dtype=bool)
+        self.n_main = len(self.coalitions)
+        self.replicates = np.zeros(0, dtype=np.int64)
+        if replicate:  # the repeated coalitions go last; self.replicates: the rows they repeat
+            self.replicates = np.array([0, 1, 2, 2 + int(np.flatnonzero(
+                (self.coalitions[2:] == ~self.coalitions[2]).all(axis=1))[0])], dtype=np.int64)
+            self.coalitions = np.concatenate([self.coalitions, self.coalitions[self.replicates]])
+            self.weights = np.concatenate([self.weights, np.zeros(REPLICATES)])
         self.exact = bool(self.complete.all())
         self.fit = auto_fit(d, self.evaluations) if order == "auto" and not self.exact else "wls"
         self.heredity = False
+        self.family = None
         if self.fit == "kriging":
             self.order = None
-            self.M, self.e = kriging_operator(self.coalitions, rho)
-            self.pairs, self.xs = odd_parts(self.coalitions)
+            self.pairs, self.xs = odd_parts(self.coalitions[:self.n_main])
+            if rho is None:
+                self.M = self.e = None
+                self.family = KrigingFamily(self.xs)
+            else:
+                self.M, self.e = kriging_operator(self.coalitions, rho)
             # the per-row prior choice needs residual degrees of freedom and more odd interactions than pairs
             n1 = self.xs.shape[0]
             self.heredity = (bool(heredity) and HEREDITY_MIN_D <= d <= HEREDITY_MAX_D and d + 1 < n1
                              and n1 - 1 <= HEREDITY_MAX_PAIRS and n1 - 1 < 2 ** (d - 1) - d)
         else:
             self.order = (wls_order(d, budget) if order == "auto" else int(order)) if d > 1 else 1
-            self.M, self.e = shapley_operator(self.coalitions, self.weights, self.order, ridge)
+            self.M, self.e = shapley_operator(self.coalitions[:self.n_main], self.weights[:self.n_main], self.order,
+                                              ridge)
 
     @property
     def evaluations(self) -> int:
         """Coalitions evaluated per explained row."""
         return int(self.coalitions.shape[0])
 
+    def extend(self, budget: int, seed=None) -> "RegressionPlan":
+        """A plan of about ``budget`` coalitions that keeps every coalition of this one (so their values are reused):
+        this design plus the complementary pairs of a fresh design of the remaining budget that are new."""
+        d = self.coalitions.shape[1]
+        main = self.coalitions[:self.n_main]
+        extra, _, _ = coalition_design(d, max(2, budget - self.evaluations + 2), seed)
+        seen = {np.packbits(row).tobytes() for row in main}
+        new = [row for row in extra[2:] if np.packbits(row).tobytes() not in seen]
+        grown = np.concatenate([main, np.array(new, dtype=bool).reshape(-1, d)])
+        if d < 63 and len(grown) >= 2 ** d:
+            return RegressionPlan(d, 2 ** d, seed, noise="none")
+        return RegressionPlan(d, len(grown), seed, coalitions=grown, noise="none")
+
+    def noisy_rows(self, values: np.ndarray) -> np.ndarray | None:
+        """(m,) bool: rows whose repeated coalitions gave different values (any output); None without repeats."""
+        if not self.replicates.size:
+            return None
+        v = np.asarray(values, dtype=np.float64)
+        again = v[:, self.n_main:, :]
+        first = v[:, self.replicates, :]
+        return ~((again == first) | (np.isnan(again) & np.isnan(first))).all(axis=(1, 2))
+
     def apply(self, values: np.ndarray) -> np.ndarray:
         """values (m, C, k) in the design's row order -> Shapley values (m, d, k); efficiency holds exactly."""
+        return self.apply_se(values)[0]
+
+    def apply_se(self, values: np.ndarray, noisy: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(Shapley values (m, d, k), their standard errors (m, d, k)) for values (m, C, k).
+
+        Standard errors: the chosen prior's posterior standard deviation with its scale estimated from the row
+        (0 where the design enumerates every coalition; NaN for the fixed-prior and kernel-weighted fits).
+        ``noisy`` (m,) bool: which rows may get a nugget; default: from the repeated coalitions (noise="auto"),
+        none (noise="none"). A noisy row's repeated values are averaged with their first evaluation."""
         v = np.asarray(values, dtype=np.float64)
+        if noisy is None:
+            noisy = self.noisy_rows(v)
+            if noisy is None:
+                noisy = np.full(v.shape[0], self.noise == "auto")
+        noisy = np.asarray(noisy, dtype=bool)
+        if self.replicates.size:
+            mean = v[:, :self.n_main].copy()
+            mean[:, self.replicates] = np.where(noisy[:, None, None], (v[:, self.replicates] + v[:, self.n_main:]) / 2,
+                                                v[:, self.replicates])
+            v = mean
+        m, _, k = v.shape
         inner = v[:, 2:, :] - v[:, :1, :]
         total = v[:, 1, :] - v[:, 0, :]  # (m, k)
-        phi = np.einsum("mck,cd->mdk", inner, self.M) + total[:, None, :] * self.e[None, :, None]
-        if self.heredity and v.shape[0] * v.shape[2]:
-            m, _, k = v.shape
+        se = np.full((m, self.coalitions.shape[1], k), 0.0 if self.exact else np.nan)
+        if self.family is None:
+            phi = np.einsum("mck,cd->mdk", inner, self.M) + total[:, None, :] * self.e[None, :, None]
+        else:
             flat = inner.transpose(0, 2, 1).reshape(m * k, -1)  # rows x outputs, each one game
             h = np.concatenate([(flat[:, self.pairs[:, 0]] - flat[:, self.pairs[:, 1]]) / 2.0,
                                 total.reshape(m * k, 1) / 2.0], axis=1)
-            pilot = phi.transpose(0, 2, 1).reshape(m * k, -1)
-            # (m, d, k) in C order, as the linear map's: the efficiency sum below then runs the same way per row
-            phi = np.ascontiguousarray(heredity_kriging(self.xs, h, pilot).reshape(m, k, -1).transpose(0, 2, 1))
+            ok = np.isfinite(h).all(axis=1)
+            est, var, score, chosen = self.family.fit(np.where(ok[:, None], h, 0.0), np.repeat(noisy, k))
+            if self.heredity and m * k:
+                est, var, score = heredity_refit(self.xs, h, np.where(ok[:, None], est, np.nan), FAMILY_HEREDITY,
+                                                 nugget=self.family.nugget_of(chosen), start=(est, var, score))
+            est = np.where(ok[:, None], est, np.nan)
+            var = np.where(ok[:, None], var, np.nan)
+            # (m, d, k) in C order: the efficiency sum below then runs the same way per row
+            phi = np.ascontiguousarray(est.reshape(m, k, -1).transpose(0, 2, 1))
+            se = np.ascontiguousarray(np.sqrt(var).reshape(m, k, -1).transpose(0, 2, 1))
         # the operator's columns sum to the efficiency gap only up to rounding: spread that rounding evenly
         gap = total - phi.sum(axis=1)
         phi += gap[:, None, :] / phi.shape[1]
-        return phi
+        return phi, se
