@@ -20,12 +20,12 @@ class GPUUnavailableError(RuntimeError):
 @functools.lru_cache(maxsize=1)
 def _cupy_or_reason() -> tuple[Any, str]:
     try:
-        import cupy  # noqa: PLC0415
-    except Exception as exc:  # ImportError, or a broken CUDA install
+        import cupy
+    except Exception as exc:  # noqa: BLE001 - ImportError, or a broken CUDA install
         return None, f"CuPy is not importable ({type(exc).__name__}: {exc}); install hitml[cuda12] or hitml[cuda13]"
     try:
         n = cupy.cuda.runtime.getDeviceCount()
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - any CUDA runtime error means no usable device; the reason is kept
         return None, f"CuPy cannot query CUDA devices ({type(exc).__name__}: {exc})"
     if n < 1:
         return None, "CuPy sees no CUDA device"
@@ -103,8 +103,8 @@ _DIRECT_BYTES = 8 << 20          # below this, a plain (pageable) copy is as fas
 @functools.lru_cache(maxsize=1)
 def _host_pool():
     """(thread pool, its size) for splitting host copies."""
-    import concurrent.futures  # noqa: PLC0415
-    import os  # noqa: PLC0415
+    import concurrent.futures
+    import os
     k = min(8, os.cpu_count() or 1)
     return concurrent.futures.ThreadPoolExecutor(k, thread_name_prefix="hitml-d2h"), k
 

@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args or args[0] in ("-h", "--help"):
         print(USAGE, file=sys.stderr)
         return 0 if args else 2
-    from hitml import shap_ext  # noqa: PLC0415
+    from hitml import shap_ext
 
     try:
         shap_ext.enable(backend)

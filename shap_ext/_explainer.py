@@ -26,7 +26,7 @@ _DEFAULT = {"backend": None}  # set by shap_ext.enable(): the backend used when 
 
 
 def _engine():
-    import hitml.kernels.treeshap as engine  # noqa: PLC0415 - the engine compiles numba code; load on first use
+    import hitml.kernels.treeshap as engine  # the engine compiles numba code; load on first use
 
     return engine
 
@@ -278,7 +278,7 @@ class TreeExplainer(_ShapTreeExplainer):
             raise DimensionError(f"The number of labels ({y_arr.shape[0]}) does not match the number of samples to "
                                  f"explain ({Xm.shape[0]})!")
         if is_cupy_array(Xm) and not is_cupy_array(y_arr):
-            import cupy  # noqa: PLC0415
+            import cupy
 
             y_arr = cupy.asarray(y_arr)
         return y_arr

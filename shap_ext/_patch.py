@@ -54,7 +54,7 @@ def _is_tree_model(model: Any, masker: Any) -> bool:
     try:  # shap's own test: linear models win first in shap.Explainer's "auto" choice
         if shap.explainers.LinearExplainer.supports_model_with_masker(model, masker):
             return False
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - a probe of a foreign model may raise anything; shap decides below
         pass
     return bool(_ShapTree.supports_model_with_masker(model, masker))
 

@@ -41,7 +41,7 @@ def _take(block: Any, idx: np.ndarray) -> Any:
     if hasattr(block, "iloc"):
         return block.iloc[idx]
     if is_cupy_array(block):
-        import cupy as cp  # noqa: PLC0415
+        import cupy as cp
 
         return cp.take(block, cp.asarray(idx), axis=0)
     return np.take(np.asarray(block), idx, axis=0)
@@ -50,11 +50,11 @@ def _take(block: Any, idx: np.ndarray) -> Any:
 def _concat(parts: list[Any]) -> Any:
     first = parts[0]
     if hasattr(first, "iloc"):
-        import pandas as pd  # noqa: PLC0415
+        import pandas as pd
 
         return pd.concat(parts) if len(parts) > 1 else first
     if is_cupy_array(first):
-        import cupy as cp  # noqa: PLC0415
+        import cupy as cp
 
         return cp.concatenate(parts, axis=0)
     return np.concatenate(parts, axis=0)
@@ -90,7 +90,7 @@ class _Source:
     """A dask collection seen as row partitions: delayed blocks with known global row ranges."""
 
     def __init__(self, x: Any) -> None:
-        import dask.array as da  # noqa: PLC0415
+        import dask.array as da
 
         self.x = x
         if isinstance(x, da.Array):
@@ -118,14 +118,14 @@ class _Source:
         """A collection like the input from delayed parts of the given row counts (empty parts dropped)."""
         keep = [(p, s) for p, s in zip(parts, sizes) if s > 0]
         if self.kind == "array":
-            import dask.array as da  # noqa: PLC0415
+            import dask.array as da
 
             x = self.x
             if not keep:
                 return x[:0]
             return da.concatenate([da.from_delayed(p, shape=(int(s),) + x.shape[1:], dtype=x.dtype, meta=x._meta)
                                    for p, s in keep], axis=0)
-        import dask.dataframe as dd  # noqa: PLC0415
+        import dask.dataframe as dd
 
         if not keep:
             return self.x.partitions[0].head(0, compute=False)
@@ -134,7 +134,7 @@ class _Source:
 
 def _positional(parts: list[Any], offsets: np.ndarray, sizes: np.ndarray, a: int, b: int) -> tuple[list, list]:
     """Delayed parts covering global positions [a, b) of a collection whose parts hold [offset, offset+size)."""
-    import dask  # noqa: PLC0415
+    import dask
 
     out, out_sizes = [], []
     for p, off, s in zip(parts, offsets, sizes):
@@ -150,7 +150,7 @@ class _Plan:
     """Round keys, the Q key-range bounds of [0, 2^b), and each output partition's row count."""
 
     def __init__(self, first: _Source, random_state: Any, npartitions: int | None) -> None:
-        import dask  # noqa: PLC0415
+        import dask
 
         n = first.n
         q = len(first.lengths) if npartitions is None else int(npartitions)
@@ -167,7 +167,7 @@ class _Plan:
         self.offsets = np.concatenate([[0], np.cumsum(self.sizes)[:-1]]).astype(np.int64)
 
     def shuffled_parts(self, src: _Source) -> list[Any]:
-        import dask  # noqa: PLC0415
+        import dask
 
         q = len(self.sizes)
         split = [dask.delayed(_split_block, nout=q, pure=True)(b, int(s), self.n, self.keys, self.bounds)

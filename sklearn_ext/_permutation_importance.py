@@ -68,7 +68,7 @@ def _predict(estimator, name: str, X, xp):
 def _perms(q0: int, q1: int, d: int, base: int, gpu: bool):
     """Permutations of range(d) for flat rows [q0, q1) of the batch keyed by ``base`` (same on CPU and GPU)."""
     if gpu:
-        from hitml.kernels.shuffle import gpu as _gpu  # noqa: PLC0415
+        from hitml.kernels.shuffle import gpu as _gpu
 
         if d <= _SMALL_D:
             return _gpu.batched_from_base(q1 - q0, d, base, start=q0)

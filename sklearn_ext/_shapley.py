@@ -269,14 +269,14 @@ class ShapleyExplainer(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
         if hasattr(est, "__sklearn_tags__"):
             try:
                 return bool(get_tags(est).input_tags.allow_nan)
-            except Exception:
+            except Exception:  # noqa: BLE001 - a third-party estimator's tags may fail to build; treat as no NaN
                 return False
         return True
 
     def _frame(self, X):
         names = getattr(self, "feature_names_in_", None)
         if names is not None and hasattr(self.estimator_, "feature_names_in_"):
-            import pandas as pd  # noqa: PLC0415
+            import pandas as pd
 
             return pd.DataFrame(X, columns=names)
         return X
@@ -325,7 +325,7 @@ class ShapleyExplainer(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
                 raise ValueError(f"batch_size must be 'auto' or a positive int, got {self.batch_size!r}")
             return int(self.batch_size)
         if gpu:
-            from hitml.kernels.device import free_gpu_bytes  # noqa: PLC0415
+            from hitml.kernels.device import free_gpu_bytes
 
             return int(max(self.background_.shape[0], min(1 << 22, free_gpu_bytes(0.25) // (8 * d + 64))))
         return int(max(self.background_.shape[0], (64 << 20) // (8 * d + 64)))
@@ -349,7 +349,7 @@ class ShapleyExplainer(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
         to_model = None
         predict = self._call_model_host
         if gpu:
-            from hitml.kernels.device import cupy_module  # noqa: PLC0415
+            from hitml.kernels.device import cupy_module
 
             xp = cupy_module()
             device_in = self.model_input == "device" or (
@@ -393,7 +393,7 @@ class ShapleyExplainer(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
 
     def explain(self, X):
         """A shap.Explanation with values, base_values, data and feature names."""
-        import shap  # noqa: PLC0415
+        import shap
 
         values, base = self.shapley_values(X)
         n = values.shape[0]

@@ -25,7 +25,7 @@ def _backend(arrays, backend: str | None) -> str:
 def _permutation(n: int, gen: np.random.Generator, backend: str):
     """Random order of range(n) from the generator, on the chosen backend (numpy or cupy int64)."""
     if backend == "gpu":
-        from hitml.kernels.shuffle import gpu  # noqa: PLC0415
+        from hitml.kernels.shuffle import gpu
 
         return gpu.permutation(n, gen)
     return _cpu.permutation(n, gen)
@@ -34,7 +34,7 @@ def _permutation(n: int, gen: np.random.Generator, backend: str):
 def _take(a: Any, idx):
     """Rows ``idx`` of ``a``: CuPy arrays are indexed on the GPU; everything else through sklearn's _safe_indexing."""
     if is_cupy_array(a):
-        import cupy as cp  # noqa: PLC0415
+        import cupy as cp
 
         return cp.take(a, cp.asarray(idx), axis=0)
     if is_cupy_array(idx):

@@ -17,13 +17,13 @@ from .coalitions import estimate_shapley, evaluations_per_row, samples_for_budge
 
 def backend_module(backend: str = "cpu"):
     """kernels.permutations.cpu or .gpu for a resolved backend name ("cpu" | "gpu" | "auto")."""
-    from hitml.kernels.device import resolve_backend  # noqa: PLC0415
+    from hitml.kernels.device import resolve_backend
 
     if resolve_backend(backend) == "gpu":
-        from . import gpu  # noqa: PLC0415
+        from . import gpu
 
         return gpu
-    from . import cpu  # noqa: PLC0415
+    from . import cpu
 
     return cpu
 

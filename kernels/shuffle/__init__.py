@@ -19,12 +19,12 @@ __all__ = [
 
 
 def _impl(backend: str | None, data: Any = None):
-    from ..device import is_cupy_array, resolve_backend  # noqa: PLC0415
+    from ..device import is_cupy_array, resolve_backend
 
     if backend is None or backend == "auto":
         backend = "gpu" if is_cupy_array(data) else resolve_backend("auto")
     if resolve_backend(backend) == "gpu":
-        from . import gpu  # noqa: PLC0415
+        from . import gpu
 
         return gpu
     return cpu

@@ -112,7 +112,7 @@ def _xp(a):
     from hitml.kernels.device import is_cupy_array
 
     if is_cupy_array(a):
-        import cupy  # noqa: PLC0415
+        import cupy
 
         return cupy
     return np

@@ -27,7 +27,7 @@ def _one_weight(xp):
 
 @functools.lru_cache(maxsize=None)
 def _device_one(device_id: int):
-    import cupy  # noqa: PLC0415  (only reached with CuPy input)
+    import cupy  # only reached with CuPy input
 
     with cupy.cuda.Device(device_id):
         return cupy.ones(1)
