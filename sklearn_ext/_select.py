@@ -30,7 +30,7 @@ def _threshold(importances: np.ndarray, threshold) -> float:
 
 
 class SelectFromShapley(SelectorMixin, MetaEstimatorMixin, BaseEstimator):
-    """Select features whose mean |Shapley value| (over up to ``max_rows`` rows of X) reaches a threshold.
+    """Select features whose mean ``|Shapley value|`` (over up to ``max_rows`` rows of X) reaches a threshold.
 
     Parameters
     ----------
@@ -57,7 +57,7 @@ class SelectFromShapley(SelectorMixin, MetaEstimatorMixin, BaseEstimator):
         self.response_method = response_method
 
     def fit(self, X, y=None):
-        """Fit the estimator if needed, explain up to ``max_rows`` rows and store shapley_importances_."""
+        """Fit the estimator if needed, explain up to ``max_rows`` rows and store ``shapley_importances_``."""
         explainer = ShapleyExplainer(self.estimator, sampler=clone(self.sampler) if self.sampler is not None else None,
                                      max_evals=self.max_evals, response_method=self.response_method,
                                      background_size=self.background_size)

@@ -123,7 +123,7 @@ class ShapleySampler(BaseEstimator):
         return mod.sample(self.method, int(n), int(n_features), seed, kernel=self.kernel, lam=float(self.kernel_param))
 
     def fit(self, X, y=None):
-        """Draw ``n_permutations`` samples for X's width: sets permutations_, weights_, discrepancy_."""
+        """Draw ``n_permutations`` samples for X's width: sets ``permutations_``, ``weights_``, ``discrepancy_``."""
         X = validate_data(self, X, reset=True, ensure_all_finite=False)
         perms, w = self.sample(X.shape[1])
         self.weights_ = to_numpy(w)
