@@ -32,6 +32,7 @@ def _run(args: list[str], **env: str) -> subprocess.CompletedProcess:
                           env={**os.environ, "HITML_PROGRESS": "0", "PYTHONWARNINGS": "ignore", **env})
 
 
+@pytest.mark.slow  # about 30 s: imports every module and renders four pages
 def test_api_reference_builds_without_warnings(tmp_path):
     pytest.importorskip("sphinx")
     pytest.importorskip("numpydoc")
