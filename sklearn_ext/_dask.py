@@ -203,6 +203,35 @@ def dask_shuffle(*arrays: Any, random_state: Any = None, n_samples: int | None =
     The result equals the in-memory ``sklearn_ext.shuffle`` of the computed inputs with the same ``random_state``
     (row for row), whatever the input partitioning; ``npartitions`` (default: the first input's) fixes the output
     partitions, whose sizes are known. NumPy, CuPy and pandas partitions all work; rows move, indices never do.
+
+    Parameters
+    ----------
+    *arrays : dask.array.Array, dask.dataframe.DataFrame or dask.dataframe.Series
+        With the same number of rows.
+    random_state : None, int, numpy.random.Generator or numpy.random.RandomState
+        Seed of the bijective shuffle.
+    n_samples : int, optional
+        Number of rows to return.
+    npartitions : int, optional
+        Partitions of the output (default: the first input's).
+
+    Returns
+    -------
+    object or list
+        Lazy Dask collections of the inputs' types.
+
+    See Also
+    --------
+    sklearn.utils.shuffle : the in-memory function this extends.
+    shuffle : the in-memory version, with the same rows.
+
+    Examples
+    --------
+    >>> import numpy as np, dask.array as da
+    >>> from hitml.sklearn_ext import dask_shuffle, shuffle
+    >>> x = np.arange(12)
+    >>> bool((dask_shuffle(da.from_array(x, chunks=5), random_state=1).compute() == shuffle(x, random_state=1)).all())
+    True
     """
     srcs = _sources(arrays)
     if not srcs:
@@ -227,6 +256,39 @@ def dask_train_test_split(*arrays: Any, test_size: Any = None, train_size: Any =
     Sizes follow sklearn exactly (not Dask's approximate ``random_split``). With ``shuffle=True`` the test rows are the
     first ``n_test`` of the bijective order and the training rows the next ``n_train``, so the split equals the
     in-memory ``sklearn_ext.train_test_split`` for the same ``random_state``. ``stratify`` is not supported here.
+
+    Parameters
+    ----------
+    *arrays : dask.array.Array, dask.dataframe.DataFrame or dask.dataframe.Series
+        With the same number of rows.
+    test_size, train_size : float, int or None
+        As in scikit-learn.
+    random_state : None, int, numpy.random.Generator or numpy.random.RandomState
+        Seed of the bijective shuffle.
+    shuffle : bool, default True
+        Without it, the first rows train and the last rows test.
+    stratify : None
+        Not supported (raises if given).
+    npartitions : int, optional
+        Partitions of each output.
+
+    Returns
+    -------
+    list
+        ``[a_train, a_test]`` for each input, lazy.
+
+    See Also
+    --------
+    sklearn.model_selection.train_test_split : the in-memory function this extends.
+    train_test_split : the in-memory version, with the same rows.
+
+    Examples
+    --------
+    >>> import numpy as np, dask.array as da
+    >>> from hitml.sklearn_ext import dask_train_test_split
+    >>> X_tr, X_te = dask_train_test_split(da.arange(20, chunks=6), test_size=0.25, random_state=0)
+    >>> len(X_tr.compute()), len(X_te.compute())
+    (15, 5)
     """
     if not arrays:
         raise ValueError("At least one array required as input")
