@@ -14,7 +14,25 @@ BACKENDS = ("cpu", "gpu", "auto")
 
 
 class GPUUnavailableError(RuntimeError):
-    """backend="gpu" was asked for but CuPy sees no usable CUDA device."""
+    """backend="gpu" was asked for but CuPy sees no usable CUDA device.
+
+    The message says why (CuPy not installed or not importable, no device, a CUDA runtime error).
+
+    See Also
+    --------
+    resolve_backend : raises it for ``backend="gpu"``.
+    gpu_available : ask first instead.
+
+    Examples
+    --------
+    >>> from hitml.kernels import GPUUnavailableError, gpu_available, resolve_backend
+    >>> try:
+    ...     backend = resolve_backend("gpu")
+    ... except GPUUnavailableError:
+    ...     backend = "cpu"
+    >>> backend == ("gpu" if gpu_available() else "cpu")
+    True
+    """
 
 
 @functools.lru_cache(maxsize=1)
@@ -33,7 +51,23 @@ def _cupy_or_reason() -> tuple[Any, str]:
 
 
 def gpu_available() -> bool:
-    """True when CuPy imports and sees at least one CUDA device."""
+    """True when CuPy imports and sees at least one CUDA device.
+
+    Returns
+    -------
+    bool
+        Cached for the process.
+
+    See Also
+    --------
+    resolve_backend : the backend a kernel will use.
+
+    Examples
+    --------
+    >>> from hitml.kernels import gpu_available
+    >>> isinstance(gpu_available(), bool)
+    True
+    """
     return _cupy_or_reason()[0] is not None
 
 
@@ -53,6 +87,40 @@ def resolve_backend(backend: str | None = "auto", data: Any = None) -> str:
 
     "gpu" raises GPUUnavailableError without a usable device. "auto" picks the GPU when CuPy sees one
     (or when ``data`` already lives on the GPU) and otherwise falls back to the CPU, warning once per process.
+
+    Parameters
+    ----------
+    backend : {"auto", "cpu", "gpu"} or None, default "auto"
+        What the caller asked for.
+    data : object, optional
+        The input; a CuPy array makes "auto" pick the GPU.
+
+    Returns
+    -------
+    str
+        "cpu" or "gpu".
+
+    Raises
+    ------
+    ValueError
+        For any other ``backend``.
+    GPUUnavailableError
+        For "gpu" without a usable device.
+
+    Warns
+    -----
+    RuntimeWarning
+        Once per process, when "auto" falls back to the CPU.
+
+    See Also
+    --------
+    array_module : the array module of the resolved backend.
+
+    Examples
+    --------
+    >>> from hitml.kernels import resolve_backend
+    >>> resolve_backend("cpu")
+    'cpu'
     """
     global _warned_fallback
     if backend is None:
@@ -77,20 +145,79 @@ def resolve_backend(backend: str | None = "auto", data: Any = None) -> str:
 
 
 def is_cupy_array(x: Any) -> bool:
-    """True for a cupy.ndarray, without importing CuPy when it is not loaded already."""
+    """True for a cupy.ndarray, without importing CuPy when it is not loaded already.
+
+    Parameters
+    ----------
+    x : object
+        Anything.
+
+    Returns
+    -------
+    bool
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from hitml.kernels import is_cupy_array
+    >>> is_cupy_array(np.zeros(3))
+    False
+    """
     mod = type(x).__module__
     return mod.startswith("cupy") and hasattr(x, "__cuda_array_interface__")
 
 
 def array_module(backend_or_array: Any):
-    """numpy for "cpu" or a host array; cupy for "gpu" or a CuPy array."""
+    """numpy for "cpu" or a host array; cupy for "gpu" or a CuPy array.
+
+    Parameters
+    ----------
+    backend_or_array : str or array-like
+        A backend name (resolved by :func:`resolve_backend`) or an array.
+
+    Returns
+    -------
+    module
+        ``numpy`` or ``cupy``.
+
+    See Also
+    --------
+    cupy.get_array_module : CuPy's equivalent for arrays.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from hitml.kernels import array_module
+    >>> array_module("cpu") is np and array_module(np.zeros(2)) is np
+    True
+    """
     if isinstance(backend_or_array, str):
         return cupy_module() if resolve_backend(backend_or_array) == "gpu" else np
     return cupy_module() if is_cupy_array(backend_or_array) else np
 
 
 def to_numpy(x: Any) -> np.ndarray:
-    """Bring an array to the host (no copy for NumPy input)."""
+    """Bring an array to the host (no copy for NumPy input).
+
+    Parameters
+    ----------
+    x : array-like
+        NumPy, CuPy or anything ``numpy.asarray`` takes.
+
+    Returns
+    -------
+    numpy.ndarray
+
+    See Also
+    --------
+    cupy.asnumpy : CuPy's equivalent.
+
+    Examples
+    --------
+    >>> from hitml.kernels import to_numpy
+    >>> to_numpy([1, 2]).tolist()
+    [1, 2]
+    """
     if is_cupy_array(x):
         return x.get()
     return np.asarray(x)

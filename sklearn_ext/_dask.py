@@ -268,7 +268,7 @@ def dask_train_test_split(*arrays: Any, test_size: Any = None, train_size: Any =
     shuffle : bool, default True
         Without it, the first rows train and the last rows test.
     stratify : None
-        Not supported (raises if given).
+        Not supported (``NotImplementedError`` if given).
     npartitions : int, optional
         Partitions of each output.
 
