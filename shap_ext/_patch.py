@@ -152,6 +152,15 @@ def uninstall() -> None:
     See Also
     --------
     install : put the hook back.
+
+    Examples
+    --------
+    >>> import inspect, shap
+    >>> from hitml import shap_ext
+    >>> shap_ext.uninstall()
+    >>> "backend" in inspect.signature(shap.TreeExplainer).parameters
+    False
+    >>> shap_ext.install()
     """
     _undocument()
     for cls in (_ShapTree, _ShapExplainer):
@@ -200,5 +209,11 @@ def disable() -> None:
     See Also
     --------
     enable : set a default backend for every ``shap.TreeExplainer``.
+
+    Examples
+    --------
+    >>> from hitml import shap_ext
+    >>> shap_ext.enable("cpu")
+    >>> shap_ext.disable()
     """
     _DEFAULT["backend"] = None

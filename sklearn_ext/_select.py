@@ -42,6 +42,21 @@ class SelectFromShapley(SelectorMixin, MetaEstimatorMixin, BaseEstimator):
     max_rows : int, rows of X explained to estimate the importances (a random subset when larger).
     background_size : int, background rows (see ShapleyExplainer).
     response_method : see ShapleyExplainer.
+
+    See Also
+    --------
+    sklearn.feature_selection.SelectFromModel : the selector this mirrors, on ``feature_importances_`` / ``coef_``.
+    ShapleyExplainer : the Shapley values it averages.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.linear_model import LinearRegression
+    >>> from hitml.sklearn_ext import SelectFromShapley
+    >>> X = np.random.default_rng(0).normal(size=(200, 4))
+    >>> y = 3 * X[:, 0] + X[:, 2]
+    >>> SelectFromShapley(LinearRegression(), max_features=2).fit(X, y).get_support().tolist()
+    [True, False, True, False]
     """
 
     def __init__(self, estimator=None, sampler: ShapleySampler | None = None, max_evals="auto", threshold=None,

@@ -138,6 +138,28 @@ def _public_doctests():
 _DOCTESTS = {t.name: t for t in _public_doctests()}
 
 
+ADAPTERS = ["hitml.shap_ext", "hitml.xgboost_ext", "hitml.sklearn_ext"]
+# Exports whose docstrings still lack sections, each with the reason; the list may only shrink.
+NOT_YET = {
+    "hitml.sklearn_ext.ShapleySampler": "being reworked with kernels/shapley (numpydoc sections pending)",
+    "hitml.sklearn_ext.ShapleyExplainer": "being reworked with kernels/shapley (numpydoc sections pending)",
+}
+
+
+@pytest.mark.parametrize("name", [f"{m}.{n}" for m in ADAPTERS for n in importlib.import_module(m).__all__])
+def test_adapter_exports_have_numpydoc_sections(name):
+    """Every export of an adapter has a summary, See Also (naming what it replaces) and Examples."""
+    from numpydoc.docscrape import ClassDoc, FunctionDoc
+
+    if name in NOT_YET:
+        pytest.skip(NOT_YET[name])
+    module, _, attr = name.rpartition(".")
+    obj = getattr(importlib.import_module(module), attr)
+    doc = ClassDoc(obj) if inspect.isclass(obj) else FunctionDoc(obj)
+    missing = [section for section in ("Summary", "See Also", "Examples") if not doc[section]]
+    assert not missing, f"{name}: no {missing}"
+
+
 @pytest.mark.parametrize("name", sorted(_DOCTESTS))
 def test_docstring_examples_run(name):
     failures: list[str] = []
