@@ -23,6 +23,19 @@ class Cuts:
     exact: True where the cuts are every distinct value but the first (as XGBoost itself does for such columns).
     source: per feature where the cuts come from: "exact" (every distinct value), "moments" (the solver's, passed the
     occupancy check), "data" (quantiles of the data, point masses isolated), "sample" (the same from the row sample).
+
+    See Also
+    --------
+    cut_points : builds them from a sketch.
+    xgboost.DMatrix.get_quantile_cut : XGBoost's own cuts, in the same convention.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from hitml.kernels.sketch import cut_points, sketch
+    >>> cuts = cut_points(sketch(np.array([[0.0], [1.0], [1.0], [5.0]])), max_bin=8)
+    >>> cuts.values[0].tolist(), bool(cuts.exact[0]), int(np.searchsorted(cuts.values[0], 1.0, "right"))
+    ([1.0, 5.0], True, 1)
     """
 
     values: list[np.ndarray]
