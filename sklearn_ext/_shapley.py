@@ -52,6 +52,20 @@ class ShapleySampler(BaseEstimator):
     random_state : None, int, Generator or RandomState
     backend : {"cpu", "gpu", "auto"}
         Where permutations (and ShapleyExplainer's masked rows) are built.
+
+    See Also
+    --------
+    shap.PermutationExplainer : shap's permutation sampling, which the permutation methods replace.
+    shap.KernelExplainer : shap's KernelSHAP, which the regression method (order 1) generalises.
+    ShapleyExplainer : the estimator that uses a sampler.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from hitml.sklearn_ext import ShapleySampler
+    >>> sampler = ShapleySampler("orthogonal", n_permutations=8, random_state=0).fit(np.zeros((1, 5)))
+    >>> sampler.permutations_.shape, float(sampler.weights_.sum())
+    ((8, 5), 1.0)
     """
 
     def __init__(self, method: str = "auto", n_permutations: int | None = None, order="auto", kernel: str = "mallows",
@@ -212,6 +226,23 @@ class ShapleyExplainer(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
     model_input : {"auto", "numpy", "device"}
         With a GPU backend, what the model receives: "device" passes CuPy arrays (XGBoost takes them), "numpy" copies
         each batch to the host. "auto": device for XGBoost models, numpy otherwise.
+
+    See Also
+    --------
+    shap.KernelExplainer, shap.PermutationExplainer : shap's model-agnostic explainers this replaces.
+    SelectFromShapley : feature selection on these values.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.linear_model import LinearRegression
+    >>> from hitml.sklearn_ext import ShapleyExplainer, ShapleySampler
+    >>> X = np.random.default_rng(0).normal(size=(100, 3))
+    >>> model = LinearRegression().fit(X, X @ np.array([1.0, 2.0, 0.0]))
+    >>> explainer = ShapleyExplainer(model, ShapleySampler(random_state=0), max_evals=8, background_size=20).fit(X)
+    >>> phi = explainer.transform(X[:2])                      # 8 = 2^3 coalitions: exact
+    >>> bool(np.allclose(phi.sum(1) + explainer.expected_value_, model.predict(X[:2])))
+    True
     """
 
     def __init__(self, estimator=None, sampler: ShapleySampler | None = None, max_evals="auto", batch_size="auto",

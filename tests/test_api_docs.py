@@ -140,10 +140,7 @@ _DOCTESTS = {t.name: t for t in _public_doctests()}
 
 ADAPTERS = ["hitml.shap_ext", "hitml.xgboost_ext", "hitml.sklearn_ext"]
 # Exports whose docstrings still lack sections, each with the reason; the list may only shrink.
-NOT_YET = {
-    "hitml.sklearn_ext.ShapleySampler": "being reworked with kernels/shapley (numpydoc sections pending)",
-    "hitml.sklearn_ext.ShapleyExplainer": "being reworked with kernels/shapley (numpydoc sections pending)",
-}
+NOT_YET: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("name", [f"{m}.{n}" for m in ADAPTERS for n in importlib.import_module(m).__all__])
