@@ -22,6 +22,15 @@ SLOW_MODULES = {
     "test_packaging": "builds the wheel and installs it into fresh environments",
     "test_docs": "runs every example of README.md and docs/ in subprocesses",
 }
+# ... these tests (the longest of the rest: 30-100 s each on a busy 2-core machine, wall) ...
+SLOW_TESTS = {
+    "tests/test_treeshap_cpu_quad.py::test_multiclass_rows_do_not_depend_on_blocks_groups_or_threads": "threads",
+    "tests/test_treeshap_cpu_quad.py::test_rows_do_not_depend_on_block_position_or_threads": "thread counts",
+    "tests/test_treeshap_cpu_quad.py::test_lightgbm_categorical_matches_native": "LightGBM categorical models",
+    "tests/test_shap_ext_treelite.py::test_xgboost_treelite_interactions_and_hook": "treelite interactions",
+    "tests/test_shap_ext_treelite.py::test_sklearn_treelite_matches_shap_cpp": "treelite forests",
+    "tests/test_sketch_robust.py::test_downstream_no_worse_than_xgboost": "trains XGBoost on every column family",
+}
 # ... and keeps QUICK_CASES evenly spread cases of a parametrized test (every k-th), marking the others slow.
 QUICK_CASES = 8
 
@@ -31,7 +40,7 @@ def _mark_slow(items) -> None:
     cases = collections.defaultdict(list)
     for item in items:
         module = item.module.__name__.rpartition(".")[2] if getattr(item, "module", None) else ""
-        if module in SLOW_MODULES:
+        if module in SLOW_MODULES or item.nodeid.partition("[")[0] in SLOW_TESTS:
             item.add_marker(slow)
         elif hasattr(item, "callspec"):
             cases[(item.nodeid.partition("[")[0])].append(item)
