@@ -61,7 +61,7 @@ def _worker_gpu() -> dict:
     try:
         out["visible_gpus"] = int(cp.cuda.runtime.getDeviceCount())
         out["pci_bus_id"] = cp.cuda.runtime.deviceGetPCIBusId(0)
-    except Exception as exc:  # noqa: BLE001 - a report, not a requirement
+    except Exception as exc:  # a report, not a requirement
         out["error"] = f"{type(exc).__name__}: {exc}"[:200]
     return out
 

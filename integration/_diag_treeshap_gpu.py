@@ -19,7 +19,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "integration"))
-from _treeshap_common import load_dataset, train_model  # noqa: E402
+from _treeshap_common import load_dataset, train_model  # noqa: E402 - after the sys.path set-up above
 
 def timed(fn, sync, reps=3):
     fn()

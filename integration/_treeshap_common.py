@@ -125,3 +125,23 @@ def versions() -> dict:
         except Exception:
             out[mod] = None
     return out
+
+
+def shap_cext(ens, X, interactions=False):
+    """shap's own C++ TreeExplainer algorithm on the TreeEnsemble (not XGBoost's short-circuit)."""
+    from shap import _cext
+    vals = ens._bench_vals if hasattr(ens, "_bench_vals") else None
+    if vals is None:
+        vals = ens.values.copy()
+        for t in range(vals.shape[0]):
+            _cext.compute_expectations(ens.children_left[t], ens.children_right[t], ens.node_sample_weight[t],
+                                       vals[t])
+        ens._bench_vals = vals
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    n, M = X.shape
+    K = vals.shape[2]
+    phi = np.zeros((n, M + 1, M + 1, K) if interactions else (n, M + 1, K))
+    _cext.dense_tree_shap(ens.children_left, ens.children_right, ens.children_default, ens.features, ens.thresholds,
+                          ens.threshold_types, vals, ens.node_sample_weight, ens.max_depth, X, np.isnan(X), None,
+                          None, None, vals.shape[0], ens.base_offset, phi, 1, 0, interactions)
+    return phi

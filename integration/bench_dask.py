@@ -66,7 +66,7 @@ def versions() -> dict:
     for mod in ("numpy", "dask", "distributed", "dask_cuda", "xgboost", "shap", "cupy", "numba"):
         try:
             out[mod] = __import__(mod).__version__
-        except Exception:  # noqa: BLE001
+        except Exception:
             out[mod] = None
     return out
 
@@ -140,7 +140,7 @@ def bench_shuffle(client, X, n_workers: int, budget: Budget, anchor_cap: float) 
         out["dask_array_shuffle_s"] = time.perf_counter() - t
         client.cancel(futures_of(s))
         del s
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         out["dask_array_shuffle_error"] = f"{type(exc).__name__}: {exc}"[:200] or type(exc).__name__
     return out
 
@@ -150,7 +150,7 @@ def bench_frame_split(client, n: int, chunk: int) -> dict:
     try:
         import dask.array as da
         import dask.dataframe as dd
-    except Exception as exc:  # noqa: BLE001 - dask.dataframe needs pandas + pyarrow
+    except Exception as exc:  # dask.dataframe needs pandas + pyarrow
         return {"frame_error": f"{type(exc).__name__}: {exc}"[:200]}
     from distributed import wait
 
@@ -177,7 +177,7 @@ def bench_frame_split(client, n: int, chunk: int) -> dict:
 # ------------------------------------------------------------------------------------------------------- main
 def train_models(args, gpu: bool) -> dict:
     from hitml import shap_ext
-    from bench_treeshap import load_dataset, train_model
+    from _treeshap_common import load_dataset, train_model
 
     models = {}
     for spec in args.models.split(","):
@@ -242,7 +242,7 @@ def run_cluster(args, report: dict, models: dict, n_workers: int, budget: Budget
                 report["estimates"][spec] = s * n_workers / rows  # seconds per row on one worker
                 client.cancel(futs)
                 del X, futs, shipped
-            except Exception as exc:  # noqa: BLE001 - record and go on with the other parts
+            except Exception as exc:  # record and go on with the other parts
                 rec = {"model": spec, "workers": n_workers, "error": f"{type(exc).__name__}: {exc}"[:300]}
             report["shap"].append(rec)
             log(json.dumps(rec))
@@ -254,7 +254,7 @@ def run_cluster(args, report: dict, models: dict, n_workers: int, budget: Budget
             return
         try:
             Xd, futs = worker_rows(client, addrs, "covtype", args.data_rows, args.data_chunk, None, gpu, seed=7)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             report["sketch"].append({"workers": n_workers, "error": f"{type(exc).__name__}: {exc}"[:300]})
             save()
             return
@@ -262,7 +262,7 @@ def run_cluster(args, report: dict, models: dict, n_workers: int, budget: Budget
             s = bench_sketch(client, Xd, backend, n_workers)
             rec = {"what": "moment sketch, 54 cols, 15 moments, tree merge", "workers": n_workers,
                    "rows": args.data_rows, "partitions": Xd.numblocks[0], "seconds": s, "rows_per_s": args.data_rows / s}
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             rec = {"workers": n_workers, "error": f"{type(exc).__name__}: {exc}"[:300]}
         report["sketch"].append(rec)
         log(json.dumps(rec))
@@ -276,7 +276,7 @@ def run_cluster(args, report: dict, models: dict, n_workers: int, budget: Budget
                    **bench_shuffle(client, Xd, n_workers, budget, anchor_cap=max(5.0, budget.left() - reserve()))}
             if not gpu:
                 rec.update(bench_frame_split(client, args.data_rows, args.data_chunk))
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             rec = {"workers": n_workers, "rows": args.data_rows, "error": f"{type(exc).__name__}: {exc}"[:300]}
         report["shuffle"].append(rec)
         log(json.dumps(rec))

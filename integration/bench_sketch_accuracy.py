@@ -15,9 +15,10 @@ import numpy as np
 import pandas as pd
 
 from hitml.kernels.sketch import MomentSketch, cpu
-from hitml.kernels.sketch.naive import naive_from_power_sums, naive_sketch
 from hitml.kernels.sketch.cuts import cut_points
 from hitml.kernels.sketch.solvers import quantiles
+
+from _naive_sketch import naive_from_power_sums, naive_sketch  # integration/, the script's own folder
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 PHI = np.linspace(0, 1, 1000)
@@ -366,7 +367,6 @@ def main():
     t0 = time.time()
     per, rank = accuracy({**real, **syn})
     print(f"accuracy done in {time.time() - t0:.0f}s", flush=True)
-    ests = [k for k in next(iter(per.values())) if not k.startswith("_")]
     # the KLL label of the smallest sketch varies with n: group by prefix
     def norm(k):
         return "KLL (smallest available, k=8)" if k.startswith("KLL (smallest") else k

@@ -24,17 +24,17 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 sys.path.insert(0, str(ROOT / "integration"))
-from _treeshap_common import (  # noqa: E402, F401  (re-exported for bench_dask and bench_treeshap_cpu)
+from _treeshap_common import (  # noqa: E402 - after the sys.path set-up above
     load_dataset,
+    shap_cext,
     train_model,
     timed,
     timed_rows,
     versions,
     SIZES,
     DATASETS,
-    MODEL_DIR,
 )
-from _treeshap_report import write_outputs  # noqa: E402
+from _treeshap_report import write_outputs  # noqa: E402 - after the sys.path set-up above
 
 
 # ----------------------------------------------------------------------------------------------------- engines
@@ -46,26 +46,6 @@ def our_paths(bst, M):
     return extract_paths(ens.children_left, ens.children_right, ens.children_default, ens.features, ens.thresholds,
                          ens.values, ens.node_sample_weight, ens.base_offset, n_features=M,
                          input_dtype=ens.input_dtype), ens
-
-
-def shap_cext(ens, X, interactions=False):
-    """shap's own C++ TreeExplainer algorithm on the TreeEnsemble (not XGBoost's short-circuit)."""
-    from shap import _cext
-    vals = ens._bench_vals if hasattr(ens, "_bench_vals") else None
-    if vals is None:
-        vals = ens.values.copy()
-        for t in range(vals.shape[0]):
-            _cext.compute_expectations(ens.children_left[t], ens.children_right[t], ens.node_sample_weight[t],
-                                       vals[t])
-        ens._bench_vals = vals
-    X = np.ascontiguousarray(X, dtype=np.float64)
-    n, M = X.shape
-    K = vals.shape[2]
-    phi = np.zeros((n, M + 1, M + 1, K) if interactions else (n, M + 1, K))
-    _cext.dense_tree_shap(ens.children_left, ens.children_right, ens.children_default, ens.features, ens.thresholds,
-                          ens.threshold_types, vals, ens.node_sample_weight, ens.max_depth, X, np.isnan(X), None,
-                          None, None, vals.shape[0], ens.base_offset, phi, 1, 0, interactions)
-    return phi
 
 
 def xgb_contribs(bst, device, nthread, interactions=False):

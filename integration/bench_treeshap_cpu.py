@@ -22,8 +22,9 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "integration"))
 
-from integration.bench_treeshap import (
+from _treeshap_common import (  # noqa: E402 - after the sys.path set-up above
     load_dataset,
     shap_cext,
     timed,

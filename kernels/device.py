@@ -16,18 +16,36 @@ BACKENDS = ("cpu", "gpu", "auto")
 
 
 class GPUUnavailableError(RuntimeError):
-    """backend="gpu" was asked for but CuPy sees no usable CUDA device."""
+    """backend="gpu" was asked for but CuPy sees no usable CUDA device.
+
+    The message says why (CuPy not installed or not importable, no device, a CUDA runtime error).
+
+    See Also
+    --------
+    resolve_backend : raises it for ``backend="gpu"``.
+    gpu_available : ask first instead.
+
+    Examples
+    --------
+    >>> from hitml.kernels import GPUUnavailableError, gpu_available, resolve_backend
+    >>> try:
+    ...     backend = resolve_backend("gpu")
+    ... except GPUUnavailableError:
+    ...     backend = "cpu"
+    >>> backend == ("gpu" if gpu_available() else "cpu")
+    True
+    """
 
 
 @functools.lru_cache(maxsize=1)
 def _cupy_or_reason() -> tuple[Any, str]:
     try:
-        import cupy  # noqa: PLC0415
-    except Exception as exc:  # ImportError, or a broken CUDA install
+        import cupy
+    except Exception as exc:  # noqa: BLE001 - ImportError, or a broken CUDA install
         return None, f"CuPy is not importable ({type(exc).__name__}: {exc}); install hitml[cuda12] or hitml[cuda13]"
     try:
         n = cupy.cuda.runtime.getDeviceCount()
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - any CUDA runtime error means no usable device; the reason is kept
         return None, f"CuPy cannot query CUDA devices ({type(exc).__name__}: {exc})"
     if n < 1:
         return None, "CuPy sees no CUDA device"
@@ -35,7 +53,23 @@ def _cupy_or_reason() -> tuple[Any, str]:
 
 
 def gpu_available() -> bool:
-    """True when CuPy imports and sees at least one CUDA device."""
+    """True when CuPy imports and sees at least one CUDA device.
+
+    Returns
+    -------
+    bool
+        Cached for the process.
+
+    See Also
+    --------
+    resolve_backend : the backend a kernel will use.
+
+    Examples
+    --------
+    >>> from hitml.kernels import gpu_available
+    >>> isinstance(gpu_available(), bool)
+    True
+    """
     return _cupy_or_reason()[0] is not None
 
 
@@ -55,6 +89,40 @@ def resolve_backend(backend: str | None = "auto", data: Any = None) -> str:
 
     "gpu" raises GPUUnavailableError without a usable device. "auto" picks the GPU when CuPy sees one
     (or when ``data`` already lives on the GPU) and otherwise falls back to the CPU, warning once per process.
+
+    Parameters
+    ----------
+    backend : {"auto", "cpu", "gpu"} or None, default "auto"
+        What the caller asked for.
+    data : object, optional
+        The input; a CuPy array makes "auto" pick the GPU.
+
+    Returns
+    -------
+    str
+        "cpu" or "gpu".
+
+    Raises
+    ------
+    ValueError
+        For any other ``backend``.
+    GPUUnavailableError
+        For "gpu" without a usable device.
+
+    Warns
+    -----
+    RuntimeWarning
+        Once per process, when "auto" falls back to the CPU.
+
+    See Also
+    --------
+    array_module : the array module of the resolved backend.
+
+    Examples
+    --------
+    >>> from hitml.kernels import resolve_backend
+    >>> resolve_backend("cpu")
+    'cpu'
     """
     global _warned_fallback
     if backend is None:
@@ -79,20 +147,79 @@ def resolve_backend(backend: str | None = "auto", data: Any = None) -> str:
 
 
 def is_cupy_array(x: Any) -> bool:
-    """True for a cupy.ndarray, without importing CuPy when it is not loaded already."""
+    """True for a cupy.ndarray, without importing CuPy when it is not loaded already.
+
+    Parameters
+    ----------
+    x : object
+        Anything.
+
+    Returns
+    -------
+    bool
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from hitml.kernels import is_cupy_array
+    >>> is_cupy_array(np.zeros(3))
+    False
+    """
     mod = type(x).__module__
     return mod.startswith("cupy") and hasattr(x, "__cuda_array_interface__")
 
 
 def array_module(backend_or_array: Any):
-    """numpy for "cpu" or a host array; cupy for "gpu" or a CuPy array."""
+    """numpy for "cpu" or a host array; cupy for "gpu" or a CuPy array.
+
+    Parameters
+    ----------
+    backend_or_array : str or array-like
+        A backend name (resolved by :func:`resolve_backend`) or an array.
+
+    Returns
+    -------
+    module
+        ``numpy`` or ``cupy``.
+
+    See Also
+    --------
+    cupy.get_array_module : CuPy's equivalent for arrays.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from hitml.kernels import array_module
+    >>> array_module("cpu") is np and array_module(np.zeros(2)) is np
+    True
+    """
     if isinstance(backend_or_array, str):
         return cupy_module() if resolve_backend(backend_or_array) == "gpu" else np
     return cupy_module() if is_cupy_array(backend_or_array) else np
 
 
 def to_numpy(x: Any) -> np.ndarray:
-    """Bring an array to the host (no copy for NumPy input)."""
+    """Bring an array to the host (no copy for NumPy input).
+
+    Parameters
+    ----------
+    x : array-like
+        NumPy, CuPy or anything ``numpy.asarray`` takes.
+
+    Returns
+    -------
+    numpy.ndarray
+
+    See Also
+    --------
+    cupy.asnumpy : CuPy's equivalent.
+
+    Examples
+    --------
+    >>> from hitml.kernels import to_numpy
+    >>> to_numpy([1, 2]).tolist()
+    [1, 2]
+    """
     if is_cupy_array(x):
         return x.get()
     return np.asarray(x)
@@ -105,8 +232,8 @@ _DIRECT_BYTES = 8 << 20          # below this, a plain (pageable) copy is as fas
 @functools.lru_cache(maxsize=1)
 def _host_pool():
     """(thread pool, its size) for splitting host copies."""
-    import concurrent.futures  # noqa: PLC0415
-    import os  # noqa: PLC0415
+    import concurrent.futures
+    import os
     k = min(8, os.cpu_count() or 1)
     return concurrent.futures.ThreadPoolExecutor(k, thread_name_prefix="hitml-d2h"), k
 

@@ -1,10 +1,24 @@
 """hitml's exact TreeSHAP (CPU or GPU) behind shap's TreeExplainer: ``shap.TreeExplainer(model, backend=...)``.
 
-Importing this package installs a small hook so that ``shap.TreeExplainer(model, backend="cpu"|"gpu"|"auto")``
-(and ``shap.Explainer(model, algorithm="tree", backend=...)``) build :class:`shap_ext.TreeExplainer`; without
-``backend`` shap behaves exactly as before. ``shap.GPUTreeExplainer`` resolves to :class:`GPUTreeExplainer`
-through the ``shap.tree_backends`` entry point ``hitml``; ``python -m shap_ext script.py`` runs a script with the
-backend enabled for every TreeExplainer it creates.
+Three ways to use it, and what each needs:
+
+1. ``import hitml.shap_ext``, then ``shap.TreeExplainer(model, backend="cpu"|"gpu"|"auto")`` (and
+   ``shap.Explainer(model, algorithm="tree", backend=...)``). The import installs a hook on shap's classes; without
+   the import shap knows no ``backend`` keyword and raises ``TypeError``. A call without ``backend`` still builds
+   shap's own explainer. ``hitml.shap_ext.TreeExplainer(model, backend=...)`` is the class itself.
+2. ``shap.GPUTreeExplainer(model)`` with no import: shap finds :class:`GPUTreeExplainer` through the
+   ``shap.tree_backends`` entry point ``hitml`` (shap prefers a backend named ``cuda`` where shap-cuda is installed).
+3. ``python -m hitml.shap_ext [--backend auto|cpu|gpu] script.py [args...]`` runs an unmodified script with the
+   backend enabled for every TreeExplainer it creates (:func:`enable` does the same inside Python).
+
+Examples
+--------
+>>> import numpy as np, shap, xgboost
+>>> import hitml.shap_ext
+>>> X = np.random.default_rng(0).normal(size=(200, 4))
+>>> model = xgboost.XGBRegressor(n_estimators=5, max_depth=3).fit(X, X[:, 0])
+>>> shap.TreeExplainer(model, backend="cpu").shap_values(X[:3]).shape
+(3, 4)
 """
 from __future__ import annotations
 

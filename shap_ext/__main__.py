@@ -1,8 +1,8 @@
-"""``python -m shap_ext [--backend auto|cpu|gpu] script.py [args...]``: run an unmodified script with hitml enabled.
+"""``python -m hitml.shap_ext [--backend auto|cpu|gpu] script.py [args...]``: run an unmodified script with hitml enabled.
 
 Every ``shap.TreeExplainer(...)`` the script creates (and ``shap.Explainer`` on a tree model) computes with hitml's
 engine, on the backend given by ``--backend``, else the ``HITML_SHAP_BACKEND`` environment variable, else "auto"
-(GPU when CuPy sees one, otherwise CPU with one warning). ``python -m shap_ext -m module [args...]`` runs a module.
+(GPU when CuPy sees one, otherwise CPU with one warning). ``python -m hitml.shap_ext -m module [args...]`` runs a module.
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import os
 import runpy
 import sys
 
-USAGE = "usage: python -m shap_ext [--backend auto|cpu|gpu] (script.py | -m module) [args...]"
+USAGE = "usage: python -m hitml.shap_ext [--backend auto|cpu|gpu] (script.py | -m module) [args...]"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,12 +28,12 @@ def main(argv: list[str] | None = None) -> int:
     if not args or args[0] in ("-h", "--help"):
         print(USAGE, file=sys.stderr)
         return 0 if args else 2
-    from hitml import shap_ext  # noqa: PLC0415
+    from hitml import shap_ext
 
     try:
         shap_ext.enable(backend)
     except ValueError as exc:
-        print(f"python -m shap_ext: {exc}", file=sys.stderr)
+        print(f"python -m hitml.shap_ext: {exc}", file=sys.stderr)
         return 2
     if args[0] == "-m":
         if len(args) < 2:

@@ -124,7 +124,7 @@ class CatBoostModel:
 
 def to_pool(model: Any, X: Any) -> Any:
     """``X`` as a ``catboost.Pool`` with the model's categorical columns (a Pool is used as it is)."""
-    import catboost  # noqa: PLC0415
+    import catboost
 
     if isinstance(X, catboost.Pool):
         return X
@@ -150,7 +150,7 @@ def native_values(model: Any, X: Any, interactions: bool) -> np.ndarray:
 
 def native_expected_value(model: Any) -> Any:
     """The bias column of CatBoost's ShapValues (the same on every row), from one placeholder row."""
-    import pandas as pd  # noqa: PLC0415
+    import pandas as pd
 
     names = list(model.feature_names_)
     cats = set(model.get_cat_feature_indices())

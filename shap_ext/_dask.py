@@ -57,11 +57,11 @@ def ship_explainer(explainer: Any) -> Any:
     replicated so that a lost worker does not lose it. Otherwise (threads, processes, synchronous schedulers) it is
     one ``dask.delayed`` key of the graph, which every task references.
     """
-    import dask  # noqa: PLC0415
+    import dask
 
     shipped = ShippedExplainer(explainer)
     try:
-        from distributed import get_client  # noqa: PLC0415
+        from distributed import get_client
 
         client = get_client()
     except (ImportError, ValueError):
@@ -81,7 +81,7 @@ def _explain_part(shipped: ShippedExplainer, block: Any, y: Any, backend: str, i
     if len(block) == 0:
         xp = np
         if is_cupy_array(block):
-            import cupy as xp  # noqa: PLC0415
+            import cupy as xp
         return xp.empty((0,) + tail, dtype=np.float64)
     ex = _worker_explainer(shipped, backend)
     if interactions:
@@ -104,7 +104,7 @@ def _output_tail(explainer: Any, n_cols: int, interactions: bool) -> tuple[int, 
 
 def _as_parts(X: Any, lengths: bool) -> tuple[list, list, Any, int]:
     """(delayed row partitions, their row counts (nan if unknown), meta of the partitions, number of columns)."""
-    import dask.array as da  # noqa: PLC0415
+    import dask.array as da
 
     if isinstance(X, da.Array):
         if X.ndim != 2:
@@ -124,7 +124,7 @@ def _as_parts(X: Any, lengths: bool) -> tuple[list, list, Any, int]:
 
 
 def _y_parts(y: Any, n_parts: int, rows: list) -> list:
-    import dask.array as da  # noqa: PLC0415
+    import dask.array as da
 
     if y is None:
         return [None] * n_parts
@@ -153,8 +153,8 @@ def dask_shap_values(explainer: Any, X: Any, y: Any = None, *, interactions: boo
     ``ship_explainer(explainer)`` from an earlier call, so that repeated calls reuse the copy already on the workers
     (by default each call ships the explainer once).
     """
-    import dask  # noqa: PLC0415
-    import dask.array as da  # noqa: PLC0415
+    import dask
+    import dask.array as da
 
     if not hasattr(explainer, "_paths") or not hasattr(explainer, "requested_backend"):
         raise TypeError("dask_shap_values needs a shap_ext.TreeExplainer (shap.TreeExplainer(model, backend=...))")
@@ -176,7 +176,7 @@ def dask_shap_values(explainer: Any, X: Any, y: Any = None, *, interactions: boo
     task = dask.delayed(_explain_part, pure=True)
     out_meta = np.empty((0,) * (1 + len(tail)))
     if is_cupy_array(meta):  # CuPy partitions give CuPy blocks
-        import cupy as cp  # noqa: PLC0415
+        import cupy as cp
 
         out_meta = cp.empty((0,) * (1 + len(tail)))
     blocks = [da.from_delayed(task(ref, p, yp, be, interactions, tree_limit, check_additivity, tail),

@@ -26,7 +26,7 @@ _DEFAULT = {"backend": None}  # set by shap_ext.enable(): the backend used when 
 
 
 def _engine():
-    import hitml.kernels.treeshap as engine  # noqa: PLC0415 - the engine compiles numba code; load on first use
+    import hitml.kernels.treeshap as engine  # the engine compiles numba code; load on first use
 
     return engine
 
@@ -46,12 +46,68 @@ def _check_treelite(model: TreeliteModel, data: Any, model_output: str) -> None:
 class TreeExplainer(_ShapTreeExplainer):
     """Exact TreeSHAP for tree ensembles with shap's TreeExplainer API, computed by hitml's engine.
 
-    Arguments are shap's (``model``, ``data``, ``model_output``, ``feature_perturbation``, ``feature_names``, ...) plus
-    ``backend`` ("cpu", "gpu" or "auto"; None means the default set by :func:`shap_ext.enable`, else "auto") and
-    ``progress`` (a tqdm bar for long runs; None follows ``HITML_PROGRESS``). shap parses the model into its
-    ``TreeEnsemble``; the dense arrays (and categorical split sets, which shap cannot evaluate for XGBoost) are
-    turned into root-to-leaf paths once, here. ``shap_values``, ``shap_interaction_values`` and ``explainer(X)``
-    never short-circuit to XGBoost/LightGBM/CatBoost native contributions: the engine computes every value.
+    shap parses the model into its ``TreeEnsemble``; the dense arrays (and categorical split sets, which shap cannot
+    evaluate for XGBoost) are turned into root-to-leaf paths once, here. ``shap_values``, ``shap_interaction_values``
+    and ``explainer(X)`` never short-circuit to XGBoost/LightGBM/CatBoost native contributions: the engine computes
+    every value, and ``check_additivity`` compares them with the model library's own raw prediction.
+
+    Parameters
+    ----------
+    model : tree model
+        XGBoost, LightGBM, CatBoost, scikit-learn tree ensembles, treelite models, or a shap ``TreeEnsemble``.
+    data : array-like or pandas.DataFrame, optional
+        Background rows; with them ``feature_perturbation="auto"`` is interventional, as in shap.
+    model_output : {"raw", "probability", "log_loss", "predict_proba"}, default "raw"
+        As in shap.
+    feature_perturbation : {"auto", "interventional", "tree_path_dependent"}, default "auto"
+        As in shap.
+    feature_names : list of str, optional
+        As in shap (a DataFrame's columns otherwise).
+    approximate, link, linearize_link
+        As in shap (deprecated or unused there too).
+    backend : {"cpu", "gpu", "auto"} or None, default None
+        hitml's engine: "cpu" (Numba), "gpu" (CUDA through CuPy) or "auto" (the GPU where CuPy sees one, else the
+        CPU). None means the default set by :func:`enable`, else "auto".
+    progress : bool, optional
+        A tqdm bar on long runs; None follows the ``HITML_PROGRESS`` environment variable.
+
+    Attributes
+    ----------
+    backend : str
+        The resolved backend, "cpu" or "gpu".
+    route : str
+        How the model was read ("shap-parser", "catboost-native", ...; see docs/shap_ext.md).
+    expected_value : float or list of float
+        As in shap.
+
+    Raises
+    ------
+    hitml.kernels.GPUUnavailableError
+        For ``backend="gpu"`` without a usable device.
+    shap.utils._exceptions.InvalidModelError
+        If shap cannot parse the trees.
+    ValueError
+        If ``data`` has another number of features than the model.
+
+    See Also
+    --------
+    shap.TreeExplainer : the class this subclasses and replaces; ``shap.TreeExplainer(model, backend=...)`` builds
+        this class once ``hitml.shap_ext`` is imported.
+    GPUTreeExplainer : the same with ``backend="gpu"`` by default.
+
+    Examples
+    --------
+    >>> import numpy as np, xgboost
+    >>> from hitml.shap_ext import TreeExplainer
+    >>> X = np.random.default_rng(0).normal(size=(300, 4))
+    >>> model = xgboost.XGBRegressor(n_estimators=10, max_depth=3).fit(X, X[:, 0] * X[:, 1])
+    >>> explainer = TreeExplainer(model, backend="cpu")
+    >>> sv = explainer.shap_values(X[:5])
+    >>> margin = model.predict(X[:5], output_margin=True)
+    >>> bool(np.allclose(sv.sum(1) + explainer.expected_value, margin, atol=1e-5))
+    True
+    >>> explainer.shap_interaction_values(X[:5]).shape
+    (5, 4, 4)
     """
 
     def __init__(
@@ -278,7 +334,7 @@ class TreeExplainer(_ShapTreeExplainer):
             raise DimensionError(f"The number of labels ({y_arr.shape[0]}) does not match the number of samples to "
                                  f"explain ({Xm.shape[0]})!")
         if is_cupy_array(Xm) and not is_cupy_array(y_arr):
-            import cupy  # noqa: PLC0415
+            import cupy
 
             y_arr = cupy.asarray(y_arr)
         return y_arr
@@ -340,7 +396,24 @@ class TreeExplainer(_ShapTreeExplainer):
 
 class GPUTreeExplainer(TreeExplainer):
     """hitml's exact TreeSHAP on the GPU; shap resolves ``shap.GPUTreeExplainer`` to it through the
-    ``shap.tree_backends`` entry point ``hitml``. ``backend`` defaults to "gpu" (use "auto" to fall back)."""
+    ``shap.tree_backends`` entry point ``hitml``. ``backend`` defaults to "gpu" (use "auto" to fall back).
+
+    Parameters are those of :class:`TreeExplainer`.
+
+    See Also
+    --------
+    shap.GPUTreeExplainer : the name shap gives it (no import of hitml needed).
+    TreeExplainer : the same with ``backend="auto"`` by default.
+
+    Examples
+    --------
+    >>> import numpy as np, shap, xgboost
+    >>> X = np.random.default_rng(0).normal(size=(100, 3))
+    >>> model = xgboost.XGBRegressor(n_estimators=3, max_depth=2).fit(X, X[:, 0])
+    >>> explainer = shap.GPUTreeExplainer(model, backend="auto")   # "gpu" (the default) needs a device
+    >>> explainer.shap_values(X[:2]).shape
+    (2, 3)
+    """
 
     def __init__(self, model: Any, data: Any = None, model_output: str = "raw", feature_perturbation: str = "auto",
                  feature_names: list[str] | None = None, approximate: Any = DEPRECATED_APPROX, link: Any = None,

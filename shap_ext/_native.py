@@ -23,7 +23,7 @@ def transform_margin(margin: np.ndarray, transform: str, y: np.ndarray | None) -
 
 
 def _xgboost(ens: Any, X: np.ndarray, tree_limit: int) -> np.ndarray:
-    import xgboost  # noqa: PLC0415
+    import xgboost
 
     booster = ens.original_model
     props = dict(getattr(ens, "_xgb_dmatrix_props", {}))
@@ -44,7 +44,7 @@ def _lightgbm(ens: Any, X: np.ndarray, tree_limit: int) -> np.ndarray:
 
 def _isolation_forest_depth(model: Any, X: np.ndarray) -> np.ndarray:
     """Mean path length E[h(x)] (what shap's IsolationForest trees sum to), from scikit-learn's score_samples."""
-    from sklearn.ensemble._iforest import _average_path_length  # noqa: PLC0415
+    from sklearn.ensemble._iforest import _average_path_length
 
     score = model.score_samples(X)  # -2 ** (-E[h] / c(max_samples))
     return -np.log2(-score) * _average_path_length(np.asarray([model.max_samples_]))[0]

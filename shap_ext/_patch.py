@@ -1,6 +1,7 @@
-"""The ``backend=`` hook on ``shap.TreeExplainer`` and ``shap.Explainer`` (installed by ``import shap_ext``)."""
+"""The ``backend=`` hook on ``shap.TreeExplainer`` and ``shap.Explainer`` (installed by ``import hitml.shap_ext``)."""
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import shap
@@ -14,6 +15,22 @@ __all__ = ["disable", "enable", "install", "uninstall"]
 _ShapTree = shap.explainers.TreeExplainer
 _ShapExplainer = shap.Explainer
 _MARK = "_hitml_patch"
+
+# What help(shap.TreeExplainer) adds while the hook is installed: shap's own docstring stays first and unchanged.
+_HOOK_DOC = """
+
+    hitml backend (added by ``import hitml.shap_ext``)
+    ---------------------------------------------------
+    backend : {"cpu", "gpu", "auto"}, optional
+        Passing it builds :class:`hitml.shap_ext.TreeExplainer` (a subclass of this class), which computes exact
+        TreeSHAP with hitml's engine: "cpu" (Numba), "gpu" (CUDA through CuPy; ``GPUUnavailableError`` without a
+        device) or "auto" (the GPU where CuPy sees one, else the CPU with one ``RuntimeWarning``). Left out, shap's
+        own explainer is built, unless :func:`hitml.shap_ext.enable` (or ``python -m hitml.shap_ext``) set a default.
+    progress : bool, optional
+        With ``backend``: a tqdm progress bar on long runs (None follows the ``HITML_PROGRESS`` environment
+        variable; ``HITML_PROGRESS=0`` turns it off).
+"""
+_SHAP_DOCS: dict[str, str | None] = {}  # shap's own docstrings, put back by uninstall()
 
 
 def _wants_ours(kwargs: dict[str, Any]) -> bool:
@@ -54,33 +71,132 @@ def _is_tree_model(model: Any, masker: Any) -> bool:
     try:  # shap's own test: linear models win first in shap.Explainer's "auto" choice
         if shap.explainers.LinearExplainer.supports_model_with_masker(model, masker):
             return False
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - a probe of a foreign model may raise anything; shap decides below
         pass
     return bool(_ShapTree.supports_model_with_masker(model, masker))
 
 
+def _plain_new(owner: type) -> staticmethod:
+    """A ``__new__`` for ``owner`` that only allocates, as ``object.__new__`` does, with ``owner.__init__``'s
+    signature (``inspect.signature`` of a class reads its own ``__new__`` first)."""
+
+    def __new__(cls, *args: Any, **kwargs: Any):
+        return object.__new__(cls)
+
+    __new__.__signature__ = inspect.signature(owner.__init__)
+    return staticmethod(__new__)
+
+
+def _hooked(cls: type) -> bool:
+    """Whether ``cls.__new__`` is ours (a staticmethod keeps the marked function in ``__func__``)."""
+    new = cls.__dict__.get("__new__")
+    return bool(getattr(getattr(new, "__func__", new), _MARK, False))
+
+
+def _document() -> None:
+    """Make ``help(shap.TreeExplainer)`` and ``inspect.signature`` name ``backend=`` and ``progress=``."""
+    if "class" in _SHAP_DOCS:
+        return
+    init = _ShapTree.__dict__["__init__"]
+    _SHAP_DOCS["class"], _SHAP_DOCS["init"] = _ShapTree.__doc__, init.__doc__
+    ours = inspect.signature(TreeExplainer.__init__)  # shap's parameters, then keyword-only backend and progress
+    _tree_new.__signature__ = ours  # a class's signature comes from its own __new__ when it defines one
+    init.__signature__ = ours
+    _ShapTree.__doc__ = (_SHAP_DOCS["class"] or "") + _HOOK_DOC
+    init.__doc__ = (_SHAP_DOCS["init"] or "") + _HOOK_DOC
+
+
+def _undocument() -> None:
+    if "class" not in _SHAP_DOCS:
+        return
+    init = _ShapTree.__dict__["__init__"]
+    _ShapTree.__doc__, init.__doc__ = _SHAP_DOCS.pop("class"), _SHAP_DOCS.pop("init")
+    del init.__signature__
+
+
 def install() -> None:
-    """Install the hook (idempotent). With no ``backend`` passed and no :func:`enable`, shap is unchanged."""
-    if not getattr(_ShapTree.__dict__.get("__new__"), _MARK, False):
-        fn = staticmethod(_tree_new)
+    """Install the ``backend=`` hook on ``shap.TreeExplainer`` and ``shap.Explainer`` (idempotent).
+
+    ``import hitml.shap_ext`` calls it. With no ``backend`` passed and no :func:`enable`, shap behaves as before;
+    ``help(shap.TreeExplainer)`` names the two extra keywords while the hook is installed.
+
+    See Also
+    --------
+    uninstall : remove the hook.
+    enable : use hitml even where no ``backend`` is passed.
+
+    Examples
+    --------
+    >>> import inspect, shap
+    >>> from hitml import shap_ext
+    >>> shap_ext.install()
+    >>> "backend" in inspect.signature(shap.TreeExplainer).parameters
+    True
+    """
+    if not _hooked(_ShapTree):
         setattr(_tree_new, _MARK, True)
-        _ShapTree.__new__ = fn
-    if not getattr(_ShapExplainer.__dict__.get("__new__"), _MARK, False):
+        _ShapTree.__new__ = staticmethod(_tree_new)
+    if not _hooked(_ShapExplainer):
         setattr(_explainer_new, _MARK, True)
         _ShapExplainer.__new__ = staticmethod(_explainer_new)
+    _document()
 
 
 def uninstall() -> None:
-    """Remove the hook: ``shap.TreeExplainer`` and ``shap.Explainer`` go back to ``object.__new__``."""
+    """Remove the hook: ``shap.TreeExplainer`` and ``shap.Explainer`` are shap's own again.
+
+    Their ``__new__`` only allocates again (as ``object.__new__``), their docstrings and signatures to shap's, and the default
+    set by :func:`enable` is cleared. ``shap.TreeExplainer(model, backend=...)`` then raises shap's ``TypeError``;
+    :class:`hitml.shap_ext.TreeExplainer` itself keeps working.
+
+    See Also
+    --------
+    install : put the hook back.
+
+    Examples
+    --------
+    >>> import inspect, shap
+    >>> from hitml import shap_ext
+    >>> shap_ext.uninstall()
+    >>> "backend" in inspect.signature(shap.TreeExplainer).parameters
+    False
+    >>> shap_ext.install()
+    """
+    _undocument()
     for cls in (_ShapTree, _ShapExplainer):
-        if getattr(cls.__dict__.get("__new__"), _MARK, False):
-            del cls.__new__
+        if _hooked(cls):  # `del cls.__new__` would leave CPython's slot refusing the constructor's arguments
+            cls.__new__ = _plain_new(cls)
     _DEFAULT["backend"] = None
 
 
 def enable(backend: str = "auto") -> None:
-    """Make every ``shap.TreeExplainer(...)`` (and ``shap.Explainer`` on a tree model) use hitml with ``backend``,
-    even where the caller passes no ``backend`` (what ``python -m shap_ext`` does)."""
+    """Make every ``shap.TreeExplainer(...)`` use hitml, even where the caller passes no ``backend``.
+
+    ``shap.Explainer`` on a tree model too. This is what ``python -m hitml.shap_ext script.py`` does before it runs
+    the script.
+
+    Parameters
+    ----------
+    backend : {"auto", "cpu", "gpu"}, default "auto"
+        The backend used where a call passes none.
+
+    Raises
+    ------
+    ValueError
+        If ``backend`` is not one of "auto", "cpu", "gpu".
+
+    See Also
+    --------
+    disable : undo this.
+    shap.TreeExplainer : the class whose calls are routed.
+
+    Examples
+    --------
+    >>> import shap
+    >>> from hitml import shap_ext
+    >>> shap_ext.enable("cpu")
+    >>> shap_ext.disable()
+    """
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     install()
@@ -88,5 +204,16 @@ def enable(backend: str = "auto") -> None:
 
 
 def disable() -> None:
-    """Undo :func:`enable`: only calls passing ``backend=`` use hitml again."""
+    """Undo :func:`enable`: only calls passing ``backend=`` use hitml again.
+
+    See Also
+    --------
+    enable : set a default backend for every ``shap.TreeExplainer``.
+
+    Examples
+    --------
+    >>> from hitml import shap_ext
+    >>> shap_ext.enable("cpu")
+    >>> shap_ext.disable()
+    """
     _DEFAULT["backend"] = None

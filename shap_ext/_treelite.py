@@ -20,7 +20,7 @@ _UNITS = {
 
 def _treelite_model_class() -> Any:
     try:
-        import treelite  # noqa: PLC0415 - optional dependency
+        import treelite  # optional dependency
 
         return treelite.Model
     except ImportError:
@@ -177,7 +177,7 @@ class TreeliteModel:
         T = len(trees) if tree_limit is None else min(int(tree_limit), len(trees))
         if T == len(trees):
             try:
-                from treelite import gtil  # noqa: PLC0415
+                from treelite import gtil
 
                 out = gtil.predict(self.treelite_model, np.ascontiguousarray(X, dtype=self.input_dtype),
                                    nthread=1, pred_margin=True)

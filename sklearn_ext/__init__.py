@@ -26,7 +26,7 @@ def __getattr__(name: str):
         value = getattr(importlib.import_module(_EXPORTS[name], __name__), name)
         globals()[name] = value
         return value
-    raise AttributeError(f"module 'sklearn_ext' has no attribute {name!r}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__():

@@ -41,7 +41,7 @@ def _take(block: Any, idx: np.ndarray) -> Any:
     if hasattr(block, "iloc"):
         return block.iloc[idx]
     if is_cupy_array(block):
-        import cupy as cp  # noqa: PLC0415
+        import cupy as cp
 
         return cp.take(block, cp.asarray(idx), axis=0)
     return np.take(np.asarray(block), idx, axis=0)
@@ -50,11 +50,11 @@ def _take(block: Any, idx: np.ndarray) -> Any:
 def _concat(parts: list[Any]) -> Any:
     first = parts[0]
     if hasattr(first, "iloc"):
-        import pandas as pd  # noqa: PLC0415
+        import pandas as pd
 
         return pd.concat(parts) if len(parts) > 1 else first
     if is_cupy_array(first):
-        import cupy as cp  # noqa: PLC0415
+        import cupy as cp
 
         return cp.concatenate(parts, axis=0)
     return np.concatenate(parts, axis=0)
@@ -90,7 +90,7 @@ class _Source:
     """A dask collection seen as row partitions: delayed blocks with known global row ranges."""
 
     def __init__(self, x: Any) -> None:
-        import dask.array as da  # noqa: PLC0415
+        import dask.array as da
 
         self.x = x
         if isinstance(x, da.Array):
@@ -118,14 +118,14 @@ class _Source:
         """A collection like the input from delayed parts of the given row counts (empty parts dropped)."""
         keep = [(p, s) for p, s in zip(parts, sizes) if s > 0]
         if self.kind == "array":
-            import dask.array as da  # noqa: PLC0415
+            import dask.array as da
 
             x = self.x
             if not keep:
                 return x[:0]
             return da.concatenate([da.from_delayed(p, shape=(int(s),) + x.shape[1:], dtype=x.dtype, meta=x._meta)
                                    for p, s in keep], axis=0)
-        import dask.dataframe as dd  # noqa: PLC0415
+        import dask.dataframe as dd
 
         if not keep:
             return self.x.partitions[0].head(0, compute=False)
@@ -134,7 +134,7 @@ class _Source:
 
 def _positional(parts: list[Any], offsets: np.ndarray, sizes: np.ndarray, a: int, b: int) -> tuple[list, list]:
     """Delayed parts covering global positions [a, b) of a collection whose parts hold [offset, offset+size)."""
-    import dask  # noqa: PLC0415
+    import dask
 
     out, out_sizes = [], []
     for p, off, s in zip(parts, offsets, sizes):
@@ -150,7 +150,7 @@ class _Plan:
     """Round keys, the Q key-range bounds of [0, 2^b), and each output partition's row count."""
 
     def __init__(self, first: _Source, random_state: Any, npartitions: int | None) -> None:
-        import dask  # noqa: PLC0415
+        import dask
 
         n = first.n
         q = len(first.lengths) if npartitions is None else int(npartitions)
@@ -167,7 +167,7 @@ class _Plan:
         self.offsets = np.concatenate([[0], np.cumsum(self.sizes)[:-1]]).astype(np.int64)
 
     def shuffled_parts(self, src: _Source) -> list[Any]:
-        import dask  # noqa: PLC0415
+        import dask
 
         q = len(self.sizes)
         split = [dask.delayed(_split_block, nout=q, pure=True)(b, int(s), self.n, self.keys, self.bounds)
@@ -203,6 +203,35 @@ def dask_shuffle(*arrays: Any, random_state: Any = None, n_samples: int | None =
     The result equals the in-memory ``sklearn_ext.shuffle`` of the computed inputs with the same ``random_state``
     (row for row), whatever the input partitioning; ``npartitions`` (default: the first input's) fixes the output
     partitions, whose sizes are known. NumPy, CuPy and pandas partitions all work; rows move, indices never do.
+
+    Parameters
+    ----------
+    *arrays : dask.array.Array, dask.dataframe.DataFrame or dask.dataframe.Series
+        With the same number of rows.
+    random_state : None, int, numpy.random.Generator or numpy.random.RandomState
+        Seed of the bijective shuffle.
+    n_samples : int, optional
+        Number of rows to return.
+    npartitions : int, optional
+        Partitions of the output (default: the first input's).
+
+    Returns
+    -------
+    object or list
+        Lazy Dask collections of the inputs' types.
+
+    See Also
+    --------
+    sklearn.utils.shuffle : the in-memory function this extends.
+    shuffle : the in-memory version, with the same rows.
+
+    Examples
+    --------
+    >>> import numpy as np, dask.array as da
+    >>> from hitml.sklearn_ext import dask_shuffle, shuffle
+    >>> x = np.arange(12)
+    >>> bool((dask_shuffle(da.from_array(x, chunks=5), random_state=1).compute() == shuffle(x, random_state=1)).all())
+    True
     """
     srcs = _sources(arrays)
     if not srcs:
@@ -227,6 +256,39 @@ def dask_train_test_split(*arrays: Any, test_size: Any = None, train_size: Any =
     Sizes follow sklearn exactly (not Dask's approximate ``random_split``). With ``shuffle=True`` the test rows are the
     first ``n_test`` of the bijective order and the training rows the next ``n_train``, so the split equals the
     in-memory ``sklearn_ext.train_test_split`` for the same ``random_state``. ``stratify`` is not supported here.
+
+    Parameters
+    ----------
+    *arrays : dask.array.Array, dask.dataframe.DataFrame or dask.dataframe.Series
+        With the same number of rows.
+    test_size, train_size : float, int or None
+        As in scikit-learn.
+    random_state : None, int, numpy.random.Generator or numpy.random.RandomState
+        Seed of the bijective shuffle.
+    shuffle : bool, default True
+        Without it, the first rows train and the last rows test.
+    stratify : None
+        Not supported (``NotImplementedError`` if given).
+    npartitions : int, optional
+        Partitions of each output.
+
+    Returns
+    -------
+    list
+        ``[a_train, a_test]`` for each input, lazy.
+
+    See Also
+    --------
+    sklearn.model_selection.train_test_split : the in-memory function this extends.
+    train_test_split : the in-memory version, with the same rows.
+
+    Examples
+    --------
+    >>> import numpy as np, dask.array as da
+    >>> from hitml.sklearn_ext import dask_train_test_split
+    >>> X_tr, X_te = dask_train_test_split(da.arange(20, chunks=6), test_size=0.25, random_state=0)
+    >>> len(X_tr.compute()), len(X_te.compute())
+    (15, 5)
     """
     if not arrays:
         raise ValueError("At least one array required as input")

@@ -68,7 +68,7 @@ def _predict(estimator, name: str, X, xp):
 def _perms(q0: int, q1: int, d: int, base: int, gpu: bool):
     """Permutations of range(d) for flat rows [q0, q1) of the batch keyed by ``base`` (same on CPU and GPU)."""
     if gpu:
-        from hitml.kernels.shuffle import gpu as _gpu  # noqa: PLC0415
+        from hitml.kernels.shuffle import gpu as _gpu
 
         if d <= _SMALL_D:
             return _gpu.batched_from_base(q1 - q0, d, base, start=q0)
@@ -124,6 +124,58 @@ def permutation_importance(estimator, X, y, *, scoring=None, n_repeats=5, n_jobs
     "neg_mean_squared_error", "neg_root_mean_squared_error", "neg_mean_absolute_error", "neg_log_loss") score stacked
     batches of up to ``max_batch_elements`` permuted values per predict call, on NumPy or CuPy; any other scoring goes
     through sklearn's scorer once per (column, repeat). ``n_jobs`` is accepted for compatibility and not used.
+
+    Parameters
+    ----------
+    estimator : object
+        A fitted estimator (scikit-learn API; XGBoost with ``device="cuda"`` takes CuPy rows).
+    X : array-like of shape (n_samples, n_features)
+        NumPy, pandas or CuPy.
+    y : array-like of shape (n_samples,)
+        Targets.
+    scoring : str, callable, list, tuple, dict or None
+        As in scikit-learn; several metrics give a dict of Bunches.
+    n_repeats : int, default 5
+        Permutations per column.
+    n_jobs : int or None
+        Ignored (kept for the signature).
+    random_state : None, int, numpy.random.Generator or numpy.random.RandomState
+        Seed of the permutations.
+    sample_weight : array-like of shape (n_samples,), optional
+        Weights of the score.
+    max_samples : int or float, default 1.0
+        Rows drawn per repeat, as in scikit-learn.
+    backend : {"auto", "cpu", "gpu"}, default "auto"
+        Where the permutations are computed; "auto" follows the data.
+    max_batch_elements : int, default 2**25
+        Largest number of permuted values predicted in one call.
+    progress : bool, optional
+        A tqdm bar over the columns (None follows ``HITML_PROGRESS``).
+
+    Returns
+    -------
+    sklearn.utils.Bunch or dict of Bunch
+        ``importances_mean``, ``importances_std`` and ``importances`` (n_features, n_repeats).
+
+    Raises
+    ------
+    ValueError
+        On invalid ``n_repeats``, ``max_samples`` or inconsistent lengths, as scikit-learn.
+
+    See Also
+    --------
+    sklearn.inspection.permutation_importance : the function this replaces.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.linear_model import LinearRegression
+    >>> from hitml.sklearn_ext import permutation_importance
+    >>> X = np.random.default_rng(0).normal(size=(200, 3))
+    >>> y = 2 * X[:, 0] + 0.1 * X[:, 1]
+    >>> r = permutation_importance(LinearRegression().fit(X, y), X, y, n_repeats=3, random_state=0)
+    >>> r.importances.shape, int(np.argmax(r.importances_mean))
+    ((3, 3), 0)
     """
     if isinstance(n_repeats, bool) or not isinstance(n_repeats, numbers.Integral) or n_repeats < 1:
         raise InvalidParameterError(f"The 'n_repeats' parameter of permutation_importance must be an int in the "

@@ -30,7 +30,7 @@ def _threshold(importances: np.ndarray, threshold) -> float:
 
 
 class SelectFromShapley(SelectorMixin, MetaEstimatorMixin, BaseEstimator):
-    """Select features whose mean |Shapley value| (over up to ``max_rows`` rows of X) reaches a threshold.
+    """Select features whose mean ``|Shapley value|`` (over up to ``max_rows`` rows of X) reaches a threshold.
 
     Parameters
     ----------
@@ -44,6 +44,21 @@ class SelectFromShapley(SelectorMixin, MetaEstimatorMixin, BaseEstimator):
     response_method : see ShapleyExplainer.
     progress : None, True or False
         A progress bar by rows explained on calls over 2 seconds (see ShapleyExplainer).
+
+    See Also
+    --------
+    sklearn.feature_selection.SelectFromModel : the selector this mirrors, on ``feature_importances_`` / ``coef_``.
+    ShapleyExplainer : the Shapley values it averages.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.linear_model import LinearRegression
+    >>> from hitml.sklearn_ext import SelectFromShapley
+    >>> X = np.random.default_rng(0).normal(size=(200, 4))
+    >>> y = 3 * X[:, 0] + X[:, 2]
+    >>> SelectFromShapley(LinearRegression(), max_features=2).fit(X, y).get_support().tolist()
+    [True, False, True, False]
     """
 
     def __init__(self, estimator=None, sampler: ShapleySampler | None = None, max_evals="auto", threshold=None,
@@ -60,7 +75,7 @@ class SelectFromShapley(SelectorMixin, MetaEstimatorMixin, BaseEstimator):
         self.progress = progress
 
     def fit(self, X, y=None):
-        """Fit the estimator if needed, explain up to ``max_rows`` rows and store shapley_importances_."""
+        """Fit the estimator if needed, explain up to ``max_rows`` rows and store ``shapley_importances_``."""
         explainer = ShapleyExplainer(self.estimator, sampler=clone(self.sampler) if self.sampler is not None else None,
                                      max_evals=self.max_evals, response_method=self.response_method,
                                      background_size=self.background_size, progress=self.progress)

@@ -69,6 +69,20 @@ class ShapleySampler(BaseEstimator):
     random_state : None, int, Generator or RandomState
     backend : {"cpu", "gpu", "auto"}
         Where permutations (and ShapleyExplainer's masked rows) are built.
+
+    See Also
+    --------
+    shap.PermutationExplainer : shap's permutation sampling, which the permutation methods replace.
+    shap.KernelExplainer : shap's KernelSHAP, which the regression method (order 1) generalises.
+    ShapleyExplainer : the estimator that uses a sampler.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from hitml.sklearn_ext import ShapleySampler
+    >>> sampler = ShapleySampler("orthogonal", n_permutations=8, random_state=0).fit(np.zeros((1, 5)))
+    >>> sampler.permutations_.shape, float(sampler.weights_.sum())
+    ((8, 5), 1.0)
     """
 
     def __init__(self, method: str = "auto", n_permutations: int | None = None, order="auto", kernel: str = "mallows",
@@ -141,7 +155,7 @@ class ShapleySampler(BaseEstimator):
         return mod.sample(self.method, int(n), int(n_features), seed, kernel=self.kernel, lam=float(self.kernel_param))
 
     def fit(self, X, y=None):
-        """Draw ``n_permutations`` samples for X's width: sets permutations_, weights_, discrepancy_."""
+        """Draw ``n_permutations`` samples for X's width: sets ``permutations_``, ``weights_``, ``discrepancy_``."""
         X = validate_data(self, X, reset=True, ensure_all_finite=False)
         perms, w = self.sample(X.shape[1])
         self.weights_ = to_numpy(w)
@@ -237,6 +251,23 @@ class ShapleyExplainer(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
         until the row is done or ``max_evals`` is reached (``"auto"``: 100 (d + 1)). Rows stop independently.
     progress : None, True or False
         A progress bar by rows done on calls that take over 2 seconds; None: on unless ``HITML_PROGRESS=0``.
+
+    See Also
+    --------
+    shap.KernelExplainer, shap.PermutationExplainer : shap's model-agnostic explainers this replaces.
+    SelectFromShapley : feature selection on these values.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.linear_model import LinearRegression
+    >>> from hitml.sklearn_ext import ShapleyExplainer, ShapleySampler
+    >>> X = np.random.default_rng(0).normal(size=(100, 3))
+    >>> model = LinearRegression().fit(X, X @ np.array([1.0, 2.0, 0.0]))
+    >>> explainer = ShapleyExplainer(model, ShapleySampler(random_state=0), max_evals=8, background_size=20).fit(X)
+    >>> phi = explainer.transform(X[:2])                      # 8 = 2^3 coalitions: exact
+    >>> bool(np.allclose(phi.sum(1) + explainer.expected_value_, model.predict(X[:2])))
+    True
     """
 
     def __init__(self, estimator=None, sampler: ShapleySampler | None = None, max_evals="auto", batch_size="auto",
@@ -301,14 +332,14 @@ class ShapleyExplainer(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
         if hasattr(est, "__sklearn_tags__"):
             try:
                 return bool(get_tags(est).input_tags.allow_nan)
-            except Exception:
+            except Exception:  # noqa: BLE001 - a third-party estimator's tags may fail to build; treat as no NaN
                 return False
         return True
 
     def _frame(self, X):
         names = getattr(self, "feature_names_in_", None)
         if names is not None and hasattr(self.estimator_, "feature_names_in_"):
-            import pandas as pd  # noqa: PLC0415
+            import pandas as pd
 
             return pd.DataFrame(X, columns=names)
         return X
@@ -357,7 +388,7 @@ class ShapleyExplainer(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
                 raise ValueError(f"batch_size must be 'auto' or a positive int, got {self.batch_size!r}")
             return int(self.batch_size)
         if gpu:
-            from hitml.kernels.device import free_gpu_bytes  # noqa: PLC0415
+            from hitml.kernels.device import free_gpu_bytes
 
             return int(max(self.background_.shape[0], min(1 << 22, free_gpu_bytes(0.25) // (8 * d + 64))))
         return int(max(self.background_.shape[0], (64 << 20) // (8 * d + 64)))
@@ -401,7 +432,7 @@ class ShapleyExplainer(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
         to_model = None
         predict = self._call_model_host
         if gpu:
-            from hitml.kernels.device import cupy_module  # noqa: PLC0415
+            from hitml.kernels.device import cupy_module
 
             xp = cupy_module()
             device_in = self.model_input == "device" or (
@@ -479,7 +510,7 @@ class ShapleyExplainer(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
     def explain(self, X):
         """A shap.Explanation with values, base_values, data and feature names; ``error_std`` holds the standard
         error of every value and ``lower_bounds`` / ``upper_bounds`` its 95% interval (value ± 1.96 error_std)."""
-        import shap  # noqa: PLC0415
+        import shap
 
         values, base, err, _ = self.shapley_values(X, return_error_std=True)
         n = values.shape[0]

@@ -25,7 +25,7 @@ def _backend(arrays, backend: str | None) -> str:
 def _permutation(n: int, gen: np.random.Generator, backend: str):
     """Random order of range(n) from the generator, on the chosen backend (numpy or cupy int64)."""
     if backend == "gpu":
-        from hitml.kernels.shuffle import gpu  # noqa: PLC0415
+        from hitml.kernels.shuffle import gpu
 
         return gpu.permutation(n, gen)
     return _cpu.permutation(n, gen)
@@ -34,7 +34,7 @@ def _permutation(n: int, gen: np.random.Generator, backend: str):
 def _take(a: Any, idx):
     """Rows ``idx`` of ``a``: CuPy arrays are indexed on the GPU; everything else through sklearn's _safe_indexing."""
     if is_cupy_array(a):
-        import cupy as cp  # noqa: PLC0415
+        import cupy as cp
 
         return cp.take(a, cp.asarray(idx), axis=0)
     if is_cupy_array(idx):
@@ -52,6 +52,36 @@ def shuffle(*arrays, random_state=None, n_samples=None, backend: str = "auto"):
     Returns the shuffled copies (a single object for one input, a list otherwise; None with no input). Rows are ordered
     by the bijective shuffle drawn from ``random_state`` (None, int, Generator or RandomState), which is the same on CPU
     and GPU; for the same int it is not the order sklearn's own shuffle gives.
+
+    Parameters
+    ----------
+    *arrays : sequence of indexables with the same length
+        NumPy, pandas, scipy.sparse, lists or CuPy (CuPy stays on the GPU).
+    random_state : None, int, numpy.random.Generator or numpy.random.RandomState
+        Seed of the bijective shuffle.
+    n_samples : int, optional
+        Number of rows to return (at most the length of the inputs), as in scikit-learn.
+    backend : {"auto", "cpu", "gpu"}, default "auto"
+        Where the order is computed: "auto" follows the data (the GPU for CuPy input, else the CPU).
+
+    Returns
+    -------
+    object or list
+        The shuffled copies, of the inputs' types.
+
+    See Also
+    --------
+    sklearn.utils.shuffle : the function this replaces.
+    hitml.kernels.shuffle.permutation : the order itself.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from hitml.sklearn_ext import shuffle
+    >>> X, y = np.arange(10).reshape(5, 2), np.arange(5)
+    >>> Xs, ys = shuffle(X, y, random_state=0)
+    >>> bool((Xs[:, 0] // 2 == ys).all()), sorted(ys.tolist())
+    (True, [0, 1, 2, 3, 4])
     """
     if n_samples is not None and (isinstance(n_samples, bool) or not isinstance(n_samples, numbers.Integral)
                                   or n_samples < 1):

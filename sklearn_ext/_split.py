@@ -25,7 +25,32 @@ class KFold(_SkKFold):
     """sklearn.model_selection.KFold; with shuffle=True the sample order is the bijective shuffle of ``random_state``.
 
     Folds are contiguous slices of that order with sklearn's sizes (the first n % n_splits folds one larger).
-    ``backend`` ("auto", "cpu", "gpu") picks where the order is computed; indices come back as NumPy arrays.
+    Indices come back as NumPy arrays. For the same ``random_state`` the fold sizes are scikit-learn's but the rows
+    in each fold are not (the order is not NumPy's ``RandomState`` permutation).
+
+    Parameters
+    ----------
+    n_splits : int, default 5
+        Number of folds, at least 2.
+    shuffle : bool, default False
+        Shuffle the samples before splitting them into folds (without it: scikit-learn's contiguous folds).
+    random_state : None, int, numpy.random.Generator or numpy.random.RandomState
+        Seed of the bijective shuffle (only with ``shuffle=True``).
+    backend : {"auto", "cpu", "gpu"}, default "auto"
+        Where the random order is computed: "auto" follows the data (the GPU for CuPy input, else the CPU).
+
+    See Also
+    --------
+    sklearn.model_selection.KFold : the splitter this replaces.
+    ShuffleSplit, StratifiedShuffleSplit, train_test_split
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from hitml.sklearn_ext import KFold
+    >>> X = np.zeros((10, 2))
+    >>> [len(test) for _, test in KFold(3, shuffle=True, random_state=0).split(X)]
+    [4, 3, 3]
     """
 
     def __init__(self, n_splits=5, *, shuffle=False, random_state=None, backend="auto"):
@@ -47,7 +72,33 @@ class KFold(_SkKFold):
 
 
 class ShuffleSplit(_SkShuffleSplit):
-    """sklearn.model_selection.ShuffleSplit: each split takes test = perm[:n_test], train = perm[n_test:n_test+n_train]."""
+    """sklearn.model_selection.ShuffleSplit: each split takes test = perm[:n_test], train = perm[n_test:n_test+n_train].
+
+    ``perm`` is a fresh bijective shuffle per split. Sizes are scikit-learn's; the rows are not scikit-learn's for the
+    same ``random_state``.
+
+    Parameters
+    ----------
+    n_splits : int, default 10
+        Number of re-shuffling and splitting iterations.
+    test_size, train_size : float, int or None
+        As in scikit-learn (fractions or counts; the test size defaults to 0.1).
+    random_state : None, int, numpy.random.Generator or numpy.random.RandomState
+        Seed of the bijective shuffles.
+    backend : {"auto", "cpu", "gpu"}, default "auto"
+        Where the random order is computed: "auto" follows the data (the GPU for CuPy input, else the CPU).
+
+    See Also
+    --------
+    sklearn.model_selection.ShuffleSplit : the splitter this replaces.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from hitml.sklearn_ext import ShuffleSplit
+    >>> [(len(tr), len(te)) for tr, te in ShuffleSplit(2, test_size=0.25, random_state=0).split(np.zeros((8, 1)))]
+    [(6, 2), (6, 2)]
+    """
 
     def __init__(self, n_splits=10, *, test_size=None, train_size=None, random_state=None, backend="auto"):
         super().__init__(n_splits=n_splits, test_size=test_size, train_size=train_size, random_state=random_state)
@@ -68,6 +119,31 @@ class StratifiedShuffleSplit(_SkStratifiedShuffleSplit):
     """sklearn.model_selection.StratifiedShuffleSplit with per-class orders from the bijective shuffle.
 
     Class allocations follow sklearn (the approximate mode of the multivariate hypergeometric, ties broken at random).
+    Sizes and class counts are scikit-learn's; the rows are not scikit-learn's for the same ``random_state``.
+
+    Parameters
+    ----------
+    n_splits : int, default 10
+        Number of re-shuffling and splitting iterations.
+    test_size, train_size : float, int or None
+        As in scikit-learn (fractions or counts; the test size defaults to 0.1).
+    random_state : None, int, numpy.random.Generator or numpy.random.RandomState
+        Seed of the bijective shuffles.
+    backend : {"auto", "cpu", "gpu"}, default "auto"
+        Where the random order is computed: "auto" follows the data (the GPU for CuPy input, else the CPU).
+
+    See Also
+    --------
+    sklearn.model_selection.StratifiedShuffleSplit : the splitter this replaces.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from hitml.sklearn_ext import StratifiedShuffleSplit
+    >>> y = np.array([0] * 6 + [1] * 4)
+    >>> train, test = next(StratifiedShuffleSplit(1, test_size=0.5, random_state=0).split(np.zeros((10, 1)), y))
+    >>> np.bincount(y[test]).tolist()
+    [3, 2]
     """
 
     def __init__(self, n_splits=10, *, test_size=None, train_size=None, random_state=None, backend="auto"):
@@ -123,7 +199,51 @@ class StratifiedShuffleSplit(_SkStratifiedShuffleSplit):
 )
 def train_test_split(*arrays, test_size=None, train_size=None, random_state=None, shuffle=True, stratify=None,
                      backend="auto"):
-    """sklearn.model_selection.train_test_split drop-in; CuPy inputs are split on the GPU and stay there."""
+    """sklearn.model_selection.train_test_split drop-in; CuPy inputs are split on the GPU and stay there.
+
+    Sizes, stratified class counts and errors are scikit-learn's. With ``shuffle=True`` the test rows are the first
+    ``n_test`` of the bijective order of ``random_state`` and the training rows the next ``n_train``: the same rows for
+    NumPy, pandas, CuPy and Dask input, but not the rows scikit-learn picks for the same ``random_state``.
+
+    Parameters
+    ----------
+    *arrays : sequence of indexables with the same length
+        NumPy, pandas, scipy.sparse, lists or CuPy.
+    test_size, train_size : float, int or None
+        As in scikit-learn (the test size defaults to 0.25).
+    random_state : None, int, numpy.random.Generator or numpy.random.RandomState
+        Seed of the bijective shuffle.
+    shuffle : bool, default True
+        Without it, the first rows train and the last rows test, as in scikit-learn.
+    stratify : array-like, optional
+        Class labels to keep the class proportions of.
+    backend : {"auto", "cpu", "gpu"}, default "auto"
+        Where the random order is computed: "auto" follows the data (the GPU for CuPy input, else the CPU).
+
+    Returns
+    -------
+    list
+        ``[a_train, a_test]`` for each input array, in order, of the input's type.
+
+    Raises
+    ------
+    ValueError
+        As scikit-learn: no array, inconsistent lengths, or sizes that leave a side empty.
+
+    See Also
+    --------
+    sklearn.model_selection.train_test_split : the function this replaces.
+    dask_train_test_split : the same split of Dask collections.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from hitml.sklearn_ext import train_test_split
+    >>> X, y = np.arange(20).reshape(10, 2), np.arange(10)
+    >>> X_tr, X_te, y_tr, y_te = train_test_split(X, y, test_size=0.3, random_state=0)
+    >>> X_tr.shape, X_te.shape, bool((X_te[:, 0] // 2 == y_te).all())
+    ((7, 2), (3, 2), True)
+    """
     if len(arrays) == 0:
         raise ValueError("At least one array required as input")
     if any(is_dask_collection(a) for a in arrays):

@@ -7,18 +7,18 @@ import pytest
 da = pytest.importorskip("dask.array")
 dd = pytest.importorskip("dask.dataframe")
 pytest.importorskip("distributed")
-import pandas as pd  # noqa: E402
-import shap  # noqa: E402
-import xgboost as xgb  # noqa: E402
+import pandas as pd  # noqa: E402 - after the pytest.importorskip above
+import shap  # noqa: E402 - after the pytest.importorskip above
+import xgboost as xgb  # noqa: E402 - after the pytest.importorskip above
 
-from hitml import shap_ext  # noqa: E402
-from hitml.kernels.shuffle import permutation  # noqa: E402
-from hitml.kernels.sketch import sketch  # noqa: E402
-from hitml.shap_ext._dask import dask_shap_values  # noqa: E402
-from hitml.shap_ext._explainer import _ShapTreeExplainer  # noqa: E402
-from hitml.sklearn_ext._dask import dask_shuffle, dask_train_test_split  # noqa: E402
-from hitml.sklearn_ext import train_test_split  # noqa: E402
-from hitml.xgboost_ext.dask import sketch_partitions  # noqa: E402
+from hitml import shap_ext  # noqa: E402 - after the pytest.importorskip above
+from hitml.kernels.shuffle import permutation  # noqa: E402 - after the pytest.importorskip above
+from hitml.kernels.sketch import sketch  # noqa: E402 - after the pytest.importorskip above
+from hitml.shap_ext._dask import dask_shap_values  # noqa: E402 - after the pytest.importorskip above
+from hitml.shap_ext._explainer import _ShapTreeExplainer  # noqa: E402 - after the pytest.importorskip above
+from hitml.sklearn_ext._dask import dask_shuffle, dask_train_test_split  # noqa: E402 - after the pytest.importorskip above
+from hitml.sklearn_ext import train_test_split  # noqa: E402 - after the pytest.importorskip above
+from hitml.xgboost_ext.dask import sketch_partitions  # noqa: E402 - after the pytest.importorskip above
 
 
 def _model(n_class=None, n=600, seed=0):

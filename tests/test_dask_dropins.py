@@ -6,12 +6,12 @@ import pytest
 
 dask = pytest.importorskip("dask")
 da = pytest.importorskip("dask.array")
-import shap  # noqa: E402
-import xgboost as xgb  # noqa: E402
+import shap  # noqa: E402 - after the pytest.importorskip above
+import xgboost as xgb  # noqa: E402 - after the pytest.importorskip above
 
-from hitml import shap_ext  # noqa: E402,F401
-from hitml.kernels.shuffle import permutation  # noqa: E402
-from hitml.sklearn_ext import shuffle, train_test_split  # noqa: E402
+from hitml import shap_ext  # noqa: E402,F401 - after importorskip; imported for its backend= hook on shap
+from hitml.kernels.shuffle import permutation  # noqa: E402 - after the pytest.importorskip above
+from hitml.sklearn_ext import shuffle, train_test_split  # noqa: E402 - after the pytest.importorskip above
 
 
 @pytest.fixture(autouse=True)

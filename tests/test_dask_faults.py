@@ -10,12 +10,12 @@ import pytest
 
 da = pytest.importorskip("dask.array")
 distributed = pytest.importorskip("distributed")
-import xgboost as xgb  # noqa: E402
+import xgboost as xgb  # noqa: E402 - after the pytest.importorskip above
 
-from hitml import shap_ext  # noqa: E402
-from hitml.kernels.shuffle import permutation  # noqa: E402
-from hitml.shap_ext._dask import dask_shap_values  # noqa: E402
-from hitml.sklearn_ext._dask import dask_shuffle  # noqa: E402
+from hitml import shap_ext  # noqa: E402 - after the pytest.importorskip above
+from hitml.kernels.shuffle import permutation  # noqa: E402 - after the pytest.importorskip above
+from hitml.shap_ext._dask import dask_shap_values  # noqa: E402 - after the pytest.importorskip above
+from hitml.sklearn_ext._dask import dask_shuffle  # noqa: E402 - after the pytest.importorskip above
 
 
 def _kill_worker_holding_results(client, futures, min_done: int, timeout: float = 60.0) -> int:

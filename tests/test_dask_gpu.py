@@ -13,17 +13,17 @@ pytestmark = pytest.mark.gpu
 da = pytest.importorskip("dask.array")
 distributed = pytest.importorskip("distributed")
 
-from hitml import shap_ext  # noqa: E402
-from hitml.kernels.shuffle import permutation  # noqa: E402
-from hitml.kernels.sketch import sketch  # noqa: E402
-from hitml.shap_ext._dask import dask_shap_values, ship_explainer  # noqa: E402
-from hitml.shap_ext._explainer import _ShapTreeExplainer  # noqa: E402
-from hitml.sklearn_ext import train_test_split  # noqa: E402
+from hitml import shap_ext  # noqa: E402 - after the pytest.importorskip above
+from hitml.kernels.shuffle import permutation  # noqa: E402 - after the pytest.importorskip above
+from hitml.kernels.sketch import sketch  # noqa: E402 - after the pytest.importorskip above
+from hitml.shap_ext._dask import dask_shap_values, ship_explainer  # noqa: E402 - after the pytest.importorskip above
+from hitml.shap_ext._explainer import _ShapTreeExplainer  # noqa: E402 - after the pytest.importorskip above
+from hitml.sklearn_ext import train_test_split  # noqa: E402 - after the pytest.importorskip above
 from test_dask_distributed import _model, _sketch_columns  # noqa: E402 - the CPU cluster tests' models, data
-from hitml.sklearn_ext._dask import dask_shuffle, dask_train_test_split  # noqa: E402
-from hitml.xgboost_ext import QuantileBinner  # noqa: E402
-from hitml.xgboost_ext.dask import fit_binner, sketch_partitions, snap_partitions  # noqa: E402
-from hitml.xgboost_ext.hook import snap  # noqa: E402
+from hitml.sklearn_ext._dask import dask_shuffle, dask_train_test_split  # noqa: E402 - after the pytest.importorskip above
+from hitml.xgboost_ext import QuantileBinner  # noqa: E402 - after the pytest.importorskip above
+from hitml.xgboost_ext.dask import fit_binner, sketch_partitions, snap_partitions  # noqa: E402 - after the pytest.importorskip above
+from hitml.xgboost_ext.hook import snap  # noqa: E402 - after the pytest.importorskip above
 
 
 @pytest.fixture(scope="module")

@@ -8,11 +8,11 @@ import pytest
 
 dask = pytest.importorskip("dask")
 da = pytest.importorskip("dask.array")
-import xgboost as xgb  # noqa: E402
+import xgboost as xgb  # noqa: E402 - after the pytest.importorskip above
 
-from hitml import shap_ext  # noqa: E402
-from hitml.shap_ext._dask import ShippedExplainer, dask_shap_values  # noqa: E402
-from hitml.shap_ext._explainer import _ShapTreeExplainer  # noqa: E402
+from hitml import shap_ext  # noqa: E402 - after the pytest.importorskip above
+from hitml.shap_ext._dask import ShippedExplainer, dask_shap_values  # noqa: E402 - after the pytest.importorskip above
+from hitml.shap_ext._explainer import _ShapTreeExplainer  # noqa: E402 - after the pytest.importorskip above
 
 
 @pytest.fixture(scope="module")

@@ -7,12 +7,12 @@ import pytest
 dask = pytest.importorskip("dask")
 da = pytest.importorskip("dask.array")
 dd = pytest.importorskip("dask.dataframe")
-import pandas as pd  # noqa: E402
-from sklearn.model_selection import train_test_split as sk_train_test_split  # noqa: E402
+import pandas as pd  # noqa: E402 - after the pytest.importorskip above
+from sklearn.model_selection import train_test_split as sk_train_test_split  # noqa: E402 - after the pytest.importorskip above
 
-from hitml.kernels.shuffle import permutation  # noqa: E402
-from hitml.sklearn_ext import shuffle, train_test_split  # noqa: E402
-from hitml.sklearn_ext._dask import dask_shuffle, dask_train_test_split  # noqa: E402
+from hitml.kernels.shuffle import permutation  # noqa: E402 - after the pytest.importorskip above
+from hitml.sklearn_ext import shuffle, train_test_split  # noqa: E402 - after the pytest.importorskip above
+from hitml.sklearn_ext._dask import dask_shuffle, dask_train_test_split  # noqa: E402 - after the pytest.importorskip above
 
 N = 2011
 

@@ -1,8 +1,9 @@
 """Every code block of README.md and docs/*.md runs as written.
 
-The ```python blocks of one file run in order in one fresh interpreter (cwd = repository root), so a later block can use
+Fenced blocks are found at any indentation (inside list items too) and dedented. The ```python blocks of one file
+run in order in one fresh interpreter (cwd = repository root), so a later block can use
 what an earlier one defined. ```bash blocks run in bash with the test environment's `python` first on PATH. A block whose
-first line is `# requires: gpu` (or `dask`) (or `multi-gpu`, `dask`, `dask-cuda`) is skipped where that is missing. A bash line that calls scripts/test.sh is
+first line is `# requires: gpu` (or `multi-gpu`, `dask`, `dask-cuda`) is skipped where that is missing. A bash line that calls scripts/test.sh is
 not run again: that command is what runs this test. ```text blocks are output samples and ```console blocks install
 transcripts (`$ pip install ...`: tests/test_packaging.py installs the wheel, scripts/env.sh the test extra); neither is
 run here, so the test never changes the environment it runs in.
@@ -23,7 +24,8 @@ from hitml.kernels.device import gpu_available
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-FENCE = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```", re.S | re.M)
+# A fence at any indentation (a block inside a list item too); its closing fence has the same indentation.
+FENCE = re.compile(r"^([ \t]*)```(\w*)[^\n]*\n(.*?)^\1```[ \t]*$", re.S | re.M)
 RUNNABLE = {"python", "bash", "sh"}
 
 RUNNER = r"""
@@ -40,7 +42,9 @@ def _blocks(path: Path) -> list[dict]:
     text = path.read_text()
     out = []
     for m in FENCE.finditer(text):
-        lang, src = m.group(1).lower(), m.group(2)
+        indent, lang = m.group(1), m.group(2).lower()
+        src = "".join(line[len(indent):] if line.startswith(indent) else line.lstrip(" \t")
+                      for line in m.group(3).splitlines(keepends=True))
         if lang not in RUNNABLE:
             continue
         line = text.count("\n", 0, m.start()) + 2
@@ -93,3 +97,13 @@ def test_doc_code_blocks_run(path, tmp_path):
                                     f"{res.stderr[-4000:]}"
     if not runnable:
         pytest.skip(f"every block of {path.name} needs {sorted({r for b in blocks for r in b['requires']})}")
+
+
+def test_blocks_inside_list_items_are_collected(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    md = tmp_path / "list.md"
+    md.write_text("1. Step one:\n\n   ```python\n   x = 1\n   if x:\n       y = 2\n   ```\n\n"
+                  "   ```python\n   # requires: gpu\n   import cupy\n   ```\n\n```text\nnot code\n```\n")
+    blocks = _blocks(md)
+    assert [(b["line"], b["src"], b["requires"]) for b in blocks] == [
+        (4, "x = 1\nif x:\n    y = 2\n", []), (10, "# requires: gpu\nimport cupy\n", ["gpu"])]

@@ -225,7 +225,7 @@ def test_brute_force_reference_matches_shap_cpp(xgb_models):
     model, X = xgb_models["bin"]
     booster = model.get_booster()
     bg, Xe = X[:6], X[20:24]
-    margin = lambda r: booster.predict(xgb.DMatrix(r), output_margin=True)  # noqa: E731
+    margin = lambda r: booster.predict(xgb.DMatrix(r), output_margin=True)  # noqa: E731 - a one-line helper local to this test
     ref, _ = brute_force_interventional(margin, Xe, bg)
     close(ref, shap.TreeExplainer(model, bg).shap_values(Xe), rtol=1e-5)
     ref_p, _ = brute_force_interventional(margin, Xe, bg, transform=lambda m: 1 / (1 + np.exp(-m)))

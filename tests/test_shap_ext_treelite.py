@@ -10,19 +10,19 @@ import pytest
 
 treelite = pytest.importorskip("treelite")
 xgb = pytest.importorskip("xgboost")
-import shap  # noqa: E402
-import treelite.gtil as gtil  # noqa: E402
-import treelite.model_builder as mb  # noqa: E402
-from sklearn.ensemble import (  # noqa: E402
+import shap  # noqa: E402 - after the pytest.importorskip above
+import treelite.gtil as gtil  # noqa: E402 - after the pytest.importorskip above
+import treelite.model_builder as mb  # noqa: E402 - after the pytest.importorskip above
+from sklearn.ensemble import (  # noqa: E402 - after the pytest.importorskip above
     GradientBoostingClassifier,
     GradientBoostingRegressor,
     RandomForestClassifier,
     RandomForestRegressor,
 )
 
-from hitml import shap_ext  # noqa: E402
-from hitml.shap_ext._treelite import TreeliteModel  # noqa: E402
-from _shapley import exact_shapley  # noqa: E402
+from hitml import shap_ext  # noqa: E402 - after the pytest.importorskip above
+from hitml.shap_ext._treelite import TreeliteModel  # noqa: E402 - after the pytest.importorskip above
+from _shapley import exact_shapley  # noqa: E402 - after the pytest.importorskip above
 
 
 def _rel(a, b) -> float:

@@ -5,7 +5,6 @@ import numpy as np
 import pytest
 
 from hitml.kernels import shuffle as sh
-from hitml.kernels.shuffle import cpu
 
 M0 = 0xD2B74407B1CE6E93
 

@@ -7,7 +7,7 @@ import pytest
 
 from hitml.kernels.sketch import cpu
 
-from _sketch_gpu import _assert_same  # noqa: E402
+from _sketch_gpu import _assert_same
 
 pytestmark = pytest.mark.gpu
 VARIANTS = ["fast", "fast_tiles"]  # fast_tiles: bulk=False (the cp.async read)
@@ -26,8 +26,6 @@ def _gpu_sketch(X, w=None, *, variant="fast", **kw):
 @pytest.mark.parametrize("l,weighted", [(15, False), (20, True), (24, False), (8, True)])
 def test_gpu_equals_cpu_twin(dtype, l, weighted, variant):
     import cupy as cp
-
-    from hitml.kernels.sketch import gpu
 
     rng = np.random.default_rng(l)
     n = 200_003
@@ -82,8 +80,6 @@ def test_fast_distinct_paths(dtype, bulk):
 def test_gpu_rejects_inf_and_handles_empty(variant):
     import cupy as cp
 
-    from hitml.kernels.sketch import gpu
-
     X = cp.asarray(np.array([[1.0, np.nan], [np.inf, np.nan], [2.0, np.nan]]))
     with pytest.raises(ValueError, match="inf"):
         _gpu_sketch(X, variant=variant)
@@ -94,8 +90,6 @@ def test_gpu_rejects_inf_and_handles_empty(variant):
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_gpu_small_and_odd_shapes(variant):
     import cupy as cp
-
-    from hitml.kernels.sketch import gpu
 
     rng = np.random.default_rng(0)
     for n, d in [(1, 1), (7, 33), (1000, 64), (129, 3), (5000, 300), (3000, 1)]:

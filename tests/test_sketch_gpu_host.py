@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from hitml.kernels.sketch import cpu
-from _sketch_gpu import _assert_same  # noqa: E402
+from _sketch_gpu import _assert_same
 
 pytestmark = pytest.mark.gpu
 

@@ -18,7 +18,7 @@ from hitml.kernels.sketch.sample import RowSample, mix64
 from hitml.xgboost_ext import QuantileBinner
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
-from bench_sketch_battery import battery as bench_battery  # noqa: E402
+from bench_sketch_battery import battery as bench_battery
 
 N = 20_000
 

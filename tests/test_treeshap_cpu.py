@@ -77,7 +77,7 @@ def _random_tree(draw, M, K, max_depth):
 
     build(0)
     n = len(nodes)
-    arr = lambda j, dt: np.array([[nd[j] for nd in nodes]], dtype=dt)  # noqa: E731
+    arr = lambda j, dt: np.array([[nd[j] for nd in nodes]], dtype=dt)  # noqa: E731 - a one-line helper local to this test
     vals = np.array([[nd[6] for nd in nodes]])
     return (arr(2, np.int64), arr(3, np.int64), arr(4, np.int64), arr(0, np.int64), arr(1, float), vals,
             arr(5, float)), n

@@ -6,7 +6,7 @@ import pytest
 
 from hitml.kernels.treeshap import cpu, extract_paths
 
-from _treeshap_gpu import (  # noqa: E402
+from _treeshap_gpu import (
     TRANSFORMS, _close, _data, _dense, _gpu, _multiclass_models, _paths_from, _regression_paths, _sk_tree, _spine_tree,
 )
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from hitml.kernels.treeshap import cpu
-from _treeshap_gpu import _close, _data, _gpu, _multiclass_models, _paths_from, _regression_paths, _spine_tree  # noqa: E402
+from _treeshap_gpu import _close, _data, _gpu, _multiclass_models, _paths_from, _regression_paths, _spine_tree
 
 pytestmark = pytest.mark.gpu
 

@@ -39,7 +39,7 @@ def _random_tree(draw, M, max_depth):
 
     build(0)
     n = len(nodes)
-    col = lambda j, dt: np.array([[nd[j] for nd in nodes]], dtype=dt)  # noqa: E731
+    col = lambda j, dt: np.array([[nd[j] for nd in nodes]], dtype=dt)  # noqa: E731 - a one-line helper local to this test
     words, ptr, nwords = [], np.zeros((1, n), np.int64), np.zeros((1, n), np.int32)
     for i, nd in enumerate(nodes):
         if nd[7] is not None:
@@ -89,7 +89,7 @@ _TRANSFORMS = {
 def _case(draw):
     M = draw(st.integers(1, 4))
     arrays, cats, nodes = _random_tree(draw, M, draw(st.integers(0, 4)))
-    rows = lambda k: np.array([[draw(st.sampled_from(_GRID)) for _ in range(M)] for _ in range(k)])  # noqa: E731
+    rows = lambda k: np.array([[draw(st.sampled_from(_GRID)) for _ in range(M)] for _ in range(k)])  # noqa: E731 - a one-line helper local to this test
     X, R = rows(draw(st.integers(1, 3))), rows(draw(st.integers(1, 5)))
     return M, arrays, cats, nodes, X, R, draw(st.sampled_from(sorted(_TRANSFORMS)))
 
@@ -134,7 +134,7 @@ def test_interventional_one_row_many_background_and_tree_limit(transform):
     T = _TRANSFORMS[transform]
     for limit in (None, 1):
         trees = 2 if limit is None else limit
-        f = lambda z: 0.1 + sum(val[t, 1 if z[ft[t, 0]] <= th[t, 0] else 2, 0] for t in range(trees))  # noqa: E731
+        f = lambda z: 0.1 + sum(val[t, 1 if z[ft[t, 0]] <= th[t, 0] else 2, 0] for t in range(trees))  # noqa: E731 - a one-line helper local to this test
         ref = np.zeros(3)
         for r in R:
             phi = np.zeros(2)

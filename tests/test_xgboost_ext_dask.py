@@ -8,12 +8,12 @@ import pytest
 
 da = pytest.importorskip("dask.array")
 pytest.importorskip("distributed")
-import xgboost as xgb  # noqa: E402
-from xgboost import dask as dxgb  # noqa: E402
+import xgboost as xgb  # noqa: E402 - after the pytest.importorskip above
+from xgboost import dask as dxgb  # noqa: E402 - after the pytest.importorskip above
 
-from hitml.kernels.sketch import cpu  # noqa: E402
-from hitml.xgboost_ext import QuantileBinner  # noqa: E402
-from hitml.xgboost_ext.dask import dask_quantile_dmatrix, fit_binner, snap_partitions  # noqa: E402
+from hitml.kernels.sketch import cpu  # noqa: E402 - after the pytest.importorskip above
+from hitml.xgboost_ext import QuantileBinner  # noqa: E402 - after the pytest.importorskip above
+from hitml.xgboost_ext.dask import dask_quantile_dmatrix, fit_binner, snap_partitions  # noqa: E402 - after the pytest.importorskip above
 
 
 def test_dask_sketch_train_on_our_cuts(client):

@@ -43,6 +43,24 @@ class QuantileBinner(TransformerMixin, BaseEstimator):
         The cuts in XGBoost's form (float32, lower bound and sentinel excluded).
     sketch_ : kernels.sketch.MomentSketch or None
         The merged sketch (None for method="exact").
+
+    See Also
+    --------
+    sklearn.preprocessing.KBinsDiscretizer : the transformer whose conventions this follows (quantile strategy).
+    xgboost.QuantileDMatrix : XGBoost's own sketch, which this replaces through :func:`quantile_dmatrix`.
+    XGBRegressor : XGBoost's regressor trained on these cuts.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from hitml.xgboost_ext import QuantileBinner
+    >>> X = np.random.default_rng(0).standard_exponential(size=(10_000, 2))
+    >>> binner = QuantileBinner(max_bin=8).fit(X)
+    >>> codes = binner.transform(X)
+    >>> bool(np.bincount(codes[:, 0]).max() / len(X) < 2 / 8)   # no bin holds much more than its share
+    True
+    >>> binner.partial_fit(X[:5000]).partial_fit(X[5000:]).n_bins_.tolist()   # streaming: merged sketches
+    [8, 8]
     """
 
     def __init__(self, max_bin: int = 256, method: str = "maxent", n_moments: int = 15, n_sample: int = 4096,

@@ -78,7 +78,7 @@ def snap_partitions(X, binner: QuantileBinner):
     cuts = binner.cuts_
     meta = np.empty((0, 0), np.float32)
     if is_cupy_array(X._meta):  # CuPy partitions are snapped on their GPU and stay there
-        import cupy  # noqa: PLC0415
+        import cupy
 
         meta = cupy.empty((0, 0), np.float32)
     return X.map_blocks(lambda b: snap(_host_or_device(b), cuts), dtype=np.float32, meta=meta)

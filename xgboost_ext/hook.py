@@ -24,6 +24,35 @@ def reference_matrix(binner_or_cuts) -> np.ndarray:
 
     XGBoost sketches a column with at most max_bin distinct values into exactly "every distinct value but the
     first" plus a sentinel above the last, so a QuantileDMatrix built with this as ``ref`` has our cuts.
+
+    Parameters
+    ----------
+    binner_or_cuts : QuantileBinner or hitml.kernels.sketch.Cuts
+        A fitted binner, or its ``cuts_``.
+
+    Returns
+    -------
+    numpy.ndarray
+        float32, shape (max_bin, n_features).
+
+    Raises
+    ------
+    ValueError
+        If the binner is not fitted, or a feature has more cuts than ``max_bin - 1``.
+
+    See Also
+    --------
+    reference_dmatrix : the same matrix as an ``xgboost.DMatrix``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from hitml.xgboost_ext import QuantileBinner
+    >>> X = np.random.default_rng(0).lognormal(size=(1000, 2))
+    >>> binner = QuantileBinner(max_bin=16).fit(X)
+    >>> from hitml.xgboost_ext import reference_matrix
+    >>> reference_matrix(binner).shape
+    (16, 2)
     """
     cuts, max_bin = _cuts_of(binner_or_cuts)
     R = np.full((max_bin, cuts.n_features), np.nan, np.float32)
@@ -38,12 +67,80 @@ def reference_matrix(binner_or_cuts) -> np.ndarray:
 
 
 def reference_dmatrix(binner_or_cuts, **kwargs: Any) -> xgb.DMatrix:
-    """A small DMatrix to pass as ``ref=`` to QuantileDMatrix so that XGBoost uses our cuts."""
+    """A small DMatrix to pass as ``ref=`` to ``xgboost.QuantileDMatrix`` so that XGBoost uses our cuts.
+
+    Parameters
+    ----------
+    binner_or_cuts : QuantileBinner or hitml.kernels.sketch.Cuts
+        A fitted binner, or its ``cuts_``.
+    **kwargs
+        Passed to ``xgboost.DMatrix`` (``feature_names``, ``feature_types``, ...).
+
+    Returns
+    -------
+    xgboost.DMatrix
+        :func:`reference_matrix` as a DMatrix.
+
+    See Also
+    --------
+    quantile_dmatrix : builds the QuantileDMatrix with this reference for you.
+    xgboost.QuantileDMatrix : whose ``ref=`` takes it.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from hitml.xgboost_ext import QuantileBinner
+    >>> X = np.random.default_rng(0).lognormal(size=(1000, 2))
+    >>> binner = QuantileBinner(max_bin=16).fit(X)
+    >>> import xgboost as xgb
+    >>> from hitml.xgboost_ext import check_cuts, reference_dmatrix
+    >>> dm = xgb.QuantileDMatrix(X, ref=reference_dmatrix(binner), max_bin=16)
+    >>> check_cuts(dm, binner)
+    """
     return xgb.DMatrix(reference_matrix(binner_or_cuts), **kwargs)
 
 
 def quantile_dmatrix(X, label=None, *, binner, **kwargs: Any) -> xgb.QuantileDMatrix:
-    """QuantileDMatrix of X (NumPy, pandas or CuPy) whose cuts are the fitted binner's, for CPU or device="cuda"."""
+    """``xgboost.QuantileDMatrix`` of X whose cuts are the fitted binner's, for the CPU or ``device="cuda"``.
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, n_features)
+        NumPy, pandas or CuPy; NaN is missing.
+    label : array-like, optional
+        As in ``xgboost.QuantileDMatrix``.
+    binner : QuantileBinner or hitml.kernels.sketch.Cuts
+        Fitted on data with the same features as X.
+    **kwargs
+        Passed to ``xgboost.QuantileDMatrix`` (``weight``, ``feature_names``, ``nthread``, ...), except ``ref``.
+
+    Returns
+    -------
+    xgboost.QuantileDMatrix
+        Train ``tree_method="hist"`` on it with the binner's ``max_bin``.
+
+    Raises
+    ------
+    ValueError
+        If ``ref`` is passed, ``max_bin`` differs from the binner's, or X has another number of features.
+
+    See Also
+    --------
+    xgboost.QuantileDMatrix : what this replaces; it sketches its own cuts.
+    dmatrix : the same cuts through a plain ``xgboost.DMatrix``.
+    check_cuts : verify the cuts XGBoost holds.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from hitml.xgboost_ext import QuantileBinner
+    >>> X = np.random.default_rng(0).lognormal(size=(1000, 2))
+    >>> binner = QuantileBinner(max_bin=16).fit(X)
+    >>> import xgboost as xgb
+    >>> from hitml.xgboost_ext import quantile_dmatrix
+    >>> dtrain = quantile_dmatrix(X, X[:, 0], binner=binner)
+    >>> booster = xgb.train({"tree_method": "hist", "max_bin": 16, "nthread": 1}, dtrain, 2)
+    """
     cuts, max_bin = _cuts_of(binner)
     if "ref" in kwargs:
         raise ValueError("quantile_dmatrix builds its own ref from the binner; do not pass ref=")
@@ -63,6 +160,37 @@ def snap(X, binner_or_cuts):
     The snapped data has at most max_bin distinct values per feature, so any XGBoost entry point (DMatrix,
     QuantileDMatrix, dask, spark) sketches it into exactly our cuts, and since s(x) < cut <=> x < cut, the model
     trained on snapped data predicts identically on raw data.
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, n_features)
+        NumPy or CuPy (CuPy stays on the device).
+    binner_or_cuts : QuantileBinner or hitml.kernels.sketch.Cuts
+        A fitted binner, or its ``cuts_``.
+
+    Returns
+    -------
+    numpy.ndarray or cupy.ndarray
+        float32, the shape of X.
+
+    Raises
+    ------
+    ValueError
+        If X is not 2-D with the binner's number of features, or the binner is not fitted.
+
+    See Also
+    --------
+    QuantileBinner.transform : bin codes instead of edges.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from hitml.xgboost_ext import QuantileBinner
+    >>> X = np.random.default_rng(0).lognormal(size=(1000, 2))
+    >>> binner = QuantileBinner(max_bin=16).fit(X)
+    >>> from hitml.xgboost_ext import snap
+    >>> bool((np.unique(snap(X, binner)[:, 0]).size <= 16))
+    True
     """
     cuts, _ = _cuts_of(binner_or_cuts)
     if is_cupy_array(X):
@@ -83,12 +211,68 @@ def snap(X, binner_or_cuts):
 
 
 def dmatrix(X, label=None, *, binner, **kwargs: Any) -> xgb.DMatrix:
-    """A plain DMatrix (snapped to our bins) on which tree_method="hist" trains with exactly our cuts."""
+    """A plain ``xgboost.DMatrix`` of :func:`snap` (X) on which ``tree_method="hist"`` trains with our cuts.
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, n_features)
+        NumPy or CuPy.
+    label : array-like, optional
+        As in ``xgboost.DMatrix``.
+    binner : QuantileBinner or hitml.kernels.sketch.Cuts
+        A fitted binner, or its ``cuts_``.
+    **kwargs
+        Passed to ``xgboost.DMatrix``.
+
+    Returns
+    -------
+    xgboost.DMatrix
+
+    See Also
+    --------
+    xgboost.DMatrix : what this replaces.
+    quantile_dmatrix : the same cuts without copying X to float32 edges.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from hitml.xgboost_ext import QuantileBinner
+    >>> X = np.random.default_rng(0).lognormal(size=(1000, 2))
+    >>> binner = QuantileBinner(max_bin=16).fit(X)
+    >>> from hitml.xgboost_ext import dmatrix
+    >>> dmatrix(X, X[:, 0], binner=binner).num_row()
+    1000
+    """
     return xgb.DMatrix(snap(X, binner), label, **kwargs)
 
 
 def xgb_cuts(dm: xgb.DMatrix) -> list[np.ndarray]:
-    """XGBoost's cuts per feature from get_quantile_cut(), lower bound and sentinel removed."""
+    """XGBoost's cuts per feature from ``get_quantile_cut()``, lower bound and sentinel removed.
+
+    Parameters
+    ----------
+    dm : xgboost.DMatrix
+        A matrix XGBoost has sketched (a ``QuantileDMatrix``, or a ``DMatrix`` after training on it).
+
+    Returns
+    -------
+    list of numpy.ndarray
+        One float32 array of cut points per feature.
+
+    See Also
+    --------
+    check_cuts : compare them with a binner's.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from hitml.xgboost_ext import QuantileBinner
+    >>> X = np.random.default_rng(0).lognormal(size=(1000, 2))
+    >>> binner = QuantileBinner(max_bin=16).fit(X)
+    >>> from hitml.xgboost_ext import quantile_dmatrix, xgb_cuts
+    >>> len(xgb_cuts(quantile_dmatrix(X, binner=binner)))
+    2
+    """
     ptr, vals = dm.get_quantile_cut()
     ptr = np.asarray(ptr)
     vals = np.asarray(vals if not is_cupy_array(vals) else vals.get())
@@ -96,7 +280,36 @@ def xgb_cuts(dm: xgb.DMatrix) -> list[np.ndarray]:
 
 
 def check_cuts(dm: xgb.DMatrix, binner_or_cuts) -> None:
-    """Raise AssertionError unless XGBoost's cuts on dm equal our cuts bit for bit."""
+    """Raise AssertionError unless XGBoost's cuts on dm equal our cuts bit for bit.
+
+    Parameters
+    ----------
+    dm : xgboost.DMatrix
+        A matrix XGBoost has sketched.
+    binner_or_cuts : QuantileBinner or hitml.kernels.sketch.Cuts
+        The cuts it should hold.
+
+    Raises
+    ------
+    AssertionError
+        Naming the first feature whose cuts differ.
+
+    See Also
+    --------
+    xgb_cuts : XGBoost's cuts themselves.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from hitml.xgboost_ext import QuantileBinner
+    >>> X = np.random.default_rng(0).lognormal(size=(1000, 2))
+    >>> binner = QuantileBinner(max_bin=16).fit(X)
+    >>> import xgboost as xgb
+    >>> from hitml.xgboost_ext import check_cuts
+    >>> check_cuts(xgb.QuantileDMatrix(X, max_bin=16), binner)
+    Traceback (most recent call last):
+    AssertionError: feature 0: ...
+    """
     cuts, _ = _cuts_of(binner_or_cuts)
     got = xgb_cuts(dm)
     if len(got) != cuts.n_features:

@@ -14,6 +14,29 @@ def rank_vectors(perms, xp=np):
 
     Samplers return insertion orders (``perms[i, t]`` = the feature that joins at step t); every kernel here is
     defined on ranks (sigma(j) = the step at which feature j joins), the convention the seed's Table 4 uses.
+
+    Parameters
+    ----------
+    perms : array-like of int, shape (n, d)
+        Insertion orders.
+    xp : module, default numpy
+        ``numpy`` or ``cupy``.
+
+    Returns
+    -------
+    array
+        int64, shape (n, d).
+
+    See Also
+    --------
+    numpy.argsort : the same, slower.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from hitml.kernels.permutations import rank_vectors
+    >>> rank_vectors(np.array([[2, 0, 1]])).tolist()
+    [[1, 2, 0]]
     """
     perms = xp.asarray(perms)
     n, d = perms.shape
@@ -72,7 +95,28 @@ def _discordant_rows(ra, rb):
 
 
 def discordant_pairs(ranks_a, ranks_b) -> np.ndarray:
-    """n_dis between paired rank vectors (rows of two (n, d) arrays, or two (d,) vectors), O(d log d) each."""
+    """n_dis between paired rank vectors (rows of two (n, d) arrays, or two (d,) vectors), O(d log d) each.
+
+    Parameters
+    ----------
+    ranks_a, ranks_b : array-like of int, shape (n, d) or (d,)
+        Rank vectors, paired by row.
+
+    Returns
+    -------
+    numpy.ndarray
+        int64, shape (n,) (or a 0-d array for two vectors).
+
+    See Also
+    --------
+    scipy.stats.kendalltau : Kendall's tau, an affine function of n_dis.
+
+    Examples
+    --------
+    >>> from hitml.kernels.permutations import discordant_pairs
+    >>> int(discordant_pairs([0, 1, 2, 3], [3, 2, 1, 0]))
+    6
+    """
     a = np.atleast_2d(np.asarray(ranks_a, dtype=np.int64))
     b = np.atleast_2d(np.asarray(ranks_b, dtype=np.int64))
     if a.shape != b.shape:
@@ -85,6 +129,25 @@ def kendall_features(ranks, xp=np):
     """The unnormalised Kendall feature map: sign(r_i - r_j) for i < j, as float32 (n, d(d-1)/2).
 
     Products of +-1 summed in float32 are exact integers below 2**24, so n_dis from a matmul is exact.
+
+    Parameters
+    ----------
+    ranks : array-like of int, shape (n, d)
+        Rank vectors.
+    xp : module, default numpy
+        ``numpy`` or ``cupy``.
+
+    Returns
+    -------
+    array
+        float32, shape (n, d(d-1)/2).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from hitml.kernels.permutations import kendall_features
+    >>> kendall_features(np.array([[0, 1, 2]])).tolist()
+    [[-1.0, -1.0, -1.0]]
     """
     ranks = xp.asarray(ranks)
     n, d = ranks.shape
@@ -141,7 +204,38 @@ def kernel_from_inner(ip, d: int, kernel: str, lam: float, xp=np):
 
 
 def kernel_matrix_ranks(ranks_a, ranks_b=None, kernel: str = "mallows", lam: float = 4.0, xp=np):
-    """Gram matrix between rank vectors (rows)."""
+    """Gram matrix between rank vectors (rows).
+
+    Parameters
+    ----------
+    ranks_a : array-like of int, shape (n_a, d)
+        Rank vectors.
+    ranks_b : array-like of int, shape (n_b, d), optional
+        Defaults to ``ranks_a``.
+    kernel : {"mallows", "kendall", "spearman"}, default "mallows"
+        The kernel.
+    lam : float, default 4.0
+        Bandwidth of the Mallows kernel.
+    xp : module, default numpy
+        ``numpy`` or ``cupy``.
+
+    Returns
+    -------
+    array
+        float64, shape (n_a, n_b).
+
+    See Also
+    --------
+    kernel_matrix : the same from insertion orders.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from hitml.kernels.permutations import kernel_matrix_ranks
+    >>> K = kernel_matrix_ranks(np.array([[0, 1, 2], [2, 1, 0]]))
+    >>> K.shape, bool(np.allclose(np.diag(K), 1.0))
+    ((2, 2), True)
+    """
     _check_kernel(kernel, lam)
     ranks_a = xp.asarray(ranks_a)
     fa = feature_map(ranks_a, kernel, xp)
@@ -150,7 +244,27 @@ def kernel_matrix_ranks(ranks_a, ranks_b=None, kernel: str = "mallows", lam: flo
 
 
 def kernel_pair(rank_a, rank_b, kernel: str = "mallows", lam: float = 4.0) -> float:
-    """One kernel value between two rank vectors, O(d log d) (merge-sort discordant pairs)."""
+    """One kernel value between two rank vectors, O(d log d) (merge-sort discordant pairs).
+
+    Parameters
+    ----------
+    rank_a, rank_b : array-like of int, shape (d,)
+        Rank vectors.
+    kernel : {"mallows", "kendall", "spearman"}, default "mallows"
+        The kernel.
+    lam : float, default 4.0
+        Bandwidth of the Mallows kernel.
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> from hitml.kernels.permutations import kernel_pair
+    >>> kernel_pair([0, 1, 2], [0, 1, 2])
+    1.0
+    """
     _check_kernel(kernel, lam)
     a, b = np.asarray(rank_a), np.asarray(rank_b)
     if kernel == "spearman":
@@ -162,6 +276,27 @@ def kernel_expectation(d: int, kernel: str = "mallows", lam: float = 4.0) -> flo
     """E_{sigma' ~ uniform}[K(sigma, sigma')], the same for every sigma (right-invariance), 0-based ranks.
 
     Mallows: prod_{j=1}^d (1 - e^{-lam j / C}) / (j (1 - e^{-lam / C})), C = d(d-1)/2 (inversion-count pgf).
+
+    Parameters
+    ----------
+    d : int
+        Length of the permutations.
+    kernel : {"mallows", "kendall", "spearman"}, default "mallows"
+        The kernel.
+    lam : float, default 4.0
+        Bandwidth of the Mallows kernel.
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> import itertools, numpy as np
+    >>> from hitml.kernels.permutations import kernel_expectation, kernel_pair
+    >>> brute = np.mean([kernel_pair([0, 1, 2, 3], list(p)) for p in itertools.permutations(range(4))])
+    >>> bool(np.isclose(kernel_expectation(4), brute))
+    True
     """
     _check_kernel(kernel, lam)
     if kernel == "kendall":
@@ -179,7 +314,29 @@ def kernel_expectation(d: int, kernel: str = "mallows", lam: float = 4.0) -> flo
 
 
 def mallows_expectation(d: int, lam: float = 4.0) -> float:
-    """m_d = E_U[K_M(sigma, .)] in closed form."""
+    """m_d = E_U[K_M(sigma, .)] in closed form.
+
+    Parameters
+    ----------
+    d : int
+        Length of the permutations.
+    lam : float, default 4.0
+        Bandwidth.
+
+    Returns
+    -------
+    float
+
+    See Also
+    --------
+    kernel_expectation : the same for every kernel.
+
+    Examples
+    --------
+    >>> from hitml.kernels.permutations import kernel_expectation, mallows_expectation
+    >>> mallows_expectation(5) == kernel_expectation(5, "mallows")
+    True
+    """
     return kernel_expectation(d, "mallows", lam)
 
 

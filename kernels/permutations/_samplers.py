@@ -45,7 +45,7 @@ def _check_nd(n: int, d: int) -> None:
 
 
 def _uniform(k: int, d: int, rng, xp, backend: str):
-    from hitml.kernels.shuffle import batched_permutations  # noqa: PLC0415  (the bijective shuffle kernel)
+    from hitml.kernels.shuffle import batched_permutations  # the bijective shuffle kernel
 
     return xp.asarray(batched_permutations(k, d, _child_seed(rng), backend=backend)).astype(xp.int64)
 
@@ -139,7 +139,7 @@ def orthogonal(n, d, seed=None, *, xp=np, backend="cpu"):
 
 def sobol_sphere_points(n: int, d: int, rng) -> np.ndarray:
     """Randomised (scrambled) Sobol points on S^{d-2} in R^{d-1} via inverse-CDF polar angles (host, float64)."""
-    from scipy.stats import qmc  # noqa: PLC0415
+    from scipy.stats import qmc
 
     m = d - 2
     with warnings.catch_warnings():

@@ -31,6 +31,29 @@ def evaluations_per_row(kind: str, n: int, d: int) -> int:
 
     Permutations: v(empty) and v(all) once per row, shared by every permutation, plus d - 1 interior prefixes per
     permutation: 2 + n (d - 1). Owen masks: a mask and its d single-feature toggles: n (d + 1).
+
+    Parameters
+    ----------
+    kind : {"permutations", "masks"}
+        The sample's kind.
+    n : int
+        Samples per row.
+    d : int
+        Features.
+
+    Returns
+    -------
+    int
+
+    See Also
+    --------
+    samples_for_budget : the inverse.
+
+    Examples
+    --------
+    >>> from hitml.kernels.permutations import evaluations_per_row
+    >>> evaluations_per_row("permutations", 10, 5)
+    42
     """
     if kind == "permutations":
         return 2 + n * (d - 1)
@@ -44,6 +67,29 @@ def samples_for_budget(kind: str, max_evals: int, d: int) -> int:
 
     With d = 1 a permutation adds no coalition beyond the two endpoints, and one permutation is exact: 1 if
     max_evals >= 2.
+
+    Parameters
+    ----------
+    kind : {"permutations", "masks"}
+        The sample's kind.
+    max_evals : int
+        Evaluations allowed per row.
+    d : int
+        Features.
+
+    Returns
+    -------
+    int
+
+    See Also
+    --------
+    evaluations_per_row : the cost of n samples.
+
+    Examples
+    --------
+    >>> from hitml.kernels.permutations import samples_for_budget
+    >>> samples_for_budget("permutations", 42, 5)
+    10
     """
     if kind == "permutations":
         if max_evals < d + 1:
@@ -124,6 +170,47 @@ def estimate_shapley(predict: Callable, X, background, samples, weights, *, kind
     Evaluations per foreground row (``evaluations_per_row``), each a coalition over all background rows:
     permutations 2 + n (d - 1) (v(empty) and v(all) are shared by all permutations of a row), Owen masks n (d + 1).
     For permutations the base value is that row-independent v(empty) (no extra model call).
+
+    Parameters
+    ----------
+    predict : callable
+        Maps rows (n, d) to predictions (n,) or (n, k).
+    X : array-like of shape (m, d)
+        Rows to explain.
+    background : array-like of shape (b, d)
+        Background rows: a coalition's value is the mean prediction over them with the coalition's features from X.
+    samples, weights : arrays
+        From :func:`sample`.
+    kind : {"permutations", "masks"}, default "permutations"
+        What ``samples`` holds.
+    batch_rows : int, default 2**18
+        Rows per ``predict`` call.
+    xp : module, default numpy
+        ``numpy`` or ``cupy``.
+    to_model : callable, optional
+        Converts a batch before ``predict`` (e.g. to a DataFrame).
+    progress : bool, optional
+        A tqdm bar (None follows ``HITML_PROGRESS``).
+
+    Returns
+    -------
+    tuple
+        ``(values (m, d, k), base_value (k,))``.
+
+    See Also
+    --------
+    shap.PermutationExplainer : shap's permutation estimator.
+    hitml.sklearn_ext.ShapleyExplainer : the estimator built on it.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from hitml.kernels.permutations import estimate_shapley, sample
+    >>> X, bg = np.ones((1, 3)), np.zeros((4, 3))
+    >>> perms, w = sample("mc", 6, 3, seed=0)
+    >>> phi, base = estimate_shapley(lambda Z: Z @ np.array([1.0, 2.0, 3.0]), X, bg, perms, w)
+    >>> phi[0, :, 0].round(6).tolist(), base.tolist()        # a linear model: exact from any permutation
+    ([1.0, 2.0, 3.0], [0.0])
     """
     samples = xp.asarray(samples)
     n, d = samples.shape

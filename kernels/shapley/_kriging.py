@@ -42,7 +42,7 @@ def kriging_operator(coalitions: np.ndarray, rho: float = KRIGING_RHO, jitter: f
     """(M, e) like ``shapley_operator``, from a Gaussian prior on the game's odd part instead of a kernel-weighted fit.
 
     With x_i(S) = +1 for i in S and -1 otherwise, the Walsh functions chi_T(S) = prod_{i in T} x_i(S) span all games;
-    an odd |T| gives each member the Shapley value 2/|T| and an even |T| gives nothing. A sampled pair (S, ~S) reveals
+    an odd ``|T|`` gives each member the Shapley value ``2/|T|`` and an even ``|T|`` gives nothing. A sampled pair (S, ~S) reveals
     the odd part h(S) = (v(S) - v(~S)) / 2 exactly, and h(full) = (v(full) - v(empty)) / 2. The main effects get a
     flat prior (so additive games are exact), each odd interaction of t >= 3 features an independent N(0, rho^t);
     the estimate is the posterior mean of the Shapley values (universal kriging, noiseless observations), a linear

@@ -84,19 +84,91 @@ def _prep(x, n_bits: int, round_keys) -> tuple[np.ndarray, np.ndarray, tuple]:
 
 
 def variable_philox(x, n_bits: int, round_keys) -> np.ndarray:
-    """Apply the VariablePhilox bijection of [0, 2^n_bits) keyed by ``round_keys`` (one uint32 per round) to ``x``."""
+    """Apply the VariablePhilox bijection of [0, 2^n_bits) keyed by ``round_keys`` (one uint32 per round) to ``x``.
+
+    Parameters
+    ----------
+    x : array-like of int
+        Values in [0, 2**n_bits).
+    n_bits : int
+        Bits of the domain.
+    round_keys : array-like of uint32
+        From :func:`philox_round_keys`; one per round.
+
+    Returns
+    -------
+    numpy.ndarray
+        uint64, the shape of x.
+
+    See Also
+    --------
+    variable_philox_inverse : its inverse.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from hitml.kernels.shuffle import philox_round_keys, variable_philox
+    >>> y = variable_philox(np.arange(16), 4, philox_round_keys(0))
+    >>> sorted(y.tolist()) == list(range(16))
+    True
+    """
     flat, keys, shape = _prep(x, n_bits, round_keys)
     return _apply(flat, int(n_bits), keys, False).reshape(shape)
 
 
 def variable_philox_inverse(y, n_bits: int, round_keys) -> np.ndarray:
-    """Inverse of :func:`variable_philox`: ``variable_philox_inverse(variable_philox(x, b, k), b, k) == x``."""
+    """Inverse of :func:`variable_philox`: ``variable_philox_inverse(variable_philox(x, b, k), b, k) == x``.
+
+    Parameters
+    ----------
+    y : array-like of int
+        Values in [0, 2**n_bits).
+    n_bits : int
+        Bits of the domain.
+    round_keys : array-like of uint32
+        The keys ``y`` was computed with.
+
+    Returns
+    -------
+    numpy.ndarray
+        uint64, the shape of y.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from hitml.kernels.shuffle import philox_round_keys, variable_philox, variable_philox_inverse
+    >>> k = philox_round_keys(1)
+    >>> variable_philox_inverse(variable_philox(np.arange(5), 8, k), 8, k).tolist()
+    [0, 1, 2, 3, 4]
+    """
     flat, keys, shape = _prep(y, n_bits, round_keys)
     return _apply(flat, int(n_bits), keys, True).reshape(shape)
 
 
 def lcg(x, n_bits: int, multiplier: int, increment: int) -> np.ndarray:
-    """The paper's weak LCG baseline y = (a x + c) mod 2^n_bits (a odd): a bijection, but only 2^(2b-1) permutations."""
+    """The paper's weak LCG baseline y = (a x + c) mod 2^n_bits (a odd): a bijection, but only 2^(2b-1) permutations.
+
+    Parameters
+    ----------
+    x : array-like of int
+        Values in [0, 2**n_bits).
+    n_bits : int
+        Bits of the domain.
+    multiplier, increment : int
+        From :func:`lcg_params` (the multiplier must be odd).
+
+    Returns
+    -------
+    numpy.ndarray
+        uint64, the shape of x.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from hitml.kernels.shuffle import lcg
+    >>> lcg(np.arange(4), 2, 3, 1).tolist()
+    [1, 0, 3, 2]
+    """
     if multiplier % 2 == 0:
         raise ValueError("the LCG multiplier must be odd to be a bijection modulo a power of two")
     mask = np.uint64((1 << int(n_bits)) - 1)

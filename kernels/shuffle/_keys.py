@@ -15,6 +15,30 @@ def as_generator(seed: Any) -> np.random.Generator:
     """None | int | np.random.Generator | np.random.RandomState -> a Generator (never the global NumPy RNG).
 
     A RandomState is advanced by one draw, so repeated calls with the same instance give fresh streams, as sklearn does.
+
+    Parameters
+    ----------
+    seed : None, int, numpy.random.Generator or numpy.random.RandomState
+        A Generator is returned as it is.
+
+    Returns
+    -------
+    numpy.random.Generator
+
+    Raises
+    ------
+    ValueError
+        For a negative int or any other type.
+
+    See Also
+    --------
+    sklearn.utils.check_random_state : scikit-learn's counterpart (returns a RandomState).
+
+    Examples
+    --------
+    >>> from hitml.kernels.shuffle import as_generator
+    >>> int(as_generator(3).integers(100)) == int(as_generator(3).integers(100))
+    True
     """
     if isinstance(seed, np.random.Generator):
         return seed
@@ -32,7 +56,31 @@ def as_generator(seed: Any) -> np.random.Generator:
 
 
 def philox_round_keys(seed: Any = None, rounds: int = 24) -> np.ndarray:
-    """``rounds`` independent uniform 32-bit round keys drawn from ``seed`` (uint32, shape (rounds,))."""
+    """``rounds`` independent uniform 32-bit round keys drawn from ``seed`` (uint32, shape (rounds,)).
+
+    Parameters
+    ----------
+    seed : None, int, numpy.random.Generator or numpy.random.RandomState
+        An int always gives the same keys.
+    rounds : int, default 24
+        Number of keys.
+
+    Returns
+    -------
+    numpy.ndarray
+        uint32, shape (rounds,).
+
+    See Also
+    --------
+    variable_philox : the bijection they key.
+
+    Examples
+    --------
+    >>> from hitml.kernels.shuffle import philox_round_keys
+    >>> keys = philox_round_keys(0)
+    >>> keys.dtype, keys.shape, bool((keys == philox_round_keys(0)).all())
+    (dtype('uint32'), (24,), True)
+    """
     rounds = check_rounds(rounds)
     if isinstance(seed, (numbers.Integral, np.integer)) and not isinstance(seed, bool) and int(seed) >= 0:
         return _int_seed_keys(int(seed), rounds).copy()
@@ -45,7 +93,30 @@ def _int_seed_keys(seed: int, rounds: int) -> np.ndarray:
 
 
 def lcg_params(seed: Any, n_bits: int) -> tuple[int, int]:
-    """(multiplier, increment) for the LCG baseline on [0, 2^n_bits): odd multiplier, any increment."""
+    """(multiplier, increment) for the LCG baseline on [0, 2^n_bits): odd multiplier, any increment.
+
+    Parameters
+    ----------
+    seed : None, int, numpy.random.Generator or numpy.random.RandomState
+        Seed.
+    n_bits : int
+        Bits of the domain.
+
+    Returns
+    -------
+    tuple of int
+
+    See Also
+    --------
+    lcg : the bijection they parameterise.
+
+    Examples
+    --------
+    >>> from hitml.kernels.shuffle import lcg_params
+    >>> a, c = lcg_params(0, 10)
+    >>> a % 2
+    1
+    """
     g = as_generator(seed)
     r1, r2 = (int(v) for v in g.integers(0, 2**63, size=2, dtype=np.uint64))
     mod_mask = (1 << n_bits) - 1
@@ -53,7 +124,24 @@ def lcg_params(seed: Any, n_bits: int) -> tuple[int, int]:
 
 
 def base_key(seed: Any) -> int:
-    """One 64-bit stream key from ``seed``; per-row round keys of a batch are derived from it (batch_round_keys)."""
+    """One 64-bit stream key from ``seed``; per-row round keys of a batch are derived from it (batch_round_keys).
+
+    Parameters
+    ----------
+    seed : None, int, numpy.random.Generator or numpy.random.RandomState
+        Seed.
+
+    Returns
+    -------
+    int
+        In [0, 2**64).
+
+    Examples
+    --------
+    >>> from hitml.kernels.shuffle import base_key
+    >>> base_key(7) == base_key(7)
+    True
+    """
     return int(as_generator(seed).integers(0, 2**64, dtype=np.uint64))
 
 
@@ -61,6 +149,27 @@ def batch_round_keys(base: int, rows: np.ndarray | int, rounds: int = 24) -> np.
     """Round keys of rows ``rows`` of a batch: key[r, j] = hi32(splitmix64(base + (r*rounds + j + 1) * GOLDEN)).
 
     Counter-based, so any row's keys are computed without the others (the GPU kernel does the same per warp).
+
+    Parameters
+    ----------
+    base : int
+        From :func:`base_key`.
+    rows : int or array-like of int
+        Row indices.
+    rounds : int, default 24
+        Keys per row.
+
+    Returns
+    -------
+    numpy.ndarray
+        uint32, shape (len(rows), rounds).
+
+    Examples
+    --------
+    >>> from hitml.kernels.shuffle import base_key, batch_round_keys
+    >>> k = batch_round_keys(base_key(0), [0, 1, 2])
+    >>> k.shape, bool((batch_round_keys(base_key(0), 2) == k[2]).all())
+    ((3, 24), True)
     """
     rows = np.atleast_1d(np.asarray(rows, dtype=np.uint64))
     j = np.arange(rounds, dtype=np.uint64)
@@ -99,5 +208,21 @@ MAX_BITS = 63
 
 
 def padded_bits(m: int) -> int:
-    """Bits b of the padded domain [0, 2^b) for a shuffle of length m: max(4, bit_width(m-1)) (Thrust 1.11 / authors' floor)."""
+    """Bits b of the padded domain [0, 2^b) for a shuffle of length m: max(4, bit_width(m-1)) (Thrust 1.11 / authors' floor).
+
+    Parameters
+    ----------
+    m : int
+        Length of the shuffle.
+
+    Returns
+    -------
+    int
+
+    Examples
+    --------
+    >>> from hitml.kernels.shuffle import padded_bits
+    >>> padded_bits(1000), padded_bits(1024), padded_bits(1025), padded_bits(3)
+    (10, 10, 11, 4)
+    """
     return max(MIN_BITS, (max(m, 1) - 1).bit_length())

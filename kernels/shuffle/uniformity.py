@@ -43,6 +43,28 @@ def chi2_uniformity_test(perms) -> tuple[float, float]:
     """Pearson chi^2 of the counts of all n! permutations against the uniform law; (statistic, p_value), df = n! - 1.
 
     Needs n <= 10 and, for a meaningful test, n_samples >= 5 n!. The paper uses n = 5 and 100,000 samples.
+
+    Parameters
+    ----------
+    perms : array-like of shape (n_samples, n)
+        Permutations of range(n).
+
+    Returns
+    -------
+    tuple of float
+        ``(statistic, p_value)``.
+
+    See Also
+    --------
+    scipy.stats.chisquare : the test it runs on the counts.
+    mallows_mmd_test : a test for larger n.
+
+    Examples
+    --------
+    >>> from hitml.kernels.shuffle import batched_permutations, chi2_uniformity_test
+    >>> stat, p = chi2_uniformity_test(batched_permutations(20_000, 4, seed=0))
+    >>> p > 1e-3
+    True
     """
     p = _check_perms(perms, max_n=10)
     n_cells = math.factorial(p.shape[1])
@@ -122,6 +144,31 @@ def mallows_mmd_test(perms, lam: float = 5.0, *, method: str = "normal") -> tupl
 
     statistic = (2/N) sum_i K(P[2i], P[2i+1]) - E[K] (Eq. 5; N even, an odd last row is dropped).
     p_value: ``method="normal"`` (CLT, Var = 2 Var[K] / N, Eq. 7) or ``"hoeffding"`` (2 exp(-N t^2), Eq. 6, for N < 100).
+
+    Parameters
+    ----------
+    perms : array-like of shape (N, n)
+        Permutations of range(n).
+    lam : float, default 5.0
+        Bandwidth of the Mallows kernel.
+    method : {"normal", "hoeffding"}, default "normal"
+        How the p-value is computed.
+
+    Returns
+    -------
+    tuple of float
+        ``(statistic, p_value)``.
+
+    See Also
+    --------
+    chi2_uniformity_test : the exact-count test for small n.
+
+    Examples
+    --------
+    >>> from hitml.kernels.shuffle import batched_permutations, mallows_mmd_test
+    >>> stat, p = mallows_mmd_test(batched_permutations(10_000, 20, seed=0))
+    >>> p > 1e-3
+    True
     """
     if not lam > 0:
         raise ValueError(f"lam must be positive, got {lam}")

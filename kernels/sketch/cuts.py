@@ -23,6 +23,19 @@ class Cuts:
     exact: True where the cuts are every distinct value but the first (as XGBoost itself does for such columns).
     source: per feature where the cuts come from: "exact" (every distinct value), "moments" (the solver's, passed the
     occupancy check), "data" (quantiles of the data, point masses isolated), "sample" (the same from the row sample).
+
+    See Also
+    --------
+    cut_points : builds them from a sketch.
+    xgboost.DMatrix.get_quantile_cut : XGBoost's own cuts, in the same convention.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from hitml.kernels.sketch import cut_points, sketch
+    >>> cuts = cut_points(sketch(np.array([[0.0], [1.0], [1.0], [5.0]])), max_bin=8)
+    >>> cuts.values[0].tolist(), bool(cuts.exact[0]), int(np.searchsorted(cuts.values[0], 1.0, "right"))
+    ([1.0, 5.0], True, 1)
     """
 
     values: list[np.ndarray]
@@ -55,6 +68,44 @@ def cut_points(sk: MomentSketch, max_bin: int = 256, method: str = "maxent", *, 
     quantiles with every value above 1/max_bin of the weight in a bin of its own: of ``data`` (the sketched X, NumPy
     or CuPy, with ``sample_weight``) where given, else of the row sample. Columns whose moment cuts failed the check
     are named in a SketchFallbackWarning.
+
+    Parameters
+    ----------
+    sk : MomentSketch
+        The sketch.
+    max_bin : int, default 256
+        Largest number of bins per feature (XGBoost's ``max_bin``).
+    method : {"maxent", "legendre", "exact"}, default "maxent"
+        The solver.
+    data : numpy.ndarray or cupy.ndarray, optional
+        The sketched rows, for exact quantile fallbacks.
+    sample_weight : array-like, optional
+        The weights of ``data``.
+    feature_names : list of str, optional
+        Names used in warnings.
+
+    Returns
+    -------
+    Cuts
+
+    Warns
+    -----
+    SketchFallbackWarning
+        Naming the columns whose moment cuts failed the check.
+
+    See Also
+    --------
+    hitml.xgboost_ext.QuantileBinner : the transformer that calls it.
+    xgboost.QuantileDMatrix : XGBoost's own cut selection, which these cuts replace.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from hitml.kernels.sketch import cut_points, sketch
+    >>> X = np.column_stack([np.arange(1000.0) % 4, np.random.default_rng(0).normal(size=1000)])
+    >>> cuts = cut_points(sketch(X), max_bin=32)
+    >>> list(cuts.source), cuts.values[0].tolist()
+    (['exact', 'moments'], [1.0, 2.0, 3.0])
     """
     max_bin = _check_max_bin(max_bin)
     if method not in METHODS:
@@ -112,7 +163,7 @@ def _xp(a):
     from hitml.kernels.device import is_cupy_array
 
     if is_cupy_array(a):
-        import cupy  # noqa: PLC0415
+        import cupy
 
         return cupy
     return np

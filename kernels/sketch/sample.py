@@ -112,7 +112,24 @@ def finish_selection(idx: np.ndarray, keys: np.ndarray, T: int, k: int) -> tuple
 @dataclass
 class RowSample:
     """Rows of the sketched data with key <= tau (ascending keys, at most cap rows): x (m, d) float32 (the precision
-    of the cuts) with NaN for missing values, w (m,) their sample weights (ones when unweighted)."""
+    of the cuts) with NaN for missing values, w (m,) their sample weights (ones when unweighted).
+
+    Each row's key hashes its index and its batch, and the sample keeps the smallest keys, so merging the samples of
+    two batches gives the sample of their union exactly (``merge``).
+
+    See Also
+    --------
+    MomentSketch : holds one as ``sample``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from hitml.kernels.sketch import sketch
+    >>> X = np.random.default_rng(0).normal(size=(10_000, 2))
+    >>> s = sketch(X, n_sample=512).sample
+    >>> s.x.shape
+    (512, 2)
+    """
 
     key: np.ndarray
     x: np.ndarray

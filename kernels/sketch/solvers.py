@@ -226,7 +226,39 @@ def legendre_cdf(sk: MomentSketch, grid: np.ndarray):
 
 def quantiles(sk: MomentSketch, phis, method: str = "maxent", *, grid_size: int = 4097,
               ladder: bool = True) -> np.ndarray:
-    """Quantiles (d, len(phis)) in data units for probabilities phis in [0, 1] (NaN where a solve failed)."""
+    """Quantiles (d, len(phis)) in data units for probabilities phis in [0, 1] (NaN where a solve failed).
+
+    Parameters
+    ----------
+    sk : MomentSketch
+        The sketch of d features.
+    phis : array-like of float
+        Probabilities in [0, 1].
+    method : {"maxent", "legendre"}, default "maxent"
+        Maximum-entropy density (Chebyshev basis, damped Newton) or truncated Legendre series.
+    grid_size : int, default 4097
+        Points of the grid the density is integrated on.
+    ladder : bool, default True
+        For "maxent": retry with fewer moments where the full solve fails.
+
+    Returns
+    -------
+    numpy.ndarray
+        float64, shape (d, len(phis)).
+
+    See Also
+    --------
+    numpy.quantile : the exact quantiles of data in memory.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from hitml.kernels.sketch import quantiles, sketch
+    >>> x = np.random.default_rng(0).normal(size=(20_000, 1))
+    >>> q = quantiles(sketch(x), [0.1, 0.5, 0.9])
+    >>> bool(np.allclose(q[0], np.quantile(x, [0.1, 0.5, 0.9]), atol=0.05))
+    True
+    """
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     phis = np.asarray(phis, np.float64).reshape(-1)

@@ -27,7 +27,7 @@ def _one_weight(xp):
 
 @functools.lru_cache(maxsize=None)
 def _device_one(device_id: int):
-    import cupy  # noqa: PLC0415  (only reached with CuPy input)
+    import cupy  # only reached with CuPy input
 
     with cupy.cuda.Device(device_id):
         return cupy.ones(1)
@@ -61,6 +61,20 @@ class MomentSketch:
     distinct: (d, max_distinct) sorted distinct values padded with NaN, n_distinct: (d,) count, -1 once a
     feature has more than max_distinct distinct values (then only the moments describe it); sample: the mergeable
     row sample (sample.RowSample) the cut solver checks the moment cuts against, or None (not kept).
+
+    See Also
+    --------
+    sketch : builds one from rows (CPU or GPU).
+    cut_points : cuts from it.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from hitml.kernels.sketch import sketch
+    >>> X = np.random.default_rng(0).normal(1000.0, 1.0, size=(4000, 1))
+    >>> merged = sketch(X[:1500]).merge(sketch(X[1500:]))          # batches sketched apart, merged exactly
+    >>> bool(np.isclose(merged.mean[0], X.mean())), bool(np.isclose(merged.M[0, 0], ((X - X.mean()) ** 2).sum()))
+    (True, True)
     """
 
     weight: np.ndarray
@@ -174,6 +188,33 @@ def merge_moments(wa, ma, Ma, wb, mb, Mb):
 
     M_k = W_A a^k + W_B b^k + sum_{i=0}^{k-2} C(k,i) (MA_{k-i} a^i + MB_{k-i} b^i), a = -W_B d / W, b = W_A d / W,
     d = mean_B - mean_A. Returns (weight, mean, M).
+
+    Parameters
+    ----------
+    wa, ma, Ma : numpy.ndarray
+        Weights (d,), means (d,) and central sums (d, l-1) of the first part.
+    wb, mb, Mb : numpy.ndarray
+        The same for the second part.
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        ``(weight, mean, M)`` of the union.
+
+    See Also
+    --------
+    MomentSketch.merge : merges whole sketches with it.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from hitml.kernels.sketch import merge_moments
+    >>> a, b = np.array([1.0, 2.0]), np.array([3.0, 5.0])
+    >>> central = lambda x: np.array([[((x - x.mean()) ** k).sum() for k in (2, 3)]])
+    >>> w, m, M = merge_moments(np.array([2.0]), np.array([a.mean()]), central(a),
+    ...                         np.array([2.0]), np.array([b.mean()]), central(b))
+    >>> bool(np.allclose(M, central(np.r_[a, b]))), float(m[0])
+    (True, 2.75)
     """
     wa = np.asarray(wa, np.float64)
     wb = np.asarray(wb, np.float64)
@@ -222,7 +263,35 @@ def merge_distinct(va, na, vb, nb):
 
 
 def update(sketch: MomentSketch, x: np.ndarray, w: float = 1.0) -> MomentSketch:
-    """Add one row x (d,) with weight w (Pébay's incremental update, eq. 13, weighted); NaN entries are skipped."""
+    """Add one row x (d,) with weight w (Pébay's incremental update, eq. 13, weighted); NaN entries are skipped.
+
+    Parameters
+    ----------
+    sketch : MomentSketch
+        The sketch so far.
+    x : numpy.ndarray of shape (d,)
+        One row.
+    w : float, default 1.0
+        Its weight.
+
+    Returns
+    -------
+    MomentSketch
+        The updated sketch.
+
+    See Also
+    --------
+    merge_moments : the batch form.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from hitml.kernels.sketch import sketch, update
+    >>> X = np.random.default_rng(0).normal(size=(100, 2))
+    >>> one_more = update(sketch(X[:99]), X[99])
+    >>> bool(np.allclose(one_more.mean, X.mean(0)))
+    True
+    """
     x = np.asarray(x, np.float64).reshape(-1)
     if x.shape[0] != sketch.n_features:
         raise ValueError(f"row has {x.shape[0]} values, the sketch has {sketch.n_features} features")

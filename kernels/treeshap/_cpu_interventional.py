@@ -13,7 +13,7 @@ _PAIR_BUFFER = 1 << 15  # float64 terms buffered per task for non-identity trans
 @numba.njit(inline="always")
 def _child(v, t, node, nodes, thr, ncp, ncn, words):
     """The child value ``v`` goes to at internal ``node`` of tree ``t`` (-1: NaN with no usable default)."""
-    if v != v:
+    if v != v:  # noqa: PLR0124 - v != v is the NaN test of this numba kernel
         return nodes[t, node, 2]
     if nodes[t, node, 3] < 0:  # categorical
         nw = ncn[t, node]

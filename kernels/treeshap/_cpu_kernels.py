@@ -13,7 +13,7 @@ TRANSFORMS = {"identity": 0, "logistic": 1, "logistic_nlogloss": 2, "squared_los
 @numba.njit(inline="always")
 def _satisfies(x, e, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words, cat_outside):
     """The PathSet element test (see PathSet's docstring)."""
-    if x != x:
+    if x != x:  # noqa: PLR0124 - x != x is the NaN test of this numba kernel
         return missing_ok[e]
     lo = lower[e]
     if not ((lo == -np.inf or lo < x) and x <= upper[e]):

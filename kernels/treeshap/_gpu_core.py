@@ -169,7 +169,7 @@ def _pack(ps: PathSet) -> _Packed:
              d(gather(ps.zero_fraction, 1.0, np.float64)), d(lane_short[slot_item].astype(np.int32)),
              d(sizes[slot_item].astype(np.int32)), d(ids[slot_item].astype(np.int32)), d(vptr), d(vgroup), d(vval))
     long_sizes = size[~short]
-    one = lambda a, dt: d(a.astype(dt) if l_ids.size else np.zeros(1, dt))
+    one = lambda a, dt: d(a.astype(dt) if l_ids.size else np.zeros(1, dt))  # noqa: E731 - a local shorthand for the packed arrays below
     return _Packed(
         ps=ps, xdtype=xdtype, elems=elems, bin_ptr=d(plan.bin_ptr.astype(np.int64)), n_bins=plan.n_bins,
         long_start=one(starts[s_ids.size:], np.int64), long_len=one(long_sizes, np.int32),

@@ -59,6 +59,23 @@ class PathSet:
 
     Paths are ordered by tree, then leaves in depth-first (left first) order, so ``tree_index`` is non-decreasing.
     ``trees`` (optional, set by ``extract_paths``) keeps the dense node arrays for kernels that walk the trees.
+
+    See Also
+    --------
+    extract_paths : builds it from shap's ``TreeEnsemble`` arrays.
+    shap_values : the engine that consumes it.
+
+    Examples
+    --------
+    >>> import numpy as np, shap, xgboost
+    >>> from hitml.kernels.treeshap import extract_paths, shap_values
+    >>> X = np.random.default_rng(0).normal(size=(200, 3))
+    >>> model = xgboost.XGBRegressor(n_estimators=4, max_depth=3).fit(X, X[:, 0] - X[:, 2])
+    >>> ens = shap.TreeExplainer(model).model                     # shap's TreeEnsemble: dense node arrays
+    >>> paths = extract_paths(ens.children_left, ens.children_right, ens.children_default, ens.features,
+    ...                       ens.thresholds, ens.values, ens.node_sample_weight, ens.base_offset, n_features=3)
+    >>> paths.n_paths, paths.n_features, paths.n_outputs
+    (32, 3, 1)
     """
 
     n_features: int
@@ -316,6 +333,46 @@ def extract_paths(children_left, children_right, children_default, features, thr
     category sets ANDed). ``categories = (is_categorical, node_cat_ptr, node_cat_nwords, cat_words)`` gives for each
     categorical node the bitset of categories that go LEFT (see :class:`PathSet` for categories outside it).
     Only nodes reachable from node 0 are visited; a tree whose root is a leaf gives one path with no elements.
+
+    Parameters
+    ----------
+    children_left, children_right, children_default, features : numpy.ndarray of int, shape (T, max_nodes)
+        shap ``TreeEnsemble`` node arrays (-1 for a leaf's children).
+    thresholds : numpy.ndarray of float, shape (T, max_nodes)
+        Split thresholds.
+    values : numpy.ndarray of float, shape (T, max_nodes, K)
+        Node values (leaves are used).
+    node_sample_weight : numpy.ndarray of float, shape (T, max_nodes)
+        Node covers.
+    base_offset : float or array-like of shape (K,)
+        The model's base value (added to the bias column).
+    n_features : int
+        Number of input features M.
+    input_dtype : numpy dtype, default float64
+        The dtype rows are compared in (float32 for XGBoost and scikit-learn, as those libraries do).
+    categories : tuple, optional
+        ``(is_categorical, node_cat_ptr, node_cat_nwords, cat_words)``, as above.
+
+    Returns
+    -------
+    PathSet
+
+    See Also
+    --------
+    shap.explainers._tree.TreeEnsemble : the parsed model whose arrays it takes.
+
+    Examples
+    --------
+    >>> import numpy as np, shap, xgboost
+    >>> from hitml.kernels.treeshap import extract_paths, shap_values
+    >>> X = np.random.default_rng(0).normal(size=(200, 3))
+    >>> model = xgboost.XGBRegressor(n_estimators=4, max_depth=3).fit(X, X[:, 0] - X[:, 2])
+    >>> ens = shap.TreeExplainer(model).model                     # shap's TreeEnsemble: dense node arrays
+    >>> paths = extract_paths(ens.children_left, ens.children_right, ens.children_default, ens.features,
+    ...                       ens.thresholds, ens.values, ens.node_sample_weight, ens.base_offset, n_features=3)
+    >>> phi = shap_values(paths, X[:5])                            # (5, M + 1, K), bias in column M
+    >>> bool(np.allclose(phi.sum(1)[:, 0], model.predict(X[:5], output_margin=True), atol=1e-5))
+    True
     """
     cl = np.ascontiguousarray(children_left, dtype=np.int64)
     cr = np.ascontiguousarray(children_right, dtype=np.int64)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import comb
 
-from .state import MomentSketch
+from hitml.kernels.sketch.state import MomentSketch
 
 
 def naive_from_power_sums(S: np.ndarray, vmin: float, vmax: float) -> MomentSketch:
