@@ -330,7 +330,7 @@ class _PinnedPool:
         try:
             cp = cupy_module()
             return cp.cuda.pinned_memory.PinnedMemory(size, cp.cuda.runtime.hostAllocPortable)
-        except Exception:                    # the host could not lock that much memory: callers use pageable
+        except Exception:  # noqa: BLE001 - any failure to lock host memory (CUDA error, MemoryError): callers use pageable
             with self.lock:
                 self.held -= size
             return None

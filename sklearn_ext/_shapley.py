@@ -34,7 +34,7 @@ def check_progress(progress) -> None:
 
 
 def _row_bar(total: int, desc: str, progress):
-    from tqdm.auto import tqdm  # noqa: PLC0415
+    from tqdm.auto import tqdm
 
     return tqdm(total=total, desc=desc, unit="rows", disable=not progress_enabled(progress), delay=PROGRESS_DELAY,
                 leave=False)
