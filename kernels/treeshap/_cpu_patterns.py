@@ -15,7 +15,7 @@ from numba import prange
 from ._cpu_kernels import _satisfies
 
 _BG_BLOCK = 2048   # background rows per block (paths of one chunk scan a block while it is in cache)
-_ROW_BLOCK = 64    # explained rows per work item
+_ROW_BLOCK = 64    # explained rows per work item (transposed, with a feature-major copy of their output)
 
 
 @numba.njit(inline="always")
@@ -38,24 +38,63 @@ def _popcount(v):
     return c
 
 
+@numba.njit(inline="always")
+def _block_patterns(XT, nb, s, m, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words, cat_outside,
+                    pat):
+    """pat[i] = the pattern of row i (of ``nb``) of the feature-major block ``XT`` (M, >= nb) on path element s..
+    s+m; numeric elements in branch-free loops over the rows (they vectorise), categorical ones per row."""
+    for i in range(nb):
+        pat[i] = 0
+    for t in range(m):
+        e = s + t
+        col = XT[feature[e]]
+        if cat_ptr[e] >= 0:
+            for i in range(nb):
+                if _satisfies(col[i], e, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words, cat_outside):
+                    pat[i] |= np.int64(1) << t
+            continue
+        lo = lower[e]
+        hi = upper[e]
+        nan_ok = missing_ok[e]
+        if lo == -np.inf:
+            for i in range(nb):
+                x = col[i]
+                pat[i] |= np.int64((x <= hi) | (nan_ok & (x != x))) << t
+        else:
+            for i in range(nb):
+                x = col[i]
+                pat[i] |= np.int64(((lo < x) & (x <= hi)) | (nan_ok & (x != x))) << t
+
+
+@numba.njit(inline="always")
+def _transpose_block(X, i0, i1, XT):
+    for i in range(i0, i1):
+        for f in range(X.shape[1]):
+            XT[f, i - i0] = X[i, f]
+
+
 @numba.njit(parallel=True, cache=True)
 def background_histograms(R, wint, pidx, path_ptr, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words,
                           cat_outside, hist_off, hist):
     """hist[hist_off[p] + s] += wint[j] for each background row j whose fail set (the complement of its pattern) on
-    path p (of ``pidx``) is s."""
-    nR = R.shape[0]
+    path p (of ``pidx``) is s. Background rows in feature-major blocks; the paths of a block in parallel."""
+    nR, M = R.shape
     Q = len(pidx)
+    RT = np.empty((M, _BG_BLOCK))
     for b0 in range(0, nR, _BG_BLOCK):
         b1 = min(nR, b0 + _BG_BLOCK)
+        nb = b1 - b0
+        _transpose_block(R, b0, b1, RT)
         for q in prange(Q):
+            pat = np.empty(_BG_BLOCK, np.int64)
             p = pidx[q]
             s = path_ptr[p]
             m = path_ptr[p + 1] - s
             off = hist_off[p] + (np.int64(1) << m) - 1
-            for j in range(b0, b1):
-                a = _pattern(R[j], s, m, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words,
-                             cat_outside)
-                hist[off - a] += wint[j]
+            _block_patterns(RT, nb, s, m, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words,
+                            cat_outside, pat)
+            for j in range(nb):
+                hist[off - pat[j]] += wint[b0 + j]
 
 
 @numba.njit(parallel=True, cache=True)
@@ -169,32 +208,47 @@ def rows_kernel(X, pidx, path_ptr, feature, lower, upper, missing_ok, cat_ptr, c
                 leaf_value, tab_off, tab, interactions, M1, out):
     """Over the paths ``pidx``: values (``interactions`` false, ``out`` (n, M+1, K)): out[i, feature[t], k] +=
     leaf_value[p, k] * tab[p][pattern of row i on p][t]; interactions (``out`` (n, (M+1)^2, K), the flattened
-    (n, M+1, M+1, K)): out[i, f1 * M1 + f2, k] += leaf_value[p, k] * tab[p][pattern][t1, t2]."""
-    n = X.shape[0]
+    (n, M+1, M+1, K)): out[i, f1 * M1 + f2, k] += leaf_value[p, k] * tab[p][pattern][t1, t2]. Rows in blocks,
+    transposed; values sum in a feature-major copy of the block's output (loaded from and stored back to ``out``,
+    so each entry still sums its paths in order)."""
+    n, M = X.shape
     K = leaf_value.shape[1]
-    nb = (n + _ROW_BLOCK - 1) // _ROW_BLOCK
-    for b in prange(nb):
+    W = out.shape[1]
+    nblocks = (n + _ROW_BLOCK - 1) // _ROW_BLOCK
+    for b in prange(nblocks):
         i0 = b * _ROW_BLOCK
         i1 = min(n, i0 + _ROW_BLOCK)
+        nb = i1 - i0
+        XT = np.empty((M, _ROW_BLOCK))
+        _transpose_block(X, i0, i1, XT)
+        pat = np.empty(_ROW_BLOCK, np.int64)
+        acc = np.empty((0, 0, 0))
+        if not interactions:
+            acc = np.empty((W, K, _ROW_BLOCK))
+            for i in range(nb):
+                for f in range(W):
+                    for k in range(K):
+                        acc[f, k, i] = out[i0 + i, f, k]
         for q in range(len(pidx)):
             p = pidx[q]
             s = path_ptr[p]
             m = path_ptr[p + 1] - s
             to = tab_off[p]
-            for i in range(i0, i1):
-                a = _pattern(X[i], s, m, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words,
-                             cat_outside)
-                if not interactions:
-                    base = to + a * m
-                    for t in range(m):
-                        c = tab[base + t]
-                        f = feature[s + t]
-                        for k in range(K):
-                            v = leaf_value[p, k]
-                            if v != 0.0:
-                                out[i, f, k] += c * v
-                    continue
-                base = to + a * m * m
+            _block_patterns(XT, nb, s, m, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words,
+                            cat_outside, pat)
+            if not interactions:
+                for t in range(m):
+                    f = feature[s + t]
+                    for k in range(K):
+                        v = leaf_value[p, k]
+                        if v == 0.0:
+                            continue
+                        dst = acc[f, k]
+                        for i in range(nb):
+                            dst[i] += tab[to + pat[i] * m + t] * v
+                continue
+            for i in range(nb):
+                base = to + pat[i] * m * m
                 for t1 in range(m):
                     f1 = feature[s + t1] * M1
                     for t2 in range(m):
@@ -203,7 +257,12 @@ def rows_kernel(X, pidx, path_ptr, feature, lower, upper, missing_ok, cat_ptr, c
                         for k in range(K):
                             v = leaf_value[p, k]
                             if v != 0.0:
-                                out[i, f2, k] += c * v
+                                out[i0 + i, f2, k] += c * v
+        if not interactions:
+            for i in range(nb):
+                for f in range(W):
+                    for k in range(K):
+                        out[i0 + i, f, k] = acc[f, k, i]
 
 
 @numba.njit(parallel=True, cache=True)
