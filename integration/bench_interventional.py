@@ -143,22 +143,22 @@ def make_engine(name, model, bg, what):
     raise ValueError(name)
 
 
-def measure(fn, X, rows_grid, budget):
-    """[(rows, seconds or None)] over rows_grid. Two untimed warm-up calls (10 and 100 rows: compilation, and a
-    fixed cost plus a cost per row, which predict the first point); a point predicted above ``budget`` seconds from
-    the last measured one (or from the warm-up line) is skipped (None)."""
-    t0 = time.perf_counter()
-    fn(X[:10])                                # compile / first-call costs
+def measure(fn, X, rows_grid, budget, warm=(10, 100)):
+    """[(rows, seconds or None)] over rows_grid. Three untimed warm-up calls (``warm`` rows: compilation, then a
+    fixed cost plus a cost per row, which predict the first point); a point predicted above ``budget`` seconds (fixed
+    cost plus rows times the last measured cost per row) is skipped (None)."""
+    w1, w2 = warm
+    fn(X[:w1])                                # compile / first-call costs
     t1 = time.perf_counter()
-    fn(X[:10])
+    fn(X[:w1])
     t2 = time.perf_counter()
-    fn(X[:100])
+    fn(X[:w2])
     t3 = time.perf_counter()
-    per_row = max((t3 - t2) - (t2 - t1), 0.0) / 90
-    fixed = max((t2 - t1) - 10 * per_row, 0.0)
-    out, last = [], None
+    per_row = max((t3 - t2) - (t2 - t1), 0.0) / (w2 - w1)
+    fixed = max((t2 - t1) - w1 * per_row, 0.0)
+    out = []
     for n in rows_grid:
-        pred = fixed + per_row * n if last is None else last[1] * n / last[0]
+        pred = fixed + per_row * n
         if pred > budget:
             out.append((n, None))
             continue
@@ -166,7 +166,7 @@ def measure(fn, X, rows_grid, budget):
         fn(X[:n])
         dt = time.perf_counter() - t
         out.append((n, dt))
-        last = (n, dt)
+        per_row = max(dt - fixed, 0.0) / n      # the fixed (background) cost stays; the row cost is re-measured
     return out
 
 
@@ -203,16 +203,16 @@ def main():
                         t = time.perf_counter()
                         fn = make_engine(eng, model, bg, what)
                         rec["setup_s"] = time.perf_counter() - t
-                        pts = measure(fn, X_all, rows, a.budget)
+                        pts = measure(fn, X_all, rows, a.budget, (1, 4) if eng == "shap" else (10, 100))
                         rec["points"] = [{"rows": n, "seconds": s, "rows_per_s": None if s is None else n / s}
                                          for n, s in pts]
-                        k = min(a.check_rows, len(X_all))
+                        k = min(a.check_rows if eng != "shap" else 4, len(X_all))
                         vals = np.asarray(fn(X_all[:k]))
                         if reference is None and eng.startswith("hitml"):
                             reference = vals
                         elif reference is not None:
-                            rec["max_abs_diff_vs_hitml"] = float(np.nanmax(np.abs(vals.reshape(reference.shape)
-                                                                                  - reference)))
+                            ref = reference[:len(vals)]
+                            rec["max_abs_diff_vs_hitml"] = float(np.nanmax(np.abs(vals.reshape(ref.shape) - ref)))
                     except Exception as exc:  # noqa: BLE001
                         rec["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
                         rec["traceback_tail"] = traceback.format_exc().splitlines()[-3:]

@@ -7,6 +7,7 @@ the output is accumulated feature-major, one thread per row, then transposed int
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 
@@ -26,7 +27,7 @@ _MAXD, _MAXDI, _MAXL, _MAXLI = 16, 10, 64, 32   # patterns.cu's local array boun
 def _names() -> tuple[str, ...]:
     out = ["value_tables", "interaction_tables"]
     for t in ("float", "double"):
-        out += [f"bg_hist<{t}>", f"rows_kernel<{t}>", f"bg_fails<{t}>", f"sparse_rows<{t}, 0>",
+        out += [f"bg_hist<{t}, unsigned int>", f"bg_hist<{t}, unsigned long long>", f"rows_kernel<{t}>", f"bg_fails<{t}>", f"sparse_rows<{t}, 0>",
                 f"sparse_rows<{t}, 1>"]
     return tuple(out)
 
@@ -56,11 +57,28 @@ def _groups(chunk: np.ndarray, lens: np.ndarray) -> np.ndarray:
     return np.asarray(ptr, np.int64)
 
 
+class _Clock:
+    """Adds the seconds since the last call (after a device sync) to timings[phase]; nothing when timings is None."""
+
+    def __init__(self, timings: dict | None):
+        self.timings = timings
+        self.last = time.perf_counter()
+
+    def __call__(self, phase: str) -> None:
+        if self.timings is None:
+            return
+        cupy_module().cuda.Device().synchronize()
+        now = time.perf_counter()
+        self.timings[phase] = self.timings.get(phase, 0.0) + now - self.last
+        self.last = now
+
+
 class Prepared:
     """Histograms and tables of one (model, background, metric) on the device, and the bias (host, (K,))."""
 
-    def __init__(self, ps: PathSet, R, weights, metric: int, interactions: bool, xdtype):
+    def __init__(self, ps: PathSet, R, weights, metric: int, interactions: bool, xdtype, timings: dict | None = None):
         cp = cupy_module()
+        clock = _Clock(timings)
         self.interactions = interactions
         self.xdtype = np.dtype(xdtype)
         nR = R.shape[0]
@@ -91,6 +109,8 @@ class Prepared:
         self.tab_off = cp.asarray(plan.tab_off)
         RT = cp.ascontiguousarray(core.to_device(R, self.xdtype).T)
         wd = cp.asarray(wint)
+        counter = "bg_hist<unsigned int>" if weights is None else "bg_hist<unsigned long long>"
+        clock("upload")
         hist_off = cp.asarray(plan.hist_off)
         reach = np.where(lens == 0, 1.0, 0.0)
         sms = cp.cuda.Device().attributes["MultiProcessorCount"]
@@ -100,10 +120,11 @@ class Prepared:
             grp = _groups(chunk, lens)
             hist = cp.zeros(h_size, dtype=cp.uint64)
             gy = int(max(1, min(math.ceil(nR / _THREADS), math.ceil(8 * sms / (len(grp) - 1)))))
-            _fn("bg_hist", self.xdtype)((len(grp) - 1, gy), (_THREADS,),
+            _fn(counter, self.xdtype)((len(grp) - 1, gy), (_THREADS,),
                                         (RT, np.int64(nR), wd, chunk_d, cp.asarray(grp), *self.pa, hist_off, hist,
                                          np.int64(_SMEM_BINS)), shared_mem=_SMEM_BINS * 8)
             reach[chunk] = hist[hist_off[chunk_d]].get() / total
+            clock("histograms")
             tab = cp.empty(max(t_size, 1), dtype=cp.float64)
             start = cp.asarray(plan.hist_off[chunk])
             head = (chunk_d, np.int64(len(chunk)), start, np.int64(h_size), self.pa[0], hist, hist_off,
@@ -113,12 +134,14 @@ class Prepared:
             else:
                 _fn("value_tables")(_grid(h_size), (_THREADS,), head + self.W[:2] + (self.wld, self.tab_off, tab))
             self.tables.append((chunk_d, np.int64(len(chunk)), tab))
+            clock("tables")
         self.long = []
         if len(plan.long):
             step = max(1, (1 << 26) // nR)
             for c0 in range(0, len(plan.long), step):
                 sel = plan.long[c0:c0 + step]
                 self.long.append(self._sparse_sets(sel, RT, nR, wd, reach))
+            clock("long paths")
         self.bias = ps.base_offset + reach @ ps.leaf_value
 
     def _sparse_sets(self, sel: np.ndarray, RT, nR: int, wd, reach: np.ndarray):

@@ -64,12 +64,14 @@ __device__ __forceinline__ i64 find_segment(const i64* start, i64 n, i64 gi) {
 
 // Background fail-set histograms of one chunk of paths. Block (g, y): paths grp_ptr[g]..grp_ptr[g+1] of ``pidx``
 // (their bins consecutive from hist_off[pidx[grp_ptr[g]]]), background rows y, y + gridDim.y, ... in blocks of
-// blockDim.x. A group whose bins fit ``smem_bins`` sums in shared memory first.
-template <typename XT>
+// blockDim.x. A group whose bins fit ``smem_bins`` sums in shared memory first, in counters of type CT: 32-bit for
+// unit weights (a block counts fewer than 2^32 rows; 32-bit shared atomics are the fast ones), else 64-bit.
+template <typename XT, typename CT>
 __global__ void bg_hist(const XT* R, i64 nR, const i64* wint, const i64* pidx, const i64* grp_ptr, PATH_ARGS,
                         const i64* hist_off, u64* hist, i64 smem_bins) {
     PATHS;
-    extern __shared__ u64 sh[];
+    extern __shared__ __align__(8) unsigned char sh_raw[];
+    CT* sh = reinterpret_cast<CT*>(sh_raw);
     i64 q0 = grp_ptr[blockIdx.x], q1 = grp_ptr[blockIdx.x + 1];
     i64 base0 = hist_off[pidx[q0]];
     i64 p_last = pidx[q1 - 1];
@@ -87,14 +89,14 @@ __global__ void bg_hist(const XT* R, i64 nR, const i64* wint, const i64* pidx, c
             int m = (int)(P.path_ptr[p + 1] - s);
             i64 a = pattern(R, nR, j, s, m, P);
             i64 idx = hist_off[p] + ((1LL << m) - 1 - a);
-            if (use_sh) atomicAdd(&sh[idx - base0], w);
+            if (use_sh) atomicAdd(&sh[idx - base0], (CT)w);
             else atomicAdd(&hist[idx], w);
         }
     }
     if (use_sh) {
         __syncthreads();
         for (i64 k = threadIdx.x; k < nb; k += blockDim.x)
-            if (sh[k]) atomicAdd(&hist[base0 + k], sh[k]);
+            if (sh[k]) atomicAdd(&hist[base0 + k], (u64)sh[k]);
     }
 }
 
