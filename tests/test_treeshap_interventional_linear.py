@@ -316,3 +316,29 @@ def test_max_samples_and_multiclass_and_probability_outputs():
     got_p = TreeExplainer(binary, data=bg, model_output="probability", feature_perturbation="interventional",
                           backend="cpu").shap_values(Xe)
     np.testing.assert_allclose(np.asarray(got_p), np.asarray(ref_p), rtol=1e-6, atol=1e-6)
+
+
+def test_sibling_pairs_match_unpaired(monkeypatch):
+    """One table lookup for both leaves of a sibling pair (CPU values) gives the unpaired values; the XGBoost model
+    has such pairs (NaN sent to one side), and multiclass pairs keep their output."""
+    import xgboost as xgb
+
+    from hitml.kernels.treeshap import _cpu_patterns, cpu
+
+    X, y = _data(400, 6, 9, nan=0.1)
+    for model in (xgb.XGBRegressor(n_estimators=10, max_depth=4).fit(X, y),
+                  xgb.XGBClassifier(n_estimators=5, max_depth=3).fit(X, np.digitize(y, [-0.5, 0.5]))):
+        ps = _ours(model, X[:50], X).paths
+        P = ps.n_paths
+        mode, k, bit = np.zeros(P, np.int8), np.zeros(P, np.int64), np.zeros(P, np.int64)
+        _cpu_patterns.sibling_pairs(ps.path_ptr, ps.tree_index, ps.feature, ps.lower, ps.upper, ps.missing_ok,
+                                    ps.cat_ptr, ps.leaf_value, np.ones(P, bool), mode, k, bit)
+        assert (mode == 1).sum() >= P // 8
+        paired = interventional_shap_values(ps, X[100:160], X[:80], progress=False)
+        banz = interventional_banzhaf_values(ps, X[100:160], X[:80], progress=False)
+        monkeypatch.setattr(cpu, "SIBLING_PAIRS", False)
+        np.testing.assert_allclose(paired, interventional_shap_values(ps, X[100:160], X[:80], progress=False),
+                                   rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(banz, interventional_banzhaf_values(ps, X[100:160], X[:80], progress=False),
+                                   rtol=1e-12, atol=1e-12)
+        monkeypatch.setattr(cpu, "SIBLING_PAIRS", True)

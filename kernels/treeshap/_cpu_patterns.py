@@ -75,9 +75,10 @@ def _transpose_block(X, i0, i1, XT):
 
 @numba.njit(parallel=True, cache=True)
 def background_histograms(R, wint, pidx, path_ptr, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words,
-                          cat_outside, hist_off, hist):
+                          cat_outside, hist_off, mode, hist):
     """hist[hist_off[p] + s] += wint[j] for each background row j whose fail set (the complement of its pattern) on
-    path p (of ``pidx``) is s. Background rows in feature-major blocks; the paths of a block in parallel."""
+    path p (of ``pidx``) is s. Background rows in feature-major blocks; the paths of a block in parallel. Paths with
+    ``mode`` 2 (the right leaf of a sibling pair) are skipped: ``mirror_histograms`` derives theirs."""
     nR, M = R.shape
     Q = len(pidx)
     RT = np.empty((M, _BG_BLOCK))
@@ -86,8 +87,10 @@ def background_histograms(R, wint, pidx, path_ptr, feature, lower, upper, missin
         nb = b1 - b0
         _transpose_block(R, b0, b1, RT)
         for q in prange(Q):
-            pat = np.empty(_BG_BLOCK, np.int64)
             p = pidx[q]
+            if mode[p] == 2:
+                continue
+            pat = np.empty(_BG_BLOCK, np.int64)
             s = path_ptr[p]
             m = path_ptr[p + 1] - s
             off = hist_off[p] + (np.int64(1) << m) - 1
@@ -205,12 +208,13 @@ def interaction_tables(pidx, path_ptr, hist, hist_off, total, WP, WQ, WPP, WPQ, 
 
 @numba.njit(parallel=True, cache=True)
 def rows_kernel(X, pidx, path_ptr, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words, cat_outside,
-                leaf_value, tab_off, tab, interactions, M1, out):
+                leaf_value, tab_off, tab, mode, pair_k, interactions, M1, out):
     """Over the paths ``pidx``: values (``interactions`` false, ``out`` (n, M+1, K)): out[i, feature[t], k] +=
     leaf_value[p, k] * tab[p][pattern of row i on p][t]; interactions (``out`` (n, (M+1)^2, K), the flattened
     (n, M+1, M+1, K)): out[i, f1 * M1 + f2, k] += leaf_value[p, k] * tab[p][pattern][t1, t2]. Rows in blocks,
     transposed; values sum in a feature-major copy of the block's output (loaded from and stored back to ``out``,
-    so each entry still sums its paths in order)."""
+    so each entry still sums its paths in order). Values of a sibling pair (``mode`` 1 for its left path, 2 for its
+    right) come from the left path's combined table, leaf values folded in, into output ``pair_k``."""
     n, M = X.shape
     K = leaf_value.shape[1]
     W = out.shape[1]
@@ -231,11 +235,19 @@ def rows_kernel(X, pidx, path_ptr, feature, lower, upper, missing_ok, cat_ptr, c
                         acc[f, k, i] = out[i0 + i, f, k]
         for q in range(len(pidx)):
             p = pidx[q]
+            if mode[p] == 2:
+                continue
             s = path_ptr[p]
             m = path_ptr[p + 1] - s
             to = tab_off[p]
             _block_patterns(XT, nb, s, m, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words,
                             cat_outside, pat)
+            if mode[p] == 1:
+                for t in range(m):
+                    dst = acc[feature[s + t], pair_k[p]]
+                    for i in range(nb):
+                        dst[i] += tab[to + pat[i] * m + t]
+                continue
             if not interactions:
                 for t in range(m):
                     f = feature[s + t]
@@ -367,3 +379,92 @@ def sparse_rows(X, pidx, path_ptr, feature, lower, upper, missing_ok, cat_ptr, c
                             v = leaf_value[p, k]
                             if v != 0.0:
                                 out[i, idx, k] += c * v
+
+
+@numba.njit(cache=True)
+def sibling_pairs(path_ptr, tree_index, feature, lower, upper, missing_ok, cat_ptr, leaf_value, same, mode, pair_k,
+                  pair_bit):
+    """Sibling leaves whose paths differ in one numeric element only, split at one threshold with the parent's
+    interval unbounded and NaN sent to exactly one of them: every row satisfies exactly one of the two conditions,
+    so the right leaf's pattern is the left's with that bit flipped, and one table lookup serves both (WOODELF's
+    neighbour-leaf trick). Marks mode[p] = 1, mode[p + 1] = 2, pair_bit[p] = the element, pair_k[p] = the output
+    (one output with a nonzero value at most, the same for both); ``same[p]``: paths p and p + 1 have tables in one
+    chunk."""
+    P = len(path_ptr) - 1
+    K = leaf_value.shape[1]
+    p = 0
+    while p < P - 1:
+        q = p + 1
+        s0 = path_ptr[p]
+        m = path_ptr[q] - s0
+        s1 = path_ptr[q]
+        ok = same[p] and tree_index[p] == tree_index[q] and m > 0 and path_ptr[q + 1] - s1 == m
+        k = 0
+        if ok and K > 1:
+            kp = -1
+            for j in range(K):
+                for r in (p, q):
+                    if leaf_value[r, j] != 0.0:
+                        if kp >= 0 and kp != j:
+                            ok = False
+                        kp = j
+            k = max(kp, 0)
+        diff = -1
+        if ok:
+            for t in range(m):
+                e0 = s0 + t
+                e1 = s1 + t
+                if feature[e0] != feature[e1] or cat_ptr[e0] >= 0 or cat_ptr[e1] >= 0:
+                    ok = False
+                    break
+                if lower[e0] == lower[e1] and upper[e0] == upper[e1] and missing_ok[e0] == missing_ok[e1]:
+                    continue
+                if diff < 0 and lower[e0] == -np.inf and upper[e1] == np.inf and upper[e0] == lower[e1] \
+                        and missing_ok[e0] != missing_ok[e1]:
+                    diff = t
+                    continue
+                ok = False
+                break
+        if ok and diff >= 0:
+            mode[p] = 1
+            mode[q] = 2
+            pair_bit[p] = diff
+            pair_k[p] = k
+            p += 2
+        else:
+            p += 1
+
+
+@numba.njit(parallel=True, cache=True)
+def mirror_histograms(pidx, path_ptr, mode, pair_bit, hist_off, hist):
+    """The histogram of each right sibling (``mode`` 2): the left's with the split element's bit flipped."""
+    for q in prange(len(pidx)):
+        p = pidx[q]
+        if mode[p] != 1:
+            continue
+        m = path_ptr[p + 1] - path_ptr[p]
+        b = np.int64(1) << pair_bit[p]
+        hl = hist_off[p]
+        hr = hist_off[p + 1]
+        for s in range(np.int64(1) << m):
+            hist[hr + s] = hist[hl + (s ^ b)]
+
+
+@numba.njit(parallel=True, cache=True)
+def combine_pairs(pidx, path_ptr, mode, pair_bit, pair_k, leaf_value, tab_off, tab):
+    """The left table of each sibling pair becomes left * v_left + right(pattern with the split bit flipped) *
+    v_right, for output pair_k."""
+    for q in prange(len(pidx)):
+        p = pidx[q]
+        if mode[p] != 1:
+            continue
+        m = path_ptr[p + 1] - path_ptr[p]
+        b = np.int64(1) << pair_bit[p]
+        k = pair_k[p]
+        vl = leaf_value[p, k]
+        vr = leaf_value[p + 1, k]
+        tl = tab_off[p]
+        tr = tab_off[p + 1]
+        for a in range(np.int64(1) << m):
+            for t in range(m):
+                tab[tl + a * m + t] = tab[tl + a * m + t] * vl + tab[tr + (a ^ b) * m + t] * vr

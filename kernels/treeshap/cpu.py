@@ -29,6 +29,9 @@ ROW_KERNEL = "quadrature"
 # per-lane table gathers measured slower than the vectorised quadrature (cal_housing-small 2.7e6 against 3.6e6
 # rows/s, adult-small 1.8e6 against 1.9e6, adult-medium 1.9e3 both); kept selectable and tested.
 PATTERN_TABLES = False
+# interventional values: one table lookup for both leaves of a sibling pair split at one threshold (the GPU twin looks
+# each leaf up alone, so the two differ by rounding, about 1e-16 relative)
+SIBLING_PAIRS = True
 
 
 def _path_args(ps: PathSet):
@@ -213,11 +216,22 @@ def _pattern_engine(ps: PathSet, X: np.ndarray, R: np.ndarray, weights, metric: 
     out = np.zeros(shape)
     reach = np.where(lens == 0, 1.0, 0.0)     # background weight fraction that reaches each leaf
     flat = out.reshape(n, -1, K)
+    mode = np.zeros(ps.n_paths, np.int8)          # sibling pairs (values only): 1 left, 2 right
+    pair_k = np.zeros(ps.n_paths, np.int64)
+    pair_bit = np.zeros(ps.n_paths, np.int64)
+    if not interactions and SIBLING_PAIRS:
+        chunk_id = np.full(ps.n_paths + 1, -1, np.int64)
+        for c, chunk in enumerate(plan.chunks):
+            chunk_id[chunk] = c
+        same = (chunk_id[:-1] >= 0) & (chunk_id[:-1] == chunk_id[1:])    # p and p + 1 in one chunk
+        _kp.sibling_pairs(ps.path_ptr, ps.tree_index, ps.feature, ps.lower, ps.upper, ps.missing_ok, ps.cat_ptr,
+                          ps.leaf_value, same, mode, pair_k, pair_bit)
     steps = len(plan.chunks) + (1 if len(plan.long) else 0)
     with progress_bar(n * steps, desc, _bar_setting(progress, float(n) * (len(ps.feature) + nR) * 4)) as bar:
         for chunk, t_size, h_size in zip(plan.chunks, plan.tab_size, plan.hist_size):
             hist = np.zeros(h_size, np.int64)
-            _kp.background_histograms(R, wint, chunk, *pa, plan.hist_off, hist)
+            _kp.background_histograms(R, wint, chunk, *pa, plan.hist_off, mode, hist)
+            _kp.mirror_histograms(chunk, ps.path_ptr, mode, pair_bit, plan.hist_off, hist)
             reach[chunk] = hist[plan.hist_off[chunk]] / total     # fail set empty: the row reaches the leaf
             tab = np.empty(t_size)
             if interactions:
@@ -225,10 +239,12 @@ def _pattern_engine(ps: PathSet, X: np.ndarray, R: np.ndarray, weights, metric: 
                                        tab)
             else:
                 _kp.value_tables(chunk, ps.path_ptr, hist, plan.hist_off, total, WP, WQ, plan.tab_off, tab)
+                _kp.combine_pairs(chunk, ps.path_ptr, mode, pair_bit, pair_k, ps.leaf_value, plan.tab_off, tab)
             lc = lens[chunk]
             work = float((lc * lc).sum() if interactions else lc.sum()) + len(chunk)
             for a, b in _chunks(n, work):
-                _kp.rows_kernel(X[a:b], chunk, *pa, ps.leaf_value, plan.tab_off, tab, interactions, M + 1, flat[a:b])
+                _kp.rows_kernel(X[a:b], chunk, *pa, ps.leaf_value, plan.tab_off, tab, mode, pair_k, interactions,
+                                M + 1, flat[a:b])
                 bar.update(b - a)
         if len(plan.long):
             _sparse_long_paths(ps, X, R, wint, total, plan.long, (WP, WQ) + WI, interactions, out, reach, bar)
