@@ -46,6 +46,9 @@ def _args():
                     help="WOODELF's README shape: 127 features, XGBoost 100 trees depth 6, 5,000,000-row background, "
                          "3,000,000 rows (override with --bg/--rows)")
     ap.add_argument("--out", default="docs/benchmarks/interventional")
+    ap.add_argument("--merge", default=None, metavar="DIR",
+                    help="only merge DIR/interventional_*.json (the parts: CPU here, GPU on the device) into "
+                         "DIR/interventional.json and .md")
     return ap.parse_args()
 
 
@@ -170,8 +173,35 @@ def measure(fn, X, rows_grid, budget, warm=(10, 100)):
     return out
 
 
+def merge(folder):
+    """DIR/interventional.json = {part: its JSON}; .md = the headline figures, then each part's table."""
+    folder = Path(folder)
+    parts = {f.stem: json.loads(f.read_text()) for f in sorted(folder.glob("interventional_*.json"))}
+    (folder / "interventional.json").write_text(json.dumps(parts, indent=1))
+    lines = ["# Interventional SHAP: hitml against WOODELF and shap's C++", "",
+             "Produced by `integration/bench_interventional.py` (parts below; `--merge` writes this file). The "
+             "device parts ran on one H100 80GB HBM3 with its 16-core host (`integration/run_interventional_device.sh`),"
+             " the 2-thread CPU part on a 2-core host shared with other jobs (same-process ratios only). Design and "
+             "headline figures: `docs/design/treeshap.md`, section 6.", ""]
+    readme = parts.get("interventional_gpu_readme_parts")
+    if readme:
+        lines += ["## WOODELF's README shape on one H100 (`interventional_gpu_readme_parts.json`)", "",
+                  "| part | seconds |", "|---|---|"]
+        lines += [f"| {k} | {v:.3f} |" for k, v in readme.items() if isinstance(v, float)]
+        lines += [f"| background phases | {json.dumps(readme.get('background_phases_s'))} |", ""]
+    for name in sorted(parts):
+        md = folder / f"{name}.md"
+        if md.exists() and name != "interventional_gpu_readme_parts":
+            body = md.read_text().splitlines()
+            lines += [f"## {name}", ""] + body[1:] + [""]
+    (folder / "interventional.md").write_text("\n".join(lines) + "\n")
+
+
 def main():
     a = ARGS
+    if a.merge:
+        merge(a.merge)
+        return
     engines = [e for e in a.engines.split(",") if e]
     models = [m for m in a.models.split(",") if m]
     bgs, rows = _ints(a.bg), _ints(a.rows)

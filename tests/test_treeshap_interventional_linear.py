@@ -342,3 +342,29 @@ def test_sibling_pairs_match_unpaired(monkeypatch):
         np.testing.assert_allclose(banz, interventional_banzhaf_values(ps, X[100:160], X[:80], progress=False),
                                    rtol=1e-12, atol=1e-12)
         monkeypatch.setattr(cpu, "SIBLING_PAIRS", True)
+
+
+def test_weights_with_output_transform_equal_repeated_rows():
+    """The exact pair walk (logistic and log-loss transforms) weights background rows as repeated copies."""
+    rng = np.random.default_rng(8)
+    ps = extract_paths(*_deep_stumps(rng, 3, 5, 3), 0.1, n_features=5)
+    X = rng.normal(size=(7, 5))
+    R = rng.normal(size=(9, 5))
+    k = rng.integers(1, 4, size=9)
+    y = rng.random(7)
+    for transform in ("logistic", "logistic_nlogloss"):
+        a = interventional_shap_values(ps, X, R, weights=k, transform=transform, y=y, progress=False)
+        b = interventional_shap_values(ps, X, np.repeat(R, k, axis=0), transform=transform, y=y, progress=False)
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+
+
+def test_chunked_interactions_equal_dense():
+    from hitml.kernels.treeshap import iter_interventional_interactions
+
+    rng = np.random.default_rng(12)
+    ps = extract_paths(*_deep_stumps(rng, 3, 5, 3), 0.0, n_features=5)
+    X, R = rng.normal(size=(23, 5)), rng.normal(size=(11, 5))
+    dense = interventional_interaction_values(ps, X, R, progress=False)
+    parts = list(iter_interventional_interactions(ps, X, R, chunk_rows=5))
+    assert [(a, b) for a, b, _ in parts] == [(0, 5), (5, 10), (10, 15), (15, 20), (20, 23)]
+    np.testing.assert_array_equal(np.concatenate([v for _, _, v in parts]), dense)

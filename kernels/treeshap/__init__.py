@@ -7,7 +7,7 @@ from ..device import resolve_backend
 from .paths import PathSet, extract_paths
 
 __all__ = ["PathSet", "extract_paths", "shap_values", "interaction_values", "interventional_shap_values",
-           "interventional_interaction_values", "interventional_banzhaf_values"]
+           "interventional_interaction_values", "interventional_banzhaf_values", "iter_interventional_interactions"]
 
 
 def _engine(backend: str):
@@ -57,3 +57,18 @@ def interventional_banzhaf_values(paths: PathSet, X, background, *, backend: str
     """Interventional Banzhaf values against ``background``, (n, M+1, K), background mean margin in column M."""
     return _engine(backend).interventional_banzhaf_values(paths, X, background, weights=weights,
                                                           tree_limit=tree_limit, progress=progress)
+
+
+def iter_interventional_interactions(paths: PathSet, X, background, *, chunk_rows: int = 4096, backend: str = "cpu",
+                                     weights=None, tree_limit=None, progress=False):
+    """Interventional interaction values of a wide model in row chunks: yields ``(start, stop, values)`` with values
+    ``(stop - start, M+1, M+1, K)`` for ``X[start:stop]``, so only one chunk's output (``chunk_rows (M+1)^2 K``
+    doubles) is held at a time. Each chunk recomputes the background histograms (time linear in the background per
+    chunk): take chunks of many rows where the background is large."""
+    if int(chunk_rows) < 1:
+        raise ValueError(f"chunk_rows must be >= 1, got {chunk_rows!r}")
+    n = X.shape[0]
+    for a in range(0, n, int(chunk_rows)):
+        b = min(n, a + int(chunk_rows))
+        yield a, b, interventional_interaction_values(paths, X[a:b], background, backend=backend, weights=weights,
+                                                      tree_limit=tree_limit, progress=progress)
