@@ -242,11 +242,14 @@ def rows_kernel(X, pidx, path_ptr, feature, lower, upper, missing_ok, cat_ptr, c
             to = tab_off[p]
             _block_patterns(XT, nb, s, m, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words,
                             cat_outside, pat)
+            if not interactions:
+                for i in range(nb):
+                    pat[i] = to + pat[i] * m          # the row's table row
             if mode[p] == 1:
                 for t in range(m):
                     dst = acc[feature[s + t], pair_k[p]]
                     for i in range(nb):
-                        dst[i] += tab[to + pat[i] * m + t]
+                        dst[i] += tab[pat[i] + t]
                 continue
             if not interactions:
                 for t in range(m):
@@ -257,7 +260,7 @@ def rows_kernel(X, pidx, path_ptr, feature, lower, upper, missing_ok, cat_ptr, c
                             continue
                         dst = acc[f, k]
                         for i in range(nb):
-                            dst[i] += tab[to + pat[i] * m + t] * v
+                            dst[i] += tab[pat[i] + t] * v
                 continue
             for i in range(nb):
                 base = to + pat[i] * m * m
