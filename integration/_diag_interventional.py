@@ -25,7 +25,6 @@ def main():
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     import cupy as cp
-    import numpy as np
     import shap
 
     from bench_interventional import data, target, train

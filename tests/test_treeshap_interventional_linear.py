@@ -43,7 +43,7 @@ def _reference(predict, X, R, w, M):
     w = np.ones(len(R)) if w is None else np.asarray(w, float)
     for i, x in enumerate(X):
         for r, wr in zip(R, w):
-            f = lambda S: predict(np.array([x[j] if j in S else r[j] for j in range(M)]))  # noqa: E731
+            f = lambda S, x=x, r=r: predict(np.array([x[j] if j in S else r[j] for j in range(M)]))  # noqa: E731
             p, it, b = _brute(f, M)
             phi[i, :M] += wr * p
             inter[i, :M, :M] += wr * it
