@@ -1,6 +1,7 @@
 """``shap_ext.TreeExplainer``: shap's TreeExplainer with exact TreeSHAP computed by hitml's engine (CPU or GPU)."""
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -70,6 +71,9 @@ class TreeExplainer(_ShapTreeExplainer):
         CPU). None means the default set by :func:`enable`, else "auto".
     progress : bool, optional
         A tqdm bar on long runs; None follows the ``HITML_PROGRESS`` environment variable.
+    background_weights : array-like of shape (n_background,), optional
+        One non-negative weight per background row that the masker keeps (interventional only; shap's
+        TreeExplainer has none). Values are the weighted mean over the background.
 
     Attributes
     ----------
@@ -123,6 +127,7 @@ class TreeExplainer(_ShapTreeExplainer):
         *,
         backend: str | None = None,
         progress: bool | None = None,
+        background_weights: Any = None,
     ) -> None:
         if backend is None:
             backend = _DEFAULT["backend"] or "auto"
@@ -146,9 +151,29 @@ class TreeExplainer(_ShapTreeExplainer):
             n_data = np.shape(getattr(data, "data", data))[1]
             if exact and n_data != n_model:
                 raise ValueError(f"background data has {n_data} features, but the model was trained on {n_model}")
-        ens = build_ensemble(model, user_model, converted, data, model_output)
-        super().__init__(ens, data, model_output, feature_perturbation, feature_names, approximate, link,
-                         linearize_link)
+        # shap re-weights the node covers with the background (a pass over it per tree, about 20 s per million rows
+        # for 100 trees); only tree_path_dependent uses covers, so the interventional explainer skips it
+        reweight = feature_perturbation == "tree_path_dependent"
+        ens = build_ensemble(model, user_model, converted, data if reweight else None, model_output)
+        with warnings.catch_warnings():
+            # shap warns that a background of over 1,000 rows is slow; raw-output values here cost time linear in
+            # rows plus background
+            warnings.filterwarnings("ignore", message="Passing .* background samples may lead to slow runtimes")
+            super().__init__(ens, data, model_output, feature_perturbation, feature_names, approximate, link,
+                             linearize_link)
+        self.background_weights = None
+        if background_weights is not None:
+            w = np.asarray(background_weights, dtype=np.float64).reshape(-1)
+            if self.data is None or len(w) != self.data.shape[0]:
+                raise ValueError(f"background_weights has {len(w)} values, but the background (after the masker's "
+                                 f"max_samples) has {0 if self.data is None else self.data.shape[0]} rows")
+            if not np.all(np.isfinite(w)) or np.any(w < 0) or w.sum() <= 0:
+                raise ValueError("background_weights must be finite, non-negative and not all zero")
+            self.background_weights = w
+            if self.model.model_output != "log_loss":
+                self.expected_value = np.average(self.model.predict(self.data), axis=0, weights=w)
+                if np.size(self.expected_value) == 1:
+                    self.expected_value = np.ravel(self.expected_value)[0]
         if self.route == "catboost-native":
             self.n_features = len(user_model.feature_names_)
             self.expected_value = native_expected_value(user_model)
@@ -316,7 +341,7 @@ class TreeExplainer(_ShapTreeExplainer):
             y_arr = self._labels(y, Xm)
             phi = _engine().interventional_shap_values(
                 paths, Xm, self._background, transform=self.model.get_transform(), y=y_arr, backend=backend,
-                tree_limit=engine_tl, progress=self.progress,
+                tree_limit=engine_tl, progress=self.progress, weights=self.background_weights,
             )
         out = self._format(phi, flat)
         if check_additivity and self.model.model_output == "raw":
@@ -361,16 +386,18 @@ class TreeExplainer(_ShapTreeExplainer):
             raise ValueError('Only model_output = "raw" is supported for SHAP interaction values right now!')
         if self.route == "catboost-native":
             return self._catboost_native(X, tree_limit, False, interactions=True)
-        if self.feature_perturbation != "tree_path_dependent":
-            raise NotImplementedError(
-                "SHAP interaction values are computed with feature_perturbation='tree_path_dependent' only "
-                "(create the explainer without background data)"
-            )
         Xm, flat, backend = self._prepare(X)
         tl = self._tree_limit(tree_limit)
         engine_tl = None if tl >= self.model.values.shape[0] else tl
-        phi = _engine().interaction_values(self._paths(Xm.shape[1]), Xm, backend=backend, tree_limit=engine_tl,
-                                           progress=self.progress)
+        if self.feature_perturbation == "tree_path_dependent":
+            phi = _engine().interaction_values(self._paths(Xm.shape[1]), Xm, backend=backend, tree_limit=engine_tl,
+                                               progress=self.progress)
+        else:
+            # interventional interactions (shap has none): shap's definition applied to the game
+            # S -> E_z f(x_S, z_rest); see interventional_interaction_values
+            phi = _engine().interventional_interaction_values(
+                self._paths(Xm.shape[1]), Xm, self._background, backend=backend, weights=self.background_weights,
+                tree_limit=engine_tl, progress=self.progress)
         K = self.model.num_outputs
         if K == 1:
             if self.expected_value is None:
@@ -381,6 +408,28 @@ class TreeExplainer(_ShapTreeExplainer):
             self.expected_value = [bias[i] for i in range(K)]
             out = phi[:, :-1, :-1, :]
         return out[0] if flat else out
+
+    def banzhaf_values(self, X: Any, tree_limit: int | None = None) -> Any:
+        """Interventional Banzhaf values, shaped as :meth:`shap_values` returns SHAP values.
+
+        The Banzhaf value of feature i averages, over all 2^(M-1) coalitions S of the other features with equal
+        weight, ``v(S + i) - v(S)`` for the interventional game ``v(S) = E_z f(x_S, z_rest)`` (z over the
+        background, weighted by ``background_weights``), on the raw margin. Unlike SHAP values they do not sum to
+        ``f(x) - E f(z)``. Same cost as :meth:`shap_values` (time linear in rows plus background).
+        """
+        if self.feature_perturbation != "interventional" or self._background is None:
+            raise NotImplementedError("banzhaf_values needs background data (feature_perturbation='interventional')")
+        if self.model.model_output != "raw":
+            raise ValueError('Only model_output = "raw" is supported for Banzhaf values')
+        if self.route == "catboost-native" or is_dask_collection(X):
+            raise NotImplementedError("banzhaf_values for CatBoost categorical models or Dask collections")
+        Xm, flat, backend = self._prepare(X)
+        tl = self._tree_limit(tree_limit)
+        engine_tl = None if tl >= self.model.values.shape[0] else tl
+        phi = _engine().interventional_banzhaf_values(self._paths(Xm.shape[1]), Xm, self._background,
+                                                      backend=backend, weights=self.background_weights,
+                                                      tree_limit=engine_tl, progress=self.progress)
+        return self._format(phi, flat)
 
     def __call__(self, X: Any, y: Any = None, interactions: bool = False, check_additivity: bool = True,
                  approximate: bool = False) -> shap.Explanation:
@@ -417,7 +466,8 @@ class GPUTreeExplainer(TreeExplainer):
 
     def __init__(self, model: Any, data: Any = None, model_output: str = "raw", feature_perturbation: str = "auto",
                  feature_names: list[str] | None = None, approximate: Any = DEPRECATED_APPROX, link: Any = None,
-                 linearize_link: Any = None, *, backend: str | None = "gpu", progress: bool | None = None) -> None:
+                 linearize_link: Any = None, *, backend: str | None = "gpu", progress: bool | None = None,
+                 background_weights: Any = None) -> None:
         super().__init__(model, data, model_output, feature_perturbation, feature_names, approximate, link,
-                         linearize_link, backend=backend, progress=progress)
+                         linearize_link, backend=backend, progress=progress, background_weights=background_weights)
 

@@ -164,9 +164,9 @@ def test_bad_inputs(frame, xgb_reg):
         shap_ext.TreeExplainer(LinearRegression().fit(X, y), backend="cpu")
     with pytest.raises(ValueError, match="must be one of"):
         shap_ext.TreeExplainer(xgb_reg, backend="tpu")
-    inter = shap_ext.TreeExplainer(xgb_reg, X.iloc[:10], backend="cpu")
-    with pytest.raises(NotImplementedError, match="tree_path_dependent"):
-        inter.shap_interaction_values(X.iloc[:2])
+    inter = shap_ext.TreeExplainer(xgb_reg, X.iloc[:10], backend="cpu")   # interventional interactions
+    np.testing.assert_allclose(inter.shap_interaction_values(X.iloc[:2]).sum(axis=2), inter.shap_values(X.iloc[:2]),
+                               rtol=1e-10, atol=1e-10)
     with pytest.raises(ExplainerError, match="labels"):
         shap_ext.TreeExplainer(xgb_reg, X.iloc[:10], model_output="log_loss", backend="cpu").shap_values(X)
 

@@ -6,7 +6,8 @@ import importlib
 from ..device import resolve_backend
 from .paths import PathSet, extract_paths
 
-__all__ = ["PathSet", "extract_paths", "shap_values", "interaction_values", "interventional_shap_values"]
+__all__ = ["PathSet", "extract_paths", "shap_values", "interaction_values", "interventional_shap_values",
+           "interventional_interaction_values", "interventional_banzhaf_values", "iter_interventional_interactions"]
 
 
 def _engine(backend: str):
@@ -34,7 +35,40 @@ def interaction_values(paths: PathSet, X, *, backend: str = "cpu", tree_limit=No
 
 
 def interventional_shap_values(paths: PathSet, X, background, *, transform: str = "identity", y=None,
-                               backend: str = "cpu", tree_limit=None, progress=None):
-    """Interventional SHAP values against ``background``, (n, M+1, K); transform as in shap's C++ extension."""
+                               backend: str = "cpu", tree_limit=None, progress=None, weights=None, method="auto"):
+    """Interventional SHAP values against ``background``, (n, M+1, K); transform as in shap's C++ extension.
+
+    The identity transform costs time linear in rows plus background (``method="auto"``); ``weights`` are one
+    non-negative weight per background row (None: equal)."""
     return _engine(backend).interventional_shap_values(paths, X, background, transform=transform, y=y,
-                                                       tree_limit=tree_limit, progress=progress)
+                                                       tree_limit=tree_limit, progress=progress, weights=weights,
+                                                       method=method)
+
+
+def interventional_interaction_values(paths: PathSet, X, background, *, backend: str = "cpu", weights=None,
+                                      tree_limit=None, progress=None):
+    """Interventional SHAP interaction values against ``background``, (n, M+1, M+1, K), bias at [M, M]."""
+    return _engine(backend).interventional_interaction_values(paths, X, background, weights=weights,
+                                                              tree_limit=tree_limit, progress=progress)
+
+
+def interventional_banzhaf_values(paths: PathSet, X, background, *, backend: str = "cpu", weights=None,
+                                  tree_limit=None, progress=None):
+    """Interventional Banzhaf values against ``background``, (n, M+1, K), background mean margin in column M."""
+    return _engine(backend).interventional_banzhaf_values(paths, X, background, weights=weights,
+                                                          tree_limit=tree_limit, progress=progress)
+
+
+def iter_interventional_interactions(paths: PathSet, X, background, *, chunk_rows: int = 4096, backend: str = "cpu",
+                                     weights=None, tree_limit=None, progress=False):
+    """Interventional interaction values of a wide model in row chunks: yields ``(start, stop, values)`` with values
+    ``(stop - start, M+1, M+1, K)`` for ``X[start:stop]``, so only one chunk's output (``chunk_rows (M+1)^2 K``
+    doubles) is held at a time. Each chunk recomputes the background histograms (time linear in the background per
+    chunk): take chunks of many rows where the background is large."""
+    if int(chunk_rows) < 1:
+        raise ValueError(f"chunk_rows must be >= 1, got {chunk_rows!r}")
+    n = X.shape[0]
+    for a in range(0, n, int(chunk_rows)):
+        b = min(n, a + int(chunk_rows))
+        yield a, b, interventional_interaction_values(paths, X[a:b], background, backend=backend, weights=weights,
+                                                      tree_limit=tree_limit, progress=progress)

@@ -107,7 +107,7 @@ def _walk_tree(t, xrow, rrow, nodes, thr, vals, ncp, ncn, words, W, side, afeat,
 
 
 @numba.njit(parallel=True, cache=True)
-def tree_walk_kernel(X, R, y, code, n_blocks, nodes, thr, vals, ncp, ncn, words, base_offset, W, part):
+def tree_walk_kernel(X, R, y, code, n_blocks, nodes, thr, vals, ncp, ncn, words, base_offset, W, wr, part):
     """part[i * n_blocks + b] = sum over background rows r of block b of the (rescaled) SHAP of (x_i, r).
 
     For each tree, a depth-first walk follows x and r together; where they split on a feature not yet fixed on the
@@ -115,13 +115,18 @@ def tree_walk_kernel(X, R, y, code, n_blocks, nodes, thr, vals, ncp, ncn, words,
     walk sends both to the side it was fixed to. A leaf reached with nx features from x and nr from r credits
     ``W[nx-1, nx+nr] * v`` to each x feature and ``-W[nx, nx+nr] * v`` to each r feature (shap's dense_independent).
     Column M collects the (transformed) prediction on r. Trees are looped outside background rows (a tree stays in
-    cache); other transforms than identity buffer each pair's terms until its margins are complete.
+    cache); other transforms than identity, and weighted background rows (``wr``, all 1.0 for none), buffer each
+    pair's terms until its margins are complete; the caller divides by the total weight.
     """
     n, M = X.shape
     nR = R.shape[0]
     T, N = thr.shape
     K = vals.shape[1]
     bsize = (nR + n_blocks - 1) // n_blocks
+    weighted = False
+    for j in range(nR):
+        if wr[j] != 1.0:
+            weighted = True
     for task in prange(n * n_blocks):
         i = task // n_blocks
         j0 = min(nR, (task % n_blocks) * bsize)
@@ -134,7 +139,7 @@ def tree_walk_kernel(X, R, y, code, n_blocks, nodes, thr, vals, ncp, ncn, words,
         st_node = np.empty(N + 1, np.int64)
         st_len = np.empty(N + 1, np.int64)
         st_feat = np.empty(N + 1, np.int64)
-        if code == 0:
+        if code == 0 and not weighted:
             mx = np.zeros(K)
             mr = np.zeros(K)
             for t in range(T):
@@ -162,10 +167,11 @@ def tree_walk_kernel(X, R, y, code, n_blocks, nodes, thr, vals, ncp, ncn, words,
             for jj in range(s1 - s0):
                 for k in range(K):
                     a_, b_ = mx[jj, k], mr[jj, k]
-                    rescale = 1.0
-                    if a_ != b_:
-                        rescale = (_transform(code, a_, yi) - _transform(code, b_, yi)) / (a_ - b_)
+                    wj = wr[s0 + jj]
+                    rescale = wj
+                    if code != 0 and a_ != b_:
+                        rescale = (_transform(code, a_, yi) - _transform(code, b_, yi)) / (a_ - b_) * wj
                     for f in range(M):
                         acc[f, k] += tmp[jj, f, k] * rescale
                         tmp[jj, f, k] = 0.0
-                    acc[M, k] += _transform(code, b_, 0.0)
+                    acc[M, k] += _transform(code, b_, 0.0) * wj

@@ -7,6 +7,8 @@ import numpy as np
 
 from ..device import cupy_module, is_cupy_array
 from . import _gpu_core as core
+from . import _patterns as _pat
+from ._gpu_patterns import pattern_values
 from ._inputs import check_transform, check_tree_limit
 from .paths import PathSet
 
@@ -44,14 +46,39 @@ def _weights(max_len: int) -> np.ndarray:
     return W
 
 
+def interventional_interaction_values(paths: PathSet, X, background, *, weights=None, tree_limit=None,
+                                      progress=None):
+    """Interventional SHAP interaction values, (n, M+1, M+1, K), bias at [M, M] (the CPU twin's definition)."""
+    return pattern_values(paths, X, background, weights=weights, metric=_pat.SHAPLEY, interactions=True,
+                          tree_limit=tree_limit, progress=progress, desc="GPU interventional interactions")
+
+
+def interventional_banzhaf_values(paths: PathSet, X, background, *, weights=None, tree_limit=None, progress=None):
+    """Interventional Banzhaf values, (n, M+1, K), background mean margin in column M (the CPU twin's)."""
+    return pattern_values(paths, X, background, weights=weights, metric=_pat.BANZHAF, interactions=False,
+                          tree_limit=tree_limit, progress=progress, desc="GPU interventional Banzhaf")
+
+
 def interventional_shap_values(paths: PathSet, X, background, *, transform="identity", y=None, tree_limit=None,
-                               progress=None):
+                               progress=None, weights=None, method="auto"):
     """Interventional SHAP values averaged over ``background`` rows, (n, M+1, K), bias in column M.
 
-    Same semantics as the CPU twin (shap's ``dense_independent``): with a non-identity transform each (x, r) pair is
-    rescaled by (T(f(x), y) - T(f(r), y)) / (f(x) - f(r)) (1 where the margins are equal); the bias is the mean of
-    T(f(r), 0).
+    Same semantics as the CPU twin (shap's ``dense_independent``). The identity transform runs the pattern engine
+    (time linear in rows plus background, ``method`` "auto" or "patterns"); with a non-identity transform (or
+    ``method="pairs"``) each (x, r) pair is rescaled by (T(f(x), y) - T(f(r), y)) / (f(x) - f(r)) (1 where the
+    margins are equal); the bias is the mean of T(f(r), 0).
     """
+    if method not in ("auto", "patterns", "pairs"):
+        raise ValueError(f"method must be 'auto', 'patterns' or 'pairs', got {method!r}")
+    if transform == "identity" and method != "pairs":
+        return pattern_values(paths, X, background, weights=weights, metric=_pat.SHAPLEY, interactions=False,
+                              tree_limit=tree_limit, progress=progress, desc="GPU interventional TreeSHAP")
+    if method == "patterns":
+        raise ValueError(f"method='patterns' needs transform='identity' (got {transform!r}): other output "
+                         "transforms do not decompose over the background")
+    if weights is not None:
+        raise NotImplementedError("background weights with a non-identity output transform on the GPU; use "
+                                  "backend='cpu'")
     cp = cupy_module()
     M, K = paths.n_features, paths.n_outputs
     tl = check_tree_limit(tree_limit)

@@ -10,12 +10,15 @@ import numpy as np
 from .._progress import progress_bar
 from . import _cpu_interventional as _kw
 from . import _cpu_kernels as _k
+from . import _cpu_patterns as _kp
+from . import _patterns as _pat
 from . import _cpu_quad as _q
 from . import _cpu_tables as _t
 from ._inputs import as_model_input, check_transform, check_tree_limit
 from .paths import PathSet
 
-__all__ = ["shap_values", "interaction_values", "interventional_shap_values"]
+__all__ = ["shap_values", "interaction_values", "interventional_shap_values", "interventional_interaction_values",
+           "interventional_banzhaf_values"]
 
 _CHUNK_WORK = 2e8          # element-operations per chunk of rows (about a second or less)
 _QUIET_WORK = 2e9          # below this total, progress=None shows no bar
@@ -26,6 +29,9 @@ ROW_KERNEL = "quadrature"
 # per-lane table gathers measured slower than the vectorised quadrature (cal_housing-small 2.7e6 against 3.6e6
 # rows/s, adult-small 1.8e6 against 1.9e6, adult-medium 1.9e3 both); kept selectable and tested.
 PATTERN_TABLES = False
+# interventional values: one table lookup for both leaves of a sibling pair split at one threshold (the GPU twin looks
+# each leaf up alone, so the two differ by rounding, about 1e-16 relative)
+SIBLING_PAIRS = True
 
 
 def _path_args(ps: PathSet):
@@ -192,26 +198,159 @@ def interaction_values(paths: PathSet, X, *, tree_limit=None, progress=None) -> 
     return out
 
 
-def interventional_shap_values(paths: PathSet, X, background, *, transform="identity", y=None, tree_limit=None,
-                               progress=None) -> np.ndarray:
-    """Interventional SHAP values averaged over ``background`` rows, (n, M+1, K), bias in column M.
+def _pattern_engine(ps: PathSet, X: np.ndarray, R: np.ndarray, weights, metric: int, interactions: bool,
+                    progress, desc: str) -> np.ndarray:
+    """Interventional values by the pattern decomposition (identity output): (n, M+1, K), or (n, M+1, M+1, K) with
+    ``interactions``; the bias entry holds the weighted background mean of the model's margin."""
+    n, M = X.shape
+    nR = R.shape[0]
+    K = ps.n_outputs
+    wint, total = _pat.integer_weights(weights, nR)
+    plan = _pat.plan_paths(ps.path_ptr, interactions)
+    D = max(plan.max_len, 1)
+    WP, WQ = _pat.value_weights(_pat.SHAPLEY if interactions else metric, D)
+    WI = _pat.interaction_weights(D) if interactions else (np.zeros((1, 1)),) * 3
+    pa = _path_args(ps)
+    lens = np.diff(ps.path_ptr)
+    shape = (n, M + 1, M + 1, K) if interactions else (n, M + 1, K)
+    out = np.zeros(shape)
+    reach = np.where(lens == 0, 1.0, 0.0)     # background weight fraction that reaches each leaf
+    flat = out.reshape(n, -1, K)
+    mode = np.zeros(ps.n_paths, np.int8)          # sibling pairs (values only): 1 left, 2 right
+    pair_k = np.zeros(ps.n_paths, np.int64)
+    pair_bit = np.zeros(ps.n_paths, np.int64)
+    if not interactions and SIBLING_PAIRS:
+        chunk_id = np.full(ps.n_paths + 1, -1, np.int64)
+        for c, chunk in enumerate(plan.chunks):
+            chunk_id[chunk] = c
+        same = (chunk_id[:-1] >= 0) & (chunk_id[:-1] == chunk_id[1:])    # p and p + 1 in one chunk
+        _kp.sibling_pairs(ps.path_ptr, ps.tree_index, ps.feature, ps.lower, ps.upper, ps.missing_ok, ps.cat_ptr,
+                          ps.leaf_value, same, mode, pair_k, pair_bit)
+    steps = len(plan.chunks) + (1 if len(plan.long) else 0)
+    with progress_bar(n * steps, desc, _bar_setting(progress, float(n) * (len(ps.feature) + nR) * 4)) as bar:
+        for chunk, t_size, h_size in zip(plan.chunks, plan.tab_size, plan.hist_size):
+            hist = np.zeros(h_size, np.int64)
+            _kp.background_histograms(R, wint, chunk, *pa, plan.hist_off, mode, hist)
+            _kp.mirror_histograms(chunk, ps.path_ptr, mode, pair_bit, plan.hist_off, hist)
+            reach[chunk] = hist[plan.hist_off[chunk]] / total     # fail set empty: the row reaches the leaf
+            tab = np.empty(t_size)
+            if interactions:
+                _kp.interaction_tables(chunk, ps.path_ptr, hist, plan.hist_off, total, WP, WQ, *WI, plan.tab_off,
+                                       tab)
+            else:
+                _kp.value_tables(chunk, ps.path_ptr, hist, plan.hist_off, total, WP, WQ, plan.tab_off, tab)
+                _kp.combine_pairs(chunk, ps.path_ptr, mode, pair_bit, pair_k, ps.leaf_value, plan.tab_off, tab)
+            lc = lens[chunk]
+            work = float((lc * lc).sum() if interactions else lc.sum()) + len(chunk)
+            for a, b in _chunks(n, work):
+                _kp.rows_kernel(X[a:b], chunk, *pa, ps.leaf_value, plan.tab_off, tab, mode, pair_k, interactions,
+                                M + 1, flat[a:b])
+                bar.update(b - a)
+        if len(plan.long):
+            _sparse_long_paths(ps, X, R, wint, total, plan.long, (WP, WQ) + WI, interactions, out, reach, bar)
+    bias = ps.base_offset + reach @ ps.leaf_value
+    if interactions:
+        out[:, M, M, :] += bias
+    else:
+        out[:, M, :] += bias
+    return out
 
-    Follows shap's C++ ``dense_independent``: for a non-identity ``transform`` each (x, r) pair's raw values are
-    rescaled by ``(T(f(x), y) - T(f(r), y)) / (f(x) - f(r))`` (1 when the margins are equal) and the bias column is
-    the mean of ``T(f(r), 0)`` (shap passes y = 0 there).
-    """
+
+def _sparse_long_paths(ps, X, R, wint, total, long_paths, weights, interactions, out, reach, bar):
+    """Paths too long for a table: the distinct background fail sets of each, against every explained row."""
+    if int(np.diff(ps.path_ptr)[long_paths].max()) > _pat.MAX_SPARSE_LENGTH:
+        raise NotImplementedError(f"interventional values for a path with more than {_pat.MAX_SPARSE_LENGTH} "
+                                  "distinct features")
+    n = X.shape[0]
+    nR = R.shape[0]
+    pa = _path_args(ps)
+    step = max(1, (1 << 26) // nR)
+    flat = out.reshape(n, -1, out.shape[-1])
+    for c0 in range(0, len(long_paths), step):
+        sel = long_paths[c0:c0 + step]
+        fails = np.empty((len(sel), nR), np.int64)
+        _kp.background_patterns(R, sel, *pa, fails)
+        ptr, sets, wsum = [0], [], []
+        for q in range(len(sel)):
+            order = np.argsort(fails[q], kind="stable")
+            fs = fails[q][order]
+            starts = np.concatenate([[0], np.nonzero(np.diff(fs))[0] + 1])
+            sets.append(fs[starts])
+            wsum.append(np.add.reduceat(wint[order], starts))
+            ptr.append(ptr[-1] + len(starts))
+            reach[sel[q]] = (wsum[-1][0] if fs[0] == 0 else 0) / total
+        ptr = np.asarray(ptr, np.int64)
+        sets = np.concatenate(sets)
+        wsum = np.concatenate(wsum).astype(np.float64)
+        work = float(ptr[-1]) * 8 / max(len(sel), 1)
+        for a, b in _chunks(n, work * len(sel)):
+            _kp.sparse_rows(X[a:b], sel, *pa, ps.leaf_value, ptr, sets, wsum, total, *weights, interactions,
+                            flat[a:b])
+    bar.update(n)
+
+
+def _background_input(paths: PathSet, X, background, tree_limit):
     ps = paths.restrict(check_tree_limit(tree_limit))
     X = as_model_input(X, ps)
     R = as_model_input(background, ps, name="background")
+    return ps, X, R
+
+
+def interventional_interaction_values(paths: PathSet, X, background, *, weights=None, tree_limit=None,
+                                      progress=None) -> np.ndarray:
+    """Interventional SHAP interaction values against ``background``, (n, M+1, M+1, K), bias at [M, M].
+
+    shap's definition (as for its path-dependent interactions), applied to the interventional game
+    ``v(S) = E_z f(x_S, z_rest)``: off-diagonal entries are half the Shapley interaction index, the diagonal is the
+    SHAP value minus the row's off-diagonal sum; every row sums to the SHAP value. ``weights``: one non-negative
+    weight per background row (None: equal weights).
+    """
+    ps, X, R = _background_input(paths, X, background, tree_limit)
+    return _pattern_engine(ps, X, R, weights, _pat.SHAPLEY, True, progress, "Interventional interactions")
+
+
+def interventional_banzhaf_values(paths: PathSet, X, background, *, weights=None, tree_limit=None,
+                                  progress=None) -> np.ndarray:
+    """Interventional Banzhaf values against ``background``, (n, M+1, K); column M holds the background mean of the
+    margin (Banzhaf values do not sum to the prediction minus it)."""
+    ps, X, R = _background_input(paths, X, background, tree_limit)
+    return _pattern_engine(ps, X, R, weights, _pat.BANZHAF, False, progress, "Interventional Banzhaf")
+
+
+def interventional_shap_values(paths: PathSet, X, background, *, transform="identity", y=None, tree_limit=None,
+                               progress=None, weights=None, method="auto") -> np.ndarray:
+    """Interventional SHAP values averaged over ``background`` rows, (n, M+1, K), bias in column M.
+
+    Follows shap's C++ ``dense_independent``. The identity transform (``model_output="raw"``, and probability
+    outputs of models whose trees hold probabilities) runs in time linear in rows plus background (``method`` "auto"
+    or "patterns"); other transforms do not decompose over the background: each (x, r) pair's raw values are
+    rescaled by ``(T(f(x), y) - T(f(r), y)) / (f(x) - f(r))`` (1 when the margins are equal) and the bias column is
+    the mean of ``T(f(r), 0)`` (shap passes y = 0 there), at a cost of rows times background (``method="pairs"``
+    forces that walk for the identity too). ``weights``: one non-negative weight per background row.
+    """
+    if method not in ("auto", "patterns", "pairs"):
+        raise ValueError(f"method must be 'auto', 'patterns' or 'pairs', got {method!r}")
+    ps, X, R = _background_input(paths, X, background, tree_limit)
     n, M = X.shape
     nR = R.shape[0]
     yv = check_transform(transform, y, n)
+    if transform == "identity" and method != "pairs":
+        return _pattern_engine(ps, X, R, weights, _pat.SHAPLEY, False, progress, "Interventional TreeSHAP")
+    if method == "patterns":
+        raise ValueError(f"method='patterns' needs transform='identity' (got {transform!r}): other output "
+                         "transforms do not decompose over the background")
+    wv = np.ones(nR)
+    if weights is not None:
+        _pat.integer_weights(weights, nR)   # validates
+        wv = np.asarray(weights, dtype=np.float64).reshape(-1)
     code = _k.TRANSFORMS[transform]
     out = np.zeros((n, M + 1, ps.n_outputs))
     L = ps.max_length
     W = _k.interventional_weights(L)
     desc = "Interventional TreeSHAP"
     if ps.trees is None:  # a hand-built PathSet: scan every path for each (x, r) pair
+        if weights is not None:
+            raise NotImplementedError("background weights with a PathSet that holds no trees")
         work = (len(ps.feature) + ps.n_paths) * nR * 2
         args = _path_args(ps) + (ps.leaf_value, ps.base_offset, W, L)
         _run(lambda a, b: _k.interventional_kernel(X[a:b], R, yv[a:b], code, *args, out[a:b]), n, work, desc,
@@ -226,8 +365,8 @@ def interventional_shap_values(paths: PathSet, X, background, *, transform="iden
         # few rows: split the background into blocks too, so that every thread has work
         blocks = int(min(nR, max(1, -(-2 * threads // (b - a)))))
         part = np.zeros(((b - a) * blocks, M + 1, ps.n_outputs))
-        _kw.tree_walk_kernel(X[a:b], R, yv[a:b], code, blocks, *targs, part)
-        out[a:b] = part.reshape(b - a, blocks, M + 1, ps.n_outputs).sum(axis=1) / nR
+        _kw.tree_walk_kernel(X[a:b], R, yv[a:b], code, blocks, *targs, wv, part)
+        out[a:b] = part.reshape(b - a, blocks, M + 1, ps.n_outputs).sum(axis=1) / wv.sum()
 
     work = nR * max(tr.n_trees, 1) * (4 * L + 4)
     _run(call, n, work, desc, progress)

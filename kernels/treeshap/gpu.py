@@ -16,7 +16,8 @@ import numpy as np
 from ..device import cupy_module, free_gpu_bytes
 from . import _gpu_core as core
 from ._gpu_core import _CACHE, GpuOptions, clear_cache, options, packed_paths  # noqa: F401  (the engine's API)
-from ._gpu_interventional import interventional_shap_values
+from ._gpu_interventional import (interventional_banzhaf_values, interventional_interaction_values,  # noqa: F401
+                                  interventional_shap_values)
 from .paths import PathSet
 
 __all__ = ["shap_values", "interaction_values", "interventional_shap_values", "packed_paths", "clear_cache",

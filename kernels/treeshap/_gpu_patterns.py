@@ -1,0 +1,214 @@
+"""GPU twin of the pattern engine of interventional TreeSHAP (_cpu_patterns.py): the kernels of patterns.cu.
+
+Same plan (_patterns.plan_paths), same integer background histograms, same tables and the same order of every
+sum, so the output equals the CPU twin's. Rows and background are read feature-major (transposed on the device);
+the output is accumulated feature-major, one thread per row, then transposed into the driver's row-major chunk.
+"""
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from .._cuda import load_module
+from ..device import cupy_module
+from . import _gpu_core as core
+from . import _patterns as _pat
+from .paths import PathSet
+
+_SRC = "treeshap/patterns.cu"
+_OPTS = ("--fmad=false",)   # products and sums rounded one at a time, as on the CPU
+_THREADS = 256
+_SMEM_BINS = 4096           # histogram bins a block sums in shared memory (32 KiB)
+_MAXD, _MAXDI, _MAXL, _MAXLI = 16, 10, 64, 32   # patterns.cu's local array bounds
+
+
+def _names() -> tuple[str, ...]:
+    out = ["value_tables", "interaction_tables"]
+    for t in ("float", "double"):
+        out += [f"bg_hist<{t}, unsigned int>", f"bg_hist<{t}, unsigned long long>", f"rows_kernel<{t}>", f"bg_fails<{t}>", f"sparse_rows<{t}, 0>",
+                f"sparse_rows<{t}, 1>"]
+    return tuple(out)
+
+
+def _fn(name: str, xdtype=None):
+    if xdtype is not None:
+        t = "float" if np.dtype(xdtype) == np.float32 else "double"
+        name = name.replace("<", f"<{t}, ") if "<" in name else f"{name}<{t}>"
+    return load_module(_SRC, _OPTS, _names()).get_function(name)
+
+
+def _grid(n: int) -> tuple[int]:
+    return (max(1, math.ceil(n / _THREADS)),)
+
+
+def _groups(chunk: np.ndarray, lens: np.ndarray) -> np.ndarray:
+    """grp_ptr over the chunk: runs of consecutive paths whose histograms fit _SMEM_BINS together (a larger one
+    alone, summed in global memory)."""
+    ptr, acc = [0], 0
+    for q, p in enumerate(chunk):
+        b = 1 << int(lens[p])
+        if q > ptr[-1] and acc + b > _SMEM_BINS:
+            ptr.append(q)
+            acc = 0
+        acc += b
+    ptr.append(len(chunk))
+    return np.asarray(ptr, np.int64)
+
+
+class _Clock:
+    """Adds the seconds since the last call (after a device sync) to timings[phase]; nothing when timings is None."""
+
+    def __init__(self, timings: dict | None):
+        self.timings = timings
+        self.last = time.perf_counter()
+
+    def __call__(self, phase: str) -> None:
+        if self.timings is None:
+            return
+        cupy_module().cuda.Device().synchronize()
+        now = time.perf_counter()
+        self.timings[phase] = self.timings.get(phase, 0.0) + now - self.last
+        self.last = now
+
+
+class Prepared:
+    """Histograms and tables of one (model, background, metric) on the device, and the bias (host, (K,))."""
+
+    def __init__(self, ps: PathSet, R, weights, metric: int, interactions: bool, xdtype, timings: dict | None = None):
+        cp = cupy_module()
+        clock = _Clock(timings)
+        self.interactions = interactions
+        self.xdtype = np.dtype(xdtype)
+        nR = R.shape[0]
+        wint, total = _pat.integer_weights(weights, nR)
+        self.total = total
+        plan = _pat.plan_paths(ps.path_ptr, interactions)
+        lens = np.diff(ps.path_ptr)
+        short = lens[np.concatenate(plan.chunks)] if plan.chunks else np.zeros(0, np.int64)
+        if short.size and short.max() > (_MAXDI if interactions else _MAXD):
+            raise ValueError("_patterns.TABLE_ENTRIES allows tables longer than the GPU kernels hold")
+        if len(plan.long) and lens[plan.long].max() > (_MAXLI if interactions else _pat.MAX_SPARSE_LENGTH):
+            raise NotImplementedError(
+                f"GPU interventional {'interactions' if interactions else 'values'} for a path of more than "
+                f"{_MAXLI if interactions else _pat.MAX_SPARSE_LENGTH} distinct features; use backend='cpu'")
+        D = max(plan.max_len, 1)
+        self.wld = np.int32(D + 1)
+        WP, WQ = _pat.value_weights(_pat.SHAPLEY if interactions else metric, D)
+        WI = _pat.interaction_weights(D) if interactions else (np.zeros((1, 1)),) * 3
+        self.W = tuple(cp.asarray(w) for w in (WP, WQ) + WI)
+        self.pa = (cp.asarray(ps.path_ptr, dtype=cp.int64), cp.asarray(ps.feature, dtype=cp.int32),
+                   cp.asarray(ps.lower, dtype=cp.float64), cp.asarray(ps.upper, dtype=cp.float64),
+                   cp.asarray(ps.missing_ok.astype(np.uint8)), cp.asarray(ps.cat_ptr, dtype=cp.int64),
+                   cp.asarray(ps.cat_nwords, dtype=cp.int32),
+                   cp.asarray(ps.cat_words if len(ps.cat_words) else np.zeros(1, np.uint32), dtype=cp.uint32),
+                   cp.asarray(ps.cat_outside_ok.astype(np.uint8)))
+        self.leaf_value = cp.asarray(ps.leaf_value, dtype=cp.float64)
+        self.K = ps.n_outputs
+        self.tab_off = cp.asarray(plan.tab_off)
+        RT = cp.ascontiguousarray(core.to_device(R, self.xdtype).T)
+        wd = cp.asarray(wint)
+        counter = "bg_hist<unsigned int>" if weights is None else "bg_hist<unsigned long long>"
+        clock("upload")
+        hist_off = cp.asarray(plan.hist_off)
+        reach = np.where(lens == 0, 1.0, 0.0)
+        sms = cp.cuda.Device().attributes["MultiProcessorCount"]
+        self.tables = []
+        for chunk, t_size, h_size in zip(plan.chunks, plan.tab_size, plan.hist_size):
+            chunk_d = cp.asarray(chunk)
+            grp = _groups(chunk, lens)
+            hist = cp.zeros(h_size, dtype=cp.uint64)
+            gy = int(max(1, min(math.ceil(nR / _THREADS), math.ceil(8 * sms / (len(grp) - 1)))))
+            _fn(counter, self.xdtype)((len(grp) - 1, gy), (_THREADS,),
+                                        (RT, np.int64(nR), wd, chunk_d, cp.asarray(grp), *self.pa, hist_off, hist,
+                                         np.int64(_SMEM_BINS)), shared_mem=_SMEM_BINS * 8)
+            reach[chunk] = hist[hist_off[chunk_d]].get() / total
+            clock("histograms")
+            tab = cp.empty(max(t_size, 1), dtype=cp.float64)
+            start = cp.asarray(plan.hist_off[chunk])
+            head = (chunk_d, np.int64(len(chunk)), start, np.int64(h_size), self.pa[0], hist, hist_off,
+                    np.float64(total))
+            if interactions:
+                _fn("interaction_tables")(_grid(h_size), (_THREADS,), head + self.W + (self.wld, self.tab_off, tab))
+            else:
+                _fn("value_tables")(_grid(h_size), (_THREADS,), head + self.W[:2] + (self.wld, self.tab_off, tab))
+            self.tables.append((chunk_d, np.int64(len(chunk)), tab))
+            clock("tables")
+        self.long = []
+        if len(plan.long):
+            step = max(1, (1 << 26) // nR)
+            for c0 in range(0, len(plan.long), step):
+                sel = plan.long[c0:c0 + step]
+                self.long.append(self._sparse_sets(sel, RT, nR, wd, reach))
+            clock("long paths")
+        self.bias = ps.base_offset + reach @ ps.leaf_value
+
+    def _sparse_sets(self, sel: np.ndarray, RT, nR: int, wd, reach: np.ndarray):
+        """(paths, count, fs_ptr, fs_set, fs_w) of long paths ``sel``: their distinct background fail sets,
+        ascending, with summed weights (integer sums, as the CPU twin)."""
+        cp = cupy_module()
+        Q = len(sel)
+        sel_d = cp.asarray(sel)
+        fails = cp.empty(Q * nR, dtype=cp.int64)
+        _fn("bg_fails", self.xdtype)(_grid(Q * nR), (_THREADS,), (RT, np.int64(nR), sel_d, np.int64(Q), *self.pa,
+                                                                   fails))
+        fails = fails.reshape(Q, nR)
+        order = cp.argsort(fails, axis=1)
+        srt = cp.take_along_axis(fails, order, axis=1)
+        cs = cp.cumsum(wd[order], axis=1)
+        last = cp.ones((Q, nR), dtype=bool)
+        last[:, :-1] = srt[:, 1:] != srt[:, :-1]
+        ptr = cp.concatenate([cp.zeros(1, cp.int64), cp.cumsum(last.sum(axis=1))])
+        ends = cs[last]
+        prev = cp.concatenate([cp.zeros(1, cp.int64), ends[:-1]])
+        prev[ptr[:-1]] = 0
+        wsum = ends - prev
+        sets = srt[last]
+        first = ptr[:-1]
+        reach[sel] = cp.where(sets[first] == 0, wsum[first], 0).get() / self.total
+        return sel_d, np.int64(Q), ptr, sets, wsum.astype(cp.float64)
+
+    def compute(self, Xd, out) -> None:
+        """out[...] = the values of the rows Xd (device, the model's input dtype): (n, M+1, K) or (n, M+1, M+1, K)."""
+        cp = cupy_module()
+        nc, M = Xd.shape
+        K = self.K
+        width = (M + 1) ** 2 if self.interactions else M + 1
+        XT = cp.ascontiguousarray(Xd.T)
+        acc = cp.zeros((width, K, nc), dtype=cp.float64)
+        inter = np.int32(1 if self.interactions else 0)
+        M1 = np.int32(M + 1)
+        for chunk_d, Q, tab in self.tables:
+            _fn("rows_kernel", XT.dtype)(_grid(nc), (_THREADS,),
+                                         (XT, np.int64(nc), chunk_d, Q, *self.pa, self.leaf_value, np.int32(K),
+                                          self.tab_off, tab, inter, M1, acc))
+        name = "sparse_rows<1>" if self.interactions else "sparse_rows<0>"
+        for sel_d, Q, ptr, sets, wsum in self.long:
+            _fn(name, XT.dtype)(_grid(nc), (_THREADS,),
+                                (XT, np.int64(nc), sel_d, Q, *self.pa, self.leaf_value, np.int32(K), ptr, sets, wsum,
+                                 np.float64(self.total), *self.W, self.wld, M1, acc))
+        out[...] = acc.transpose(2, 0, 1).reshape(out.shape)
+        bias = cp.asarray(self.bias)
+        if self.interactions:
+            out[:, M, M, :] += bias
+        else:
+            out[:, M, :] += bias
+
+
+def pattern_values(paths: PathSet, X, background, *, weights, metric: int, interactions: bool, tree_limit,
+                   progress, desc: str):
+    """The GPU pattern engine behind the interventional entry points (identity output)."""
+    M, K = paths.n_features, paths.n_outputs
+    state = {}
+
+    def prepare(pk):
+        R = core.check_x(background, pk.ps, name="background")
+        state["prep"] = Prepared(pk.ps, R, weights, metric, interactions, pk.xdtype)
+
+    def compute(pk, Xd, out, a, b):
+        state["prep"].compute(Xd, out)
+
+    cols = (M + 1, M + 1, K) if interactions else (M + 1, K)
+    extra = int(np.prod(cols)) * 8 + M * 8
+    return core.driver(paths, X, tree_limit, progress, desc, cols, extra, compute, prepare=prepare)

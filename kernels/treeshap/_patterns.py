@@ -1,0 +1,154 @@
+"""Interventional TreeSHAP in time linear in rows plus background: the pattern decomposition shared by the engines.
+
+For one path (leaf) with ``d`` distinct features and a pair (explained row x, background row z), write ``a`` for the
+set of path features whose condition x satisfies and ``b`` for z's. The game S -> [the leaf is reached by x_S,
+z_rest] is 1 iff every path feature in S is in ``a`` and every one outside S is in ``b``, so it is 0 unless
+``a | b`` is the whole path; then ``P = a & ~b`` (x-only features, which S must hold) and ``Q = ~a`` (z-only,
+which S must leave out) are its only non-null players, and every value of the game (Shapley, Banzhaf, pair
+interactions) depends on |P|, |Q| and which player is where. With ``s = ~b`` (the features z fails), the pair
+contributes iff ``s`` is a subset of ``a``, and then ``P = s``. Averaged over the background, the value of x at
+the leaf is a sum over the subsets ``s`` of ``a`` of ``g(s)``, the background weight of rows that fail exactly
+``s``: the background enters through one histogram of 2^d numbers per path, the explained row through its pattern
+``a``. Tables over ``a`` (2^d rows, one entry per path feature or feature pair) make each explained row cost one
+lookup per path element. See docs/design/treeshap.md ("Interventional values in linear time").
+
+This module holds the weights (exact, from integer factorials) and the path planning both engines use.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+__all__ = ["SHAPLEY", "BANZHAF", "value_weights", "interaction_weights", "PathPlan", "plan_paths",
+           "integer_weights"]
+
+SHAPLEY = 0
+BANZHAF = 1
+METRICS = {"shapley": SHAPLEY, "banzhaf": BANZHAF}
+
+# the largest path (distinct features) given a table: 2^d * width entries at most this many (width d for values,
+# d * d for interactions). Longer paths use the sparse pair form: the distinct background fail sets of the path,
+# against each explained row (WOODELF's sparse form).
+TABLE_ENTRIES = 1 << 16
+# tables of one chunk of paths hold at most this many float64 entries (the engines process paths in chunks)
+CHUNK_ENTRIES = 1 << 24
+MAX_SPARSE_LENGTH = 62    # fail sets are int64 bit masks
+
+
+def _fact(k: int) -> int:
+    return math.factorial(k)
+
+
+def value_weights(metric: int, D: int) -> tuple[np.ndarray, np.ndarray]:
+    """(WP, WQ), (D+1, D+1) float64: a player in P, resp. Q, of the game with |P| = p, |Q| = q gets WP[p, q], resp.
+    WQ[p, q], times the leaf value. Shapley: (p-1)! q! / (p+q)! and -p! (q-1)! / (p+q)!; Banzhaf: +-2^-(p+q-1)."""
+    WP = np.zeros((D + 1, D + 1))
+    WQ = np.zeros((D + 1, D + 1))
+    for p in range(D + 1):
+        for q in range(D + 1 - p):
+            n = p + q
+            if n == 0:
+                continue
+            if metric == BANZHAF:
+                w = Fraction(1, 2 ** (n - 1))
+                wp, wq = w, -w
+            else:
+                wp = Fraction(_fact(p - 1) * _fact(q), _fact(n)) if p > 0 else Fraction(0)
+                wq = -Fraction(_fact(p) * _fact(q - 1), _fact(n)) if q > 0 else Fraction(0)
+            WP[p, q] = float(wp) if p > 0 else 0.0
+            WQ[p, q] = float(wq) if q > 0 else 0.0
+    return WP, WQ
+
+
+def interaction_weights(D: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(WPP, WPQ, WQQ), (D+1, D+1): shap's off-diagonal interaction value (half the Shapley interaction index
+    sum_S |S|! (n-|S|-2)! / (n-1)! [v(S+ij) - v(S+i) - v(S+j) + v(S)]) of a pair of players both in P, one in P and
+    one in Q, both in Q, for the game with |P| = p, |Q| = q, n = p + q."""
+    WPP = np.zeros((D + 1, D + 1))
+    WPQ = np.zeros((D + 1, D + 1))
+    WQQ = np.zeros((D + 1, D + 1))
+    for p in range(D + 1):
+        for q in range(D + 1 - p):
+            n = p + q
+            if n < 2:
+                continue
+            den = 2 * _fact(n - 1)
+            if p >= 2:
+                WPP[p, q] = float(Fraction(_fact(p - 2) * _fact(q), den))
+            if p >= 1 and q >= 1:
+                WPQ[p, q] = float(-Fraction(_fact(p - 1) * _fact(q - 1), den))
+            if q >= 2:
+                WQQ[p, q] = float(Fraction(_fact(p) * _fact(q - 2), den))
+    return WPP, WPQ, WQQ
+
+
+def integer_weights(weights, n_rows: int) -> tuple[np.ndarray, float]:
+    """(w_int int64 (n_rows,), total): background weights as integers summed exactly (and in any order alike by
+    both engines). None: every weight 1. Otherwise fixed point, 2^k w scaled so that the total stays below 2^62;
+    each weight is rounded to within 2^-62 of the total."""
+    if weights is None:
+        return np.ones(n_rows, np.int64), float(n_rows)
+    w = np.asarray(weights, dtype=np.float64).reshape(-1)
+    if w.shape[0] != n_rows:
+        raise ValueError(f"background weights have {w.shape[0]} values, but the background has {n_rows} rows")
+    if not np.all(np.isfinite(w)) or np.any(w < 0):
+        raise ValueError("background weights must be finite and non-negative")
+    total = float(w.sum())
+    if total <= 0:
+        raise ValueError("background weights sum to zero")
+    k = 61 - math.ceil(math.log2(total))
+    wi = np.rint(np.ldexp(w, k)).astype(np.int64)
+    if wi.sum() <= 0:
+        raise ValueError("background weights sum to zero after scaling")
+    return wi, float(wi.sum())
+
+
+@dataclass
+class PathPlan:
+    """Which paths go through tables (short) and which through the sparse pair form (long), in chunks.
+
+    ``chunks``: list of int64 arrays of path indices whose tables fit CHUNK_ENTRIES together; ``long``: int64 path
+    indices longer than a table allows; ``tab_off``/``hist_off`` (P,): offsets of each short path's table and
+    histogram inside its chunk (-1 for long paths); ``width`` 1 for values, 2 for interactions.
+    """
+
+    chunks: list
+    long: np.ndarray
+    tab_off: np.ndarray
+    hist_off: np.ndarray
+    tab_size: list
+    hist_size: list
+    max_len: int
+
+
+def plan_paths(path_ptr: np.ndarray, interactions: bool) -> PathPlan:
+    lens = np.diff(path_ptr).astype(np.int64)
+    P = len(lens)
+    width = lens * lens if interactions else lens
+    entries = (np.int64(1) << np.minimum(lens, 62)) * np.maximum(width, 1)
+    short = (entries <= TABLE_ENTRIES) & (lens > 0)
+    long_ = np.nonzero((~short) & (lens > 0))[0].astype(np.int64)
+    tab_off = np.full(P, -1, np.int64)
+    hist_off = np.full(P, -1, np.int64)
+    chunks, tab_size, hist_size = [], [], []
+    cur, t_off, h_off = [], 0, 0
+    for p in np.nonzero(short)[0]:
+        e = int(entries[p])
+        if cur and t_off + e > CHUNK_ENTRIES:
+            chunks.append(np.array(cur, np.int64))
+            tab_size.append(t_off)
+            hist_size.append(h_off)
+            cur, t_off, h_off = [], 0, 0
+        cur.append(p)
+        tab_off[p] = t_off
+        hist_off[p] = h_off
+        t_off += e
+        h_off += 1 << int(lens[p])
+    if cur:
+        chunks.append(np.array(cur, np.int64))
+        tab_size.append(t_off)
+        hist_size.append(h_off)
+    return PathPlan(chunks, long_, tab_off, hist_off, tab_size, hist_size, int(lens.max(initial=0)))
