@@ -99,17 +99,17 @@ def versions():
         try:
             m = __import__(mod)
             out[mod] = getattr(m, "__version__", None)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             out[mod] = f"unavailable ({type(exc).__name__})"
     try:
         import importlib.metadata as md
         out["woodelf-explainer"] = md.version("woodelf-explainer")
-    except Exception:  # noqa: BLE001
+    except Exception:
         pass
     try:
         import cupy as cp
         out["gpu"] = cp.cuda.runtime.getDeviceProperties(0)["name"].decode()
-    except Exception:  # noqa: BLE001
+    except Exception:
         out["gpu"] = None
     return out
 
@@ -243,7 +243,7 @@ def main():
                         elif reference is not None:
                             ref = reference[:len(vals)]
                             rec["max_abs_diff_vs_hitml"] = float(np.nanmax(np.abs(vals.reshape(ref.shape) - ref)))
-                    except Exception as exc:  # noqa: BLE001
+                    except Exception as exc:
                         rec["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
                         rec["traceback_tail"] = traceback.format_exc().splitlines()[-3:]
                     records.append(rec)

@@ -79,8 +79,10 @@ def _case(draw):
 def _stack(trees):
     """extract_paths arguments of several single-tree dense arrays (padded to one node count)."""
     N = max(t[0][0].shape[1] for t in trees)
-    pad = lambda a, fill: np.concatenate([a, np.full(a.shape[:1] + (N - a.shape[1],) + a.shape[2:], fill, a.dtype)],
-                                         axis=1)  # noqa: E731
+
+    def pad(a, fill):
+        return np.concatenate([a, np.full(a.shape[:1] + (N - a.shape[1],) + a.shape[2:], fill, a.dtype)], axis=1)
+
     arrays = [np.concatenate([pad(t[0][k], -1 if k < 4 else 0) for t in trees]) for k in range(7)]
     is_cat = np.concatenate([pad(t[1][0], False) for t in trees])
     nwords = np.concatenate([pad(t[1][2], 0) for t in trees])

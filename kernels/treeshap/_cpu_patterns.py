@@ -59,11 +59,11 @@ def _block_patterns(XT, nb, s, m, feature, lower, upper, missing_ok, cat_ptr, ca
         if lo == -np.inf:
             for i in range(nb):
                 x = col[i]
-                pat[i] |= np.int64((x <= hi) | (nan_ok & (x != x))) << t
+                pat[i] |= np.int64((x <= hi) | (nan_ok & (x != x))) << t  # noqa: PLR0124 - x != x is NaN, branch-free in numba
         else:
             for i in range(nb):
                 x = col[i]
-                pat[i] |= np.int64(((lo < x) & (x <= hi)) | (nan_ok & (x != x))) << t
+                pat[i] |= np.int64(((lo < x) & (x <= hi)) | (nan_ok & (x != x))) << t  # noqa: PLR0124 - NaN test
 
 
 @numba.njit(inline="always")
