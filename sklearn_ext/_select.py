@@ -54,10 +54,11 @@ class SelectFromShapley(SelectorMixin, MetaEstimatorMixin, BaseEstimator):
     --------
     >>> import numpy as np
     >>> from sklearn.linear_model import LinearRegression
-    >>> from hitml.sklearn_ext import SelectFromShapley
+    >>> from hitml.sklearn_ext import SelectFromShapley, ShapleySampler
     >>> X = np.random.default_rng(0).normal(size=(200, 4))
     >>> y = 3 * X[:, 0] + X[:, 2]
-    >>> SelectFromShapley(LinearRegression(), max_features=2).fit(X, y).get_support().tolist()
+    >>> selector = SelectFromShapley(LinearRegression(), ShapleySampler(random_state=0), threshold=0.1)
+    >>> selector.fit(X, y).get_support().tolist()
     [True, False, True, False]
     """
 
