@@ -108,6 +108,7 @@ class TreeExplainer(_ShapTreeExplainer):
                 "TreeEnsemble (it would fall back to the library's native SHAP); the hitml backend needs the trees"
             )
         self._reader.zero_features = getattr(ens, "_lgb_zero_features", None)
+        self._reader.cat_features = getattr(ens, "_cat_features", None)
         self._setup_engine(converted if converted is not None else user_model)
 
     # -- set-up -------------------------------------------------------------------------------------------
@@ -236,7 +237,7 @@ class TreeExplainer(_ShapTreeExplainer):
         n_rows = X.num_row() if hasattr(X, "num_row") else len(X)
         if n_rows == 0:
             M = len(model.feature_names_)
-            K = self.model.num_outputs
+            K = int(np.size(self.expected_value))
             return np.zeros((0, M, M) + ((K,) if K > 1 else ())) if interactions else np.zeros(
                 (0, M) + ((K,) if K > 1 else ()))
         phi = native_values(model, X, interactions)

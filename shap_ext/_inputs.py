@@ -50,10 +50,10 @@ def _dmatrix_dense(dm: Any) -> np.ndarray:
 def _numeric_host(X: Any, what: str, reader: "InputReader | None" = None) -> np.ndarray:
     if isinstance(X, pd.DataFrame):
         return reader.frame(X, what) if reader is not None else encode_frame(X, what).to_numpy()
-    if isinstance(X, pd.Series):
+    if isinstance(X, pd.Series):  # one row of a frame (``df.iloc[i]``): category features hold their labels
         if isinstance(X.dtype, pd.CategoricalDtype) or not (
             pd.api.types.is_numeric_dtype(X.dtype) or pd.api.types.is_bool_dtype(X.dtype)
-        ):
+        ) or (reader is not None and reader.stored_categories()):
             row = _series_row(X, reader)
             return _numeric_host(row, what, reader)[0]
         if reader is not None and reader.reads_frames:
@@ -91,10 +91,9 @@ def _series_row(X: pd.Series, reader: "InputReader | None") -> pd.DataFrame:
     pandas categories with the model's stored categories, as the row's frame had them."""
     row = pd.DataFrame([X.to_numpy()], columns=X.index).infer_objects()
     cats = reader.stored_categories() if reader is not None else {}
-    for j, name in enumerate(row.columns):
-        col = row.iloc[:, j]
-        if j in cats and not pd.api.types.is_numeric_dtype(col.dtype):
-            row.isetitem(j, pd.Categorical(col, categories=cats[j]))
+    for j in range(row.shape[1]):
+        if j in cats:  # a label of a category feature (a number or a string)
+            row.isetitem(j, pd.Categorical(row.iloc[:, j].astype(object), categories=cats[j]))
     return row
 
 
@@ -189,8 +188,10 @@ class InputReader:
         self.names: list[str] | None = None
         self.missing: float | None = None
         self.zero_features: np.ndarray | None = None   # LightGBM features with missing type Zero (set later)
+        self.cat_features: np.ndarray | None = None    # features whose category splits truncate values toward 0
         self.hgb_layout: Any = None
         self._xgb_cats: dict[int, list] | None = None
+        self._stored: dict[int, list] | None = None
         lib = self.library
         try:
             if lib == "xgboost":
@@ -224,6 +225,11 @@ class InputReader:
 
     def stored_categories(self) -> dict[int, list]:
         """``{column: categories}`` of the model's category features, where the model stores their labels."""
+        if self._stored is None:
+            self._stored = self._read_stored_categories()
+        return self._stored
+
+    def _read_stored_categories(self) -> dict[int, list]:
         if self.library == "xgboost":
             return self._xgboost_categories()
         if self.library == "lightgbm" and self.booster.pandas_categorical:
@@ -232,20 +238,27 @@ class InputReader:
             return dict(zip(cat_cols, self.booster.pandas_categorical))
         if self.hgb_layout is not None:
             enc = self.model._preprocessor.named_transformers_["encoder"]
-            return {int(c): list(cats) for c, cats in zip(self.hgb_layout, enc.categories_)}
+            return {int(c): [v for v in cats if not pd.isna(v)] for c, cats in zip(self.hgb_layout, enc.categories_)}
         return {}
 
     def missing_rules(self, arr: Any) -> Any:
-        """XGBoost's ``missing`` value and LightGBM's near-zero values (missing type Zero) as NaN (NumPy or CuPy)."""
-        if self.missing is None and (self.zero_features is None or not len(self.zero_features)):
+        """Values as the library's split rules read them (NumPy or CuPy): XGBoost's ``missing`` value and
+        LightGBM's near-zero values (missing type Zero) become NaN; on category features of XGBoost and LightGBM,
+        a value in (-1, 0) is category 0 (both truncate to an int before testing for a negative category)."""
+        zero = self.zero_features is not None and len(self.zero_features)
+        cats = self.cat_features is not None and len(self.cat_features)
+        if self.missing is None and not zero and not cats:
             return arr
         xp = np if isinstance(arr, np.ndarray) else __import__("cupy")
         arr = arr.copy()
         if self.missing is not None:
             arr[arr == self.missing] = np.nan
-        if self.zero_features is not None and len(self.zero_features):
+        if zero:
             cols = arr[:, self.zero_features]
             arr[:, self.zero_features] = xp.where(xp.abs(cols) <= LIGHTGBM_ZERO, np.nan, cols)
+        if cats:
+            cols = arr[:, self.cat_features]
+            arr[:, self.cat_features] = xp.where((cols > -1) & (cols < 0), 0.0, cols)
         return arr
 
     def output_order(self, X: Any) -> np.ndarray | None:
@@ -342,7 +355,7 @@ class InputReader:
 
     def _sklearn_frame(self, df: pd.DataFrame, what: str) -> np.ndarray:
         dup = _duplicates(df.columns)
-        if not dup:
+        if not dup and self.hgb_layout is None:  # HistGradientBoosting's encoder checks (and reads) names itself
             try:
                 from sklearn.utils.validation import _check_feature_names  # noqa: PLC0415
             except ImportError:  # scikit-learn < 1.6: a method

@@ -158,6 +158,7 @@ def _fix_lightgbm(ens: Any) -> None:
                                                              (None, None))
     zero_features: set[int] = set()
     nan_features: set[int] = set()
+    cat_features: set[int] = set()
     cd = ens.children_default
     for t, tree in enumerate(dump["tree_info"]):
         stack = [tree["tree_structure"]]
@@ -169,6 +170,7 @@ def _fix_lightgbm(ens: Any) -> None:
             left, right = ens.children_left[t, i], ens.children_right[t, i]
             if node.get("decision_type") == "==":
                 cd[t, i] = right
+                cat_features.add(int(node["split_feature"]))
             elif node.get("missing_type") == "None":
                 cd[t, i] = left if 0.0 <= float(node["threshold"]) else right
             elif node.get("missing_type") == "Zero":
@@ -181,6 +183,7 @@ def _fix_lightgbm(ens: Any) -> None:
         raise InvalidModelError(f"LightGBM model splits features {sorted(zero_features & nan_features)} with both "
                                 "missing type Zero and NaN; hitml reads one missing rule per feature")
     ens._lgb_zero_features = np.asarray(sorted(zero_features), dtype=np.int64)
+    ens._cat_features = np.asarray(sorted(cat_features), dtype=np.int64)
 
 
 def build_ensemble(model: Any, user_model: Any, converted: Any, data: Any, model_output: str) -> TreeEnsemble:
@@ -209,6 +212,8 @@ def build_ensemble(model: Any, user_model: Any, converted: Any, data: Any, model
         return ens  # no trees (CatBoost's native route, or shap failed): the caller decides
     if ens.model_type == "xgboost":
         _fix_xgboost(ens)
+        types = getattr(ens.original_model, "feature_types", None) or []
+        ens._cat_features = np.asarray([j for j, t in enumerate(types) if t == "c"], dtype=np.int64)
     if ens.model_type == "lightgbm":
         _fix_lightgbm(ens)
     layout = hist_gradient_boosting_layout(user_model) if "HistGradientBoosting" in type(user_model).__name__ \

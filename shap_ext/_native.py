@@ -50,13 +50,28 @@ def _isolation_forest_depth(model: Any, X: np.ndarray) -> np.ndarray:
     return -np.log2(-score) * _average_path_length(np.asarray([model.max_samples_]))[0]
 
 
+def _hgb_encoded_raw(model: Any, X: np.ndarray) -> np.ndarray:
+    """HistGradientBoosting's ``_raw_predict`` on rows already encoded by its own preprocessor (the explainer's
+    rows: category codes in input order), i.e. its steps after ``_preprocess_X``."""
+    is_cat = np.asarray(model.is_categorical_, dtype=bool)
+    layout = np.concatenate([np.flatnonzero(is_cat), np.flatnonzero(~is_cat)])
+    enc = np.asarray(X, dtype=np.float64)[:, layout]
+    raw = np.zeros((len(enc), model.n_trees_per_iteration_), dtype=model._baseline_prediction.dtype, order="F")
+    raw += model._baseline_prediction
+    model._predict_iterations(enc, model._predictors, raw, False, 1)
+    return raw
+
+
 def _sklearn(model: Any, X: np.ndarray) -> np.ndarray | None:
     """scikit-learn's prediction in shap's raw units, or None for a model without a known mapping."""
     name = type(model).__name__
     if name == "IsolationForest":
         return _isolation_forest_depth(model, X)
     if name in ("HistGradientBoostingRegressor", "HistGradientBoostingClassifier"):
-        raw = model._raw_predict(X)  # before the link (poisson/gamma: log scale); (n, K)
+        if getattr(model, "_preprocessor", None) is not None and isinstance(X, np.ndarray):
+            raw = _hgb_encoded_raw(model, X)
+        else:
+            raw = model._raw_predict(X)  # before the link (poisson/gamma: log scale); (n, K)
         return raw[:, 0] if raw.shape[1] == 1 else raw
     if name == "GradientBoostingClassifier":
         return model.decision_function(X)
@@ -122,7 +137,9 @@ def frame_margin(user_model: Any, ens: Any, df: Any, tree_limit: int) -> np.ndar
         missing = getattr(user_model, "missing", np.nan) if hasattr(user_model, "get_booster") else np.nan
         dm = xgboost.DMatrix(df, missing=np.nan if missing is None else missing, enable_categorical=True)
         n_iter = tree_limit // ens.num_stacked_models
-        return np.asarray(ens.original_model.predict(dm, output_margin=True, iteration_range=(0, n_iter)))
+        booster = ens.original_model
+        return np.asarray(booster.predict(dm, output_margin=True, iteration_range=(0, n_iter),
+                                          validate_features=booster.feature_names is not None))
     if ens.model_type == "lightgbm":
         booster = ens.original_model
         n_iter = tree_limit // max(int(booster.num_model_per_iteration()), 1)

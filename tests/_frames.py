@@ -144,7 +144,7 @@ def draw_input(cfg: dict, train: pd.DataFrame, rng: np.random.Generator) -> tupl
     if v == "series":
         return rows.iloc[0], rows.iloc[:1]
     if v == "row1d":
-        ref = rows.iloc[:1]
+        ref = rows.iloc[:1] if cfg["family"] != "sklearn" else None  # scikit-learn reads raw values, not codes
         if has_cat:
             rows["colour"] = rows["colour"].cat.codes.replace(-1, np.nan).astype(np.float64)
         return rows.iloc[0].to_numpy(dtype=np.float64), ref
@@ -437,6 +437,8 @@ def run(cfg: dict, backend: str = "cpu") -> str:
             return "refused"
         raise AssertionError(f"expected {case.refusal.__name__}: the library refuses this model")
     ref_in = X_ref if X_ref is not None else X_user
+    if isinstance(ref_in, np.ndarray) and ref_in.ndim == 1:
+        ref_in = ref_in[None]
     if cfg["variant"] == "duplicate" and case.names_by_position:
         ref_in = _positional(X_user)
     elif cfg["variant"] == "duplicate" and cfg["family"] == "sklearn":
@@ -487,3 +489,24 @@ def run(cfg: dict, backend: str = "cpu") -> str:
     if case.additive:
         _close(phi.sum(1) + ev, raw, max(case.rtol, 1e-6) * 10, "additivity vs the library's raw prediction")
     return "values"
+
+
+def run_pair(cfg: dict) -> str:
+    """The check of :func:`run` on the GPU backend, then GPU values equal to the CPU twin's (1e-9 of scale)."""
+    from hitml import shap_ext
+
+    outcome = run(cfg, backend="gpu")
+    if outcome != "values":
+        return outcome
+    rng = np.random.default_rng(cfg["seed"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        case, train = BUILD[cfg["family"]](cfg, rng)
+        X_user, _ = draw_input(cfg, train, rng)
+        bg = train.iloc[:8] if cfg.get("interventional") else None
+        out = []
+        for backend in ("cpu", "gpu"):
+            v = shap_ext.TreeExplainer(case.model, bg, backend=backend).shap_values(X_user, tree_limit=case.tree_limit)
+            out.append(v.get() if hasattr(v, "get") else np.asarray(v))
+    _close(out[1], out[0], 1e-9, "GPU vs CPU twin")
+    return outcome
