@@ -142,12 +142,18 @@ def _check_interventional(case, K_axis):
     _close(_ev(ex), ev, 1e-6, "interventional expected value")
 
 
-def test_configurations_cover_every_option():
+def _seen_options(configs: list[dict], skip: tuple[str, ...]) -> dict[str, set]:
+    """``{"family.option": values drawn}`` over ``configs``."""
     seen: dict[str, set] = {}
-    for c in CONFIGS:
+    for c in configs:
         for key, value in c.items():
-            if key not in ("seed", "m", "trees", "depth", "leaves"):
+            if key not in skip:
                 seen.setdefault(f"{c['family']}.{key}", set()).add(value)
+    return seen
+
+
+def test_configurations_cover_every_option():
+    seen = _seen_options(CONFIGS, ("seed", "m", "trees", "depth", "leaves"))
     assert len(CONFIGS) >= 200
     must = {
         "xgboost.objective": {"reg", "binary", "multi", "poisson", "rank"}, "xgboost.base_score": {None, 0.3},
@@ -208,11 +214,7 @@ def test_frames_against_the_library_full(cfg):
 
 
 def test_frame_configurations_cover_every_option():
-    seen: dict[str, set] = {}
-    for c in FRAME_CONFIGS:
-        for key, value in c.items():
-            if key not in ("seed", "index", "m", "trees", "depth"):
-                seen.setdefault(f"{c['family']}.{key}", set()).add(value)
+    seen = _seen_options(FRAME_CONFIGS, ("seed", "index", "m", "trees", "depth"))
     assert len(FRAME_CONFIGS) >= 1000
     from _frames import VARIANTS
 
