@@ -163,6 +163,15 @@ def _duplicates(columns: Any) -> list:
     return dup
 
 
+def misplaced(columns: Any, names: list[str] | None) -> list[str]:
+    """Frame columns that carry one of the model's feature names at another position (a frame read by position
+    would explain them as other features). Names the model does not know are read by position, as shap reads them."""
+    if names is None:
+        return []
+    pos = {n: j for j, n in enumerate(names)}
+    return [str(c) for j, c in enumerate(columns) if str(c) in pos and pos[str(c)] != j]
+
+
 class InputReader:
     """Rows as the model's library reads them: the one place where each library's reading is reproduced.
 
@@ -323,7 +332,7 @@ class InputReader:
             if pd.api.types.is_numeric_dtype(col.dtype) and not isinstance(col.dtype, pd.CategoricalDtype):
                 probe.isetitem(j, np.zeros(len(probe), dtype=col.dtype))
         dm = xgboost.DMatrix(probe, enable_categorical=True)
-        self.booster.predict(dm, validate_features=self.names is not None)
+        self.booster.predict(dm, validate_features=bool(misplaced(df.columns, self.names)))
         cats = self._xgboost_categories()
         cols = {}
         for j in range(df.shape[1]):
@@ -343,11 +352,11 @@ class InputReader:
         from lightgbm.basic import _data_from_pandas  # noqa: PLC0415 - LightGBM's own reading of a frame
 
         cols = [str(c) for c in df.columns]
-        if cols != self.names and sorted(cols) == sorted(self.names) and not _duplicates(cols):
+        if misplaced(cols, self.names) and not _duplicates(cols):
             warnings.warn(
-                f"{what}'s columns are the model's features in another order; LightGBM reads columns by position "
-                f"(as its predict does), so the values are for the model's features {self.names}, not for "
-                f"{cols}. Reorder the columns to the model's order.", UserWarning, stacklevel=4)
+                f"{what}'s columns {misplaced(cols, self.names)} carry the model's feature names at other positions; "
+                f"LightGBM reads columns by position (as its predict does), so the values are for the model's "
+                f"features {self.names}, not for {cols}. Order the columns as the model's.", UserWarning, stacklevel=4)
         if df.shape[0] == 0:
             return encode_frame(df, what).to_numpy()
         arr = _data_from_pandas(df, "auto", "auto", self.booster.pandas_categorical)[0]
@@ -355,7 +364,7 @@ class InputReader:
 
     def _sklearn_frame(self, df: pd.DataFrame, what: str) -> np.ndarray:
         dup = _duplicates(df.columns)
-        if not dup and self.hgb_layout is None:  # HistGradientBoosting's encoder checks (and reads) names itself
+        if not dup and self.hgb_layout is None and misplaced(df.columns, self.names):
             try:
                 from sklearn.utils.validation import _check_feature_names  # noqa: PLC0415
             except ImportError:  # scikit-learn < 1.6: a method
@@ -366,7 +375,9 @@ class InputReader:
             return encode_frame(df, what).to_numpy()
         if df.shape[0] == 0:
             return np.empty((0, df.shape[1]))
-        if dup:  # scikit-learn's reading needs unique names; shap reads such a frame by position
+        cols = [str(c) for c in df.columns]
+        if dup or (self.names is not None and cols != self.names and not misplaced(cols, self.names)):
+            # duplicate or unknown names: read by position, as shap reads such a frame (scikit-learn would refuse)
             return self.array(df.to_numpy())
         return self._hgb_back(self.model._preprocess_X(df, reset=False))
 
@@ -386,9 +397,9 @@ class InputReader:
         if dup:
             raise catboost.CatBoostError(f"All feature names should be different, but '{dup[0]}' used more than once.")
         order = self.output_order(df)
-        if order is None and self.names is not None and cols != self.names and len(cols) == len(self.names) \
-                and not all(c == str(j) for j, c in enumerate(self.names)):
-            bad = next(j for j, (a, b) in enumerate(zip(cols, self.names)) if a != b)
+        wrong = misplaced(cols, self.names) if order is None else []
+        if wrong:
+            bad = cols.index(wrong[0])
             raise catboost.CatBoostError(f"At position {bad} should be feature with name {self.names[bad]} "
                                          f"(found {cols[bad]}).")
         return order

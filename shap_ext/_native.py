@@ -124,6 +124,10 @@ def frame_margin(user_model: Any, ens: Any, df: Any, tree_limit: int) -> np.ndar
 
     if df.shape[0] == 0 or df.columns.duplicated().any():
         return None
+    names = _model_names(user_model, ens)
+    cols = [str(c) for c in df.columns]
+    if names is not None and cols != names and not (ens.model_type == "catboost" and sorted(cols) == sorted(names)):
+        return None  # names the library would refuse or read otherwise: the rows as read are predicted instead
     numeric = df.select_dtypes(include="number")
     if numeric.shape[1] and np.isinf(numeric.to_numpy(dtype=np.float64, na_value=np.nan)).any():
         return None
@@ -149,6 +153,22 @@ def frame_margin(user_model: Any, ens: Any, df: Any, tree_limit: int) -> np.ndar
         out = _sklearn(user_model, df)
         return None if out is None else np.asarray(out, dtype=np.float64)
     return None
+
+
+def _model_names(user_model: Any, ens: Any) -> list[str] | None:
+    """The feature names the library checks a frame against (None where it keeps none)."""
+    try:
+        if ens.model_type == "xgboost":
+            names = ens.original_model.feature_names
+        elif ens.model_type == "lightgbm":
+            names = ens.original_model.feature_name()
+        elif getattr(user_model, "feature_names_in_", None) is not None:
+            names = user_model.feature_names_in_
+        else:
+            names = getattr(user_model, "feature_names_", None)
+    except Exception:  # noqa: BLE001 - attribute probing across libraries
+        return None
+    return None if names is None else [str(n) for n in names]
 
 
 def _is_sklearn_model(model: Any) -> bool:
