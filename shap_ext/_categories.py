@@ -122,11 +122,12 @@ def _bits(row: np.ndarray) -> set[int]:
 
 
 def hist_gradient_boosting_layout(model: Any) -> tuple[np.ndarray, list[np.ndarray]] | None:
-    """``(column, categories)`` of a HistGradientBoosting model with categorical features, else None.
+    """``(column, codes)`` of a HistGradientBoosting model with categorical features, else None.
 
     scikit-learn encodes categorical columns first (an OrdinalEncoder inside a ColumnTransformer) and its trees
-    split on that encoded layout: ``column[f]`` is the input column of encoded feature ``f`` and ``categories[f]``
-    the raw category values of encoded categorical feature ``f`` (code ``c`` is ``categories[f][c]``).
+    split on that encoded layout: ``column[f]`` is the input column of encoded feature ``f`` and ``codes[f]`` the
+    codes of the known categories of encoded categorical feature ``f``. Rows reach the engine through the model's
+    own encoder (``InputReader``), so category sets are kept as codes, whatever the labels (numbers or strings).
     """
     pre = getattr(model, "_preprocessor", None)
     if pre is None or getattr(model, "is_categorical_", None) is None:
@@ -136,21 +137,13 @@ def hist_gradient_boosting_layout(model: Any) -> tuple[np.ndarray, list[np.ndarr
     enc = pre.named_transformers_["encoder"]
     cats = []
     for raw in enc.categories_:
-        raw = np.asarray(raw)
-        if raw.dtype.kind not in "biuf":
-            raise NotImplementedError(
-                "HistGradientBoosting with non-numeric category labels (string or pandas 'category' columns) is "
-                "not supported by the hitml backend; fit on integer category codes (categorical_features=[...])")
-        raw = raw[~np.isnan(raw.astype(np.float64))]
-        if np.any(raw < 0) or np.any(raw != np.floor(raw)):
-            raise NotImplementedError("HistGradientBoosting categories must be non-negative integers for the hitml "
-                                      f"backend; got {raw[(raw < 0) | (raw != np.floor(raw))][:3]}")
-        cats.append(raw.astype(np.int64))
+        known = sum(1 for v in raw if not (isinstance(v, float) and np.isnan(v)) and v is not None)
+        cats.append(np.arange(known, dtype=np.int64))
     return column, cats
 
 
 def _hist_gradient_boosting_splits(model: Any, shape: tuple[int, int]) -> CategoricalSplits:
-    """scikit-learn's HistGradientBoosting category bitsets (which shap's parser drops), as raw category values.
+    """scikit-learn's HistGradientBoosting category bitsets (which shap's parser drops), as encoder codes.
 
     scikit-learn sends a category in the node's bitset left, another known category right, and NaN, negative
     and unknown categories to the missing side. Where that side is left, the children are exchanged and the

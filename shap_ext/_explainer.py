@@ -14,10 +14,10 @@ from hitml.kernels.device import is_cupy_array, resolve_backend, to_numpy
 
 from ._categories import categorical_splits
 from ._dask import dask_shap_values, is_dask_collection
-from ._inputs import encode_frame, model_n_features, to_matrix
-from ._catboost import native_expected_value, native_margin, native_values
+from ._inputs import InputReader, model_n_features, to_matrix
+from ._catboost import native_expected_value, native_margin, native_values, symmetric_trees, warn_not_additive
 from ._models import build_ensemble, convert_model
-from ._native import library_margin
+from ._native import frame_margin, library_margin
 from ._treelite import TreeliteModel
 
 __all__ = ["GPUTreeExplainer", "TreeExplainer"]
@@ -138,12 +138,17 @@ class TreeExplainer(_ShapTreeExplainer):
             raise InvalidModelError("the TreeEnsemble passed as model holds no parsed trees")
         user_model = model
         model, converted, self.route = convert_model(model, data is not None)
+        self._reader = InputReader(user_model)
         if isinstance(data, pd.DataFrame):
             if feature_names is None:
-                feature_names = list(data.columns)
-            data = encode_frame(data, "background data")
+                order = self._reader.output_order(data)
+                feature_names = list(data.columns) if order is None else list(self._reader.names)
+            rows = to_matrix(data, None, np.dtype(np.float64), "background data", self._reader)[0]
+            data = pd.DataFrame(self._reader.missing_rules(rows),
+                                columns=feature_names if feature_names is not None else None)
         elif data is not None and not isinstance(data, (shap.maskers.Independent,)) and not hasattr(data, "data"):
-            data, _ = to_matrix(data, None, np.dtype(np.float64), "background data")
+            data, _ = to_matrix(data, None, np.dtype(np.float64), "background data", self._reader)
+            data = self._reader.missing_rules(data)
         if isinstance(converted, TreeliteModel):
             _check_treelite(converted, data, model_output)
         if data is not None and np.ndim(getattr(data, "data", data)) == 2:
@@ -183,6 +188,8 @@ class TreeExplainer(_ShapTreeExplainer):
                 f"hitml TreeExplainer: shap could not parse the trees of {type(user_model).__qualname__} into a "
                 "TreeEnsemble (it would fall back to the library's native SHAP); the hitml backend needs the trees"
             )
+        self._reader.zero_features = getattr(ens, "_lgb_zero_features", None)
+        self._reader.cat_features = getattr(ens, "_cat_features", None)
         self._setup_engine(converted if converted is not None else user_model)
 
     # -- set-up -------------------------------------------------------------------------------------------
@@ -223,8 +230,9 @@ class TreeExplainer(_ShapTreeExplainer):
             tl = self._tree_limit(None)
             bias = self.paths.bias(None if tl >= ens.values.shape[0] else tl)
             self.expected_value = bias[0] if len(bias) == 1 else bias
+        self._full_expected_value = self.expected_value
         if self.data is not None:
-            bg = np.asarray(self.data, dtype=np.float64)
+            bg = self._reader.missing_rules(np.asarray(self.data, dtype=np.float64))
             if getattr(ens, "_row_dtype", None) is not None:
                 bg = bg.astype(ens._row_dtype).astype(np.float64)
             self._background = np.ascontiguousarray(bg.astype(ens.input_dtype))
@@ -259,30 +267,31 @@ class TreeExplainer(_ShapTreeExplainer):
         if is_cupy_array(X) and backend == "cpu":
             X = to_numpy(X)
         width = self.n_features if self._n_features_exact else None
-        arr, flat = to_matrix(X, width, np.dtype(self.model.input_dtype))
+        arr, flat = to_matrix(X, width, np.dtype(self.model.input_dtype), "X", self._reader)
         if getattr(self.model, "_row_dtype", None) is not None and arr.dtype != self.model._row_dtype:
             arr = arr.astype(self.model._row_dtype).astype(arr.dtype)  # rounded as the library rounds rows
         if not self._n_features_exact and arr.shape[1] < self.n_features:
             raise ValueError(f"X has {arr.shape[1]} features, but the trees split on feature index "
                              f"{self.n_features - 1}")
-        missing = getattr(self.model, "_xgb_dmatrix_props", {}).get("missing")
-        if missing is not None and not np.isnan(missing):
-            arr = arr.copy()
-            arr[arr == missing] = np.nan  # XGBoost treats its `missing` value as NaN
-        return arr, flat, backend
+        return self._reader.missing_rules(arr), flat, backend
 
-    def _model_margin(self, X: np.ndarray, tree_limit: int) -> np.ndarray:
-        """The model library's own raw prediction on host rows (shap's C predictor only where none is known)."""
+    def _model_margin(self, X: np.ndarray, tree_limit: int, user_X: Any = None) -> np.ndarray:
+        """The model library's own raw prediction (shap's C predictor only where none is known): of the user's own
+        frame where the library can read it (the reference then shares nothing with our reading of it), else of
+        the host rows ``X``."""
         ens = self.model
-        margin = library_margin(getattr(ens, "_library_model", None), ens, X, tree_limit)
+        library_model = getattr(ens, "_library_model", None)
+        margin = frame_margin(library_model, ens, user_X, tree_limit) if isinstance(user_X, pd.DataFrame) else None
+        if margin is None:
+            margin = library_margin(library_model, ens, X, tree_limit)
         return TreeEnsemble.predict(ens, X, tree_limit=tree_limit) if margin is None else margin
 
-    def _check_additivity(self, out: Any, X: Any, flat: bool, tree_limit: int) -> None:
+    def _check_additivity(self, out: Any, X: Any, flat: bool, tree_limit: int, user_X: Any = None) -> None:
         """shap's additivity check (ExplainerError) against the model's raw margin, on host copies."""
         out_h = to_numpy(out)
         if flat:
             out_h = out_h[None]
-        self._assert_sums_to(out_h, np.asarray(self._model_margin(to_numpy(X), tree_limit)),
+        self._assert_sums_to(out_h, np.asarray(self._model_margin(to_numpy(X), tree_limit, user_X)),
                              self.model.num_outputs > 1)
 
     def _assert_sums_to(self, out: np.ndarray, margin: np.ndarray, multi: bool) -> None:
@@ -298,17 +307,32 @@ class TreeExplainer(_ShapTreeExplainer):
             raise NotImplementedError("tree_limit is not supported for CatBoost models with categorical features "
                                       "(CatBoost's own SHAP, which explains them, uses every tree)")
         model = self.model._library_model
+        user_X = X
         flat = isinstance(X, pd.Series) or (isinstance(X, (list, np.ndarray)) and np.ndim(X) == 1)
-        if flat:
-            X = pd.DataFrame([list(X)], columns=list(model.feature_names_))
+        if isinstance(X, pd.Series):  # one row of mixed values, read by name as CatBoost reads a frame
+            X = pd.DataFrame([X.to_numpy()], columns=X.index).infer_objects()
+        elif flat:
+            X = pd.DataFrame([list(X)], columns=list(model.feature_names_)).infer_objects()
+        if isinstance(X, pd.DataFrame):
+            self._reader.catboost_names(X)  # CatBoost's name rules (duplicates, names)
+        n_rows = X.num_row() if hasattr(X, "num_row") else len(X)
+        if n_rows == 0:
+            M = len(model.feature_names_)
+            K = int(np.size(self.expected_value))
+            return np.zeros((0, M, M) + ((K,) if K > 1 else ())) if interactions else np.zeros(
+                (0, M) + ((K,) if K > 1 else ()))
         phi = native_values(model, X, interactions)
         if interactions:
             out = phi[:, :-1, :-1, 0] if phi.shape[-1] == 1 else phi[:, :-1, :-1, :]
-            return out[0] if flat else out
+            return self._in_frame_order(out[0] if flat else out, user_X, flat, interactions=True)
         out = phi[:, :-1, 0] if phi.shape[-1] == 1 else phi[:, :-1, :]
         if check_additivity and self.model.model_output == "raw":
-            self._assert_sums_to(out, np.asarray(native_margin(model, X)), phi.shape[-1] > 1)
-        return out[0] if flat else out
+            margin = np.asarray(native_margin(model, X))
+            if symmetric_trees(model):
+                self._assert_sums_to(out, margin, phi.shape[-1] > 1)
+            else:
+                warn_not_additive(out, phi[:, -1, 0] if phi.shape[-1] == 1 else phi[:, -1, :], margin)
+        return self._in_frame_order(out[0] if flat else out, user_X, flat, interactions=False)
 
     # -- the two computations -------------------------------------------------------------------------------
     def shap_values(self, X: Any, y: Any = None, tree_limit: int | None = None, approximate: bool = False,
@@ -326,6 +350,8 @@ class TreeExplainer(_ShapTreeExplainer):
             return dask_shap_values(self, X, y, tree_limit=tree_limit, check_additivity=check_additivity)
         Xm, flat, backend = self._prepare(X)
         tl = self._tree_limit(tree_limit)
+        if Xm.shape[0] == 0:
+            return self._empty(Xm, interactions=False)
         paths = self._paths(Xm.shape[1])
         engine_tl = None if tl >= self.model.values.shape[0] else tl
         if self.feature_perturbation == "tree_path_dependent":
@@ -343,10 +369,42 @@ class TreeExplainer(_ShapTreeExplainer):
                 paths, Xm, self._background, transform=self.model.get_transform(), y=y_arr, backend=backend,
                 tree_limit=engine_tl, progress=self.progress, weights=self.background_weights,
             )
+        self._limit_expected_value(phi[0, -1, :], tl)
         out = self._format(phi, flat)
         if check_additivity and self.model.model_output == "raw":
-            self._check_additivity(out, Xm, flat, tl)
-        return out
+            self._check_additivity(out, Xm, flat, tl, X)
+        return self._in_frame_order(out, X, flat, interactions=False)
+
+    def _limit_expected_value(self, bias: Any, tree_limit: int) -> None:
+        """The expected value of the trees explained: with ``tree_limit`` below the model's trees, the bias of those
+        trees (as shap reports it through XGBoost's ``iteration_range`` / LightGBM's ``num_iteration``)."""
+        if self.model.model_output != "raw" or not hasattr(self, "_full_expected_value"):
+            return
+        if tree_limit >= self.model.values.shape[0]:
+            self.expected_value = self._full_expected_value
+            return
+        bias = to_numpy(bias).reshape(-1)
+        self.expected_value = bias[0] if len(bias) == 1 else [bias[i] for i in range(len(bias))]
+
+    def _empty(self, Xm: Any, interactions: bool) -> Any:
+        """Values of zero rows (shap returns an empty array for them): ``(0, M[, M])`` plus the output axis."""
+        M = Xm.shape[1]
+        shape: tuple[int, ...] = (0, M, M) if interactions else (0, M)
+        if self.model.num_outputs > 1:
+            shape += (self.model.num_outputs,)
+        elif self.model.model_output == "probability_doubled" and not interactions:
+            shape += (2,)
+        xp = __import__("cupy") if is_cupy_array(Xm) else np
+        return xp.zeros(shape)
+
+    def _in_frame_order(self, out: Any, X: Any, flat: bool, interactions: bool) -> Any:
+        """Values in the frame's column order where the library reads a frame by name (CatBoost)."""
+        order = self._reader.output_order(X)
+        if order is None:
+            return out
+        axis = 0 if flat else 1
+        out = out.take(order, axis=axis)
+        return out.take(order, axis=axis + 1) if interactions else out
 
     def _labels(self, y: Any, Xm: Any) -> Any:
         if self.model.model_output != "log_loss":
@@ -388,6 +446,8 @@ class TreeExplainer(_ShapTreeExplainer):
             return self._catboost_native(X, tree_limit, False, interactions=True)
         Xm, flat, backend = self._prepare(X)
         tl = self._tree_limit(tree_limit)
+        if Xm.shape[0] == 0:
+            return self._empty(Xm, interactions=True)
         engine_tl = None if tl >= self.model.values.shape[0] else tl
         if self.feature_perturbation == "tree_path_dependent":
             phi = _engine().interaction_values(self._paths(Xm.shape[1]), Xm, backend=backend, tree_limit=engine_tl,
@@ -407,7 +467,8 @@ class TreeExplainer(_ShapTreeExplainer):
             bias = to_numpy(phi[0, -1, -1, :])
             self.expected_value = [bias[i] for i in range(K)]
             out = phi[:, :-1, :-1, :]
-        return out[0] if flat else out
+        self._limit_expected_value(phi[0, -1, -1, :], tl)
+        return self._in_frame_order(out[0] if flat else out, X, flat, interactions=True)
 
     def banzhaf_values(self, X: Any, tree_limit: int | None = None) -> Any:
         """Interventional Banzhaf values, shaped as :meth:`shap_values` returns SHAP values.

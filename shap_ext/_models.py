@@ -66,6 +66,9 @@ def convert_model(model: Any, has_data: bool) -> tuple[Any, Any, str]:
     booster = _xgboost_booster(model)
     if booster is not None:
         _refuse_xgboost(booster)
+    booster = _lightgbm_booster(model)
+    if booster is not None:
+        _refuse_lightgbm(booster)
     return model, None, "shap-parser"
 
 
@@ -98,6 +101,91 @@ def _fix_xgboost(ens: Any) -> None:
         ens.values = vals
 
 
+def _lightgbm_booster(model: Any) -> Any | None:
+    if type(model).__module__.split(".")[0] != "lightgbm":
+        return None
+    return getattr(model, "booster_", model) if hasattr(model, "booster_") or hasattr(model, "dump_model") else None
+
+
+def _refuse_lightgbm(booster: Any) -> None:
+    """Linear trees: each leaf holds a linear model over the rows, which TreeSHAP over the tree cannot explain.
+
+    LightGBM's own ``pred_contrib`` (what shap calls) raises ``LightGBMError`` for them; so do we, in every mode
+    (shap's interventional path would ignore the leaves' linear parts without a word)."""
+    import lightgbm  # noqa: PLC0415
+
+    linear = bool(booster.params.get("linear_tree")) if getattr(booster, "params", None) else False
+    if not linear:
+        linear = "\nis_linear=1" in booster.model_to_string(num_iteration=-1)
+    if linear:
+        raise lightgbm.basic.LightGBMError(
+            "Predicting SHAP feature contributions is not implemented for linear trees. (LightGBM's linear_tree=True "
+            "models hold a linear model in each leaf, which TreeSHAP does not explain; hitml refuses them as "
+            "LightGBM and shap do)")
+
+
+_LGB_OBJECTIVES = {  # LightGBM objective (first word of dump_model()["objective"]) -> shap's (objective, tree_output)
+    "regression": ("squared_error", "raw_value"), "regression_l2": ("squared_error", "raw_value"),
+    "binary": ("binary_crossentropy", "log_odds"), "cross_entropy": ("cross_entropy", "log_odds"),
+    "multiclass": (None, None), "multiclassova": (None, None),
+}
+
+
+def _fix_lightgbm(ens: Any) -> None:
+    """What shap's LightGBM parser misses, read from ``dump_model()``.
+
+    - Multiclass ``Booster`` objects (also loaded from a model string or file): shap stacks one output; LightGBM
+      stores ``num_tree_per_iteration`` trees per round, tree ``t`` for class ``t % K``.
+    - Missing values per split, as LightGBM's ``Tree::NumericalDecision`` reads them: missing type ``None`` turns
+      NaN into 0.0 (so NaN goes where 0.0 goes), ``Zero`` sends NaN and values within 1e-35 of zero (IsZero) to the
+      default child, ``NaN`` sends NaN to the default child. Categorical splits send NaN right
+      (``CategoricalDecision``). The Zero features are kept in ``ens._lgb_zero_features``: rows are read with their
+      near-zero values as NaN there.
+    """
+    booster = ens.original_model
+    dump = booster.dump_model()
+    K = int(dump.get("num_tree_per_iteration", 1) or 1)
+    T = ens.values.shape[0]
+    if K > 1 and ens.num_stacked_models != K:
+        vals = np.zeros(ens.values.shape[:2] + (K,), dtype=ens.values.dtype)
+        rows = np.arange(T)
+        vals[rows, :, rows % K] = ens.values[:, :, 0]
+        ens.values = vals
+        ens.num_stacked_models = K
+        ens.base_offset = np.zeros(K, dtype=np.float64)
+    if ens.objective is None and ens.tree_output is None:
+        ens.objective, ens.tree_output = _LGB_OBJECTIVES.get(str(dump.get("objective", "")).split(" ")[0],
+                                                             (None, None))
+    zero_features: set[int] = set()
+    nan_features: set[int] = set()
+    cat_features: set[int] = set()
+    cd = ens.children_default
+    for t, tree in enumerate(dump["tree_info"]):
+        stack = [tree["tree_structure"]]
+        while stack:
+            node = stack.pop()
+            if "split_index" not in node:
+                continue
+            i = int(node["split_index"])
+            left, right = ens.children_left[t, i], ens.children_right[t, i]
+            if node.get("decision_type") == "==":
+                cd[t, i] = right
+                cat_features.add(int(node["split_feature"]))
+            elif node.get("missing_type") == "None":
+                cd[t, i] = left if 0.0 <= float(node["threshold"]) else right
+            elif node.get("missing_type") == "Zero":
+                zero_features.add(int(node["split_feature"]))
+            else:
+                nan_features.add(int(node["split_feature"]))
+            stack.append(node["left_child"])
+            stack.append(node["right_child"])
+    if zero_features & nan_features:
+        raise InvalidModelError(f"LightGBM model splits features {sorted(zero_features & nan_features)} with both "
+                                "missing type Zero and NaN; hitml reads one missing rule per feature")
+    ens._lgb_zero_features = np.asarray(sorted(zero_features), dtype=np.int64)
+    ens._cat_features = np.asarray(sorted(cat_features), dtype=np.int64)
+
+
 def build_ensemble(model: Any, user_model: Any, converted: Any, data: Any, model_output: str) -> TreeEnsemble:
     """shap's TreeEnsemble of ``model`` with the library's prediction as ``predict`` (a LibraryEnsemble)."""
     if isinstance(model, TreeEnsemble):
@@ -124,6 +212,10 @@ def build_ensemble(model: Any, user_model: Any, converted: Any, data: Any, model
         return ens  # no trees (CatBoost's native route, or shap failed): the caller decides
     if ens.model_type == "xgboost":
         _fix_xgboost(ens)
+        types = getattr(ens.original_model, "feature_types", None) or []
+        ens._cat_features = np.asarray([j for j, t in enumerate(types) if t == "c"], dtype=np.int64)
+    if ens.model_type == "lightgbm":
+        _fix_lightgbm(ens)
     layout = hist_gradient_boosting_layout(user_model) if "HistGradientBoosting" in type(user_model).__name__ \
         else None
     if layout is not None:  # shap reads the encoded layout's feature numbers as input columns

@@ -6,7 +6,7 @@ from typing import Any
 import numpy as np
 from shap.explainers._tree import TreeEnsemble
 
-__all__ = ["LibraryEnsemble", "library_margin", "transform_margin"]
+__all__ = ["LibraryEnsemble", "frame_margin", "library_margin", "transform_margin"]
 
 
 def transform_margin(margin: np.ndarray, transform: str, y: np.ndarray | None) -> np.ndarray:
@@ -50,13 +50,28 @@ def _isolation_forest_depth(model: Any, X: np.ndarray) -> np.ndarray:
     return -np.log2(-score) * _average_path_length(np.asarray([model.max_samples_]))[0]
 
 
+def _hgb_encoded_raw(model: Any, X: np.ndarray) -> np.ndarray:
+    """HistGradientBoosting's ``_raw_predict`` on rows already encoded by its own preprocessor (the explainer's
+    rows: category codes in input order), i.e. its steps after ``_preprocess_X``."""
+    is_cat = np.asarray(model.is_categorical_, dtype=bool)
+    layout = np.concatenate([np.flatnonzero(is_cat), np.flatnonzero(~is_cat)])
+    enc = np.asarray(X, dtype=np.float64)[:, layout]
+    raw = np.zeros((len(enc), model.n_trees_per_iteration_), dtype=model._baseline_prediction.dtype, order="F")
+    raw += model._baseline_prediction
+    model._predict_iterations(enc, model._predictors, raw, False, 1)
+    return raw
+
+
 def _sklearn(model: Any, X: np.ndarray) -> np.ndarray | None:
     """scikit-learn's prediction in shap's raw units, or None for a model without a known mapping."""
     name = type(model).__name__
     if name == "IsolationForest":
         return _isolation_forest_depth(model, X)
     if name in ("HistGradientBoostingRegressor", "HistGradientBoostingClassifier"):
-        raw = model._raw_predict(X)  # before the link (poisson/gamma: log scale); (n, K)
+        if getattr(model, "_preprocessor", None) is not None and isinstance(X, np.ndarray):
+            raw = _hgb_encoded_raw(model, X)
+        else:
+            raw = model._raw_predict(X)  # before the link (poisson/gamma: log scale); (n, K)
         return raw[:, 0] if raw.shape[1] == 1 else raw
     if name == "GradientBoostingClassifier":
         return model.decision_function(X)
@@ -70,6 +85,16 @@ def _sklearn(model: Any, X: np.ndarray) -> np.ndarray | None:
     return None
 
 
+def _finite(X: np.ndarray, ens: Any) -> np.ndarray:
+    """±inf as the largest finite value of the precision the model compares in: the same branch at every finite
+    threshold, and XGBoost and scikit-learn, which refuse inf, predict on it (shap explains inf rows)."""
+    if X.dtype.kind != "f" or not np.isinf(X).any():
+        return X
+    big = np.finfo(np.float32 if np.dtype(ens.input_dtype) == np.float32 or
+                   getattr(ens, "_row_dtype", None) is not None else np.float64).max
+    return np.clip(X, -big, big)
+
+
 def library_margin(user_model: Any, ens: Any, X: np.ndarray, tree_limit: int) -> np.ndarray | None:
     """The library's raw prediction of the first ``tree_limit`` trees on host rows ``X``; None where unknown.
 
@@ -77,7 +102,7 @@ def library_margin(user_model: Any, ens: Any, X: np.ndarray, tree_limit: int) ->
     ``predict_margin``), scikit-learn ``predict`` / ``predict_proba`` / ``decision_function`` / the raw boosting
     score. scikit-learn forests cut by ``tree_limit`` have no library prediction (None).
     """
-    X = np.asarray(X)
+    X = _finite(np.asarray(X), ens)
     original = getattr(ens, "original_model", None)
     if callable(getattr(original, "predict_margin", None)):  # converted models (CatBoost, treelite)
         return np.asarray(original.predict_margin(X, tree_limit))
@@ -89,6 +114,65 @@ def library_margin(user_model: Any, ens: Any, X: np.ndarray, tree_limit: int) ->
         return None
     out = _sklearn(user_model, X)
     return None if out is None else np.asarray(out, dtype=np.float64)
+
+
+def frame_margin(user_model: Any, ens: Any, df: Any, tree_limit: int) -> np.ndarray | None:
+    """The library's raw prediction of the user's own DataFrame (the library reads its names, categories and
+    missing values itself); None where the library cannot take it as it is (±inf, duplicate names, no rows), so
+    the caller predicts on the rows as read instead."""
+    import pandas as pd  # noqa: PLC0415
+
+    if df.shape[0] == 0 or df.columns.duplicated().any():
+        return None
+    names = _model_names(user_model, ens)
+    cols = [str(c) for c in df.columns]
+    if names is not None and cols != names and not (ens.model_type == "catboost" and sorted(cols) == sorted(names)):
+        return None  # names the library would refuse or read otherwise: the rows as read are predicted instead
+    numeric = df.select_dtypes(include="number")
+    if numeric.shape[1] and np.isinf(numeric.to_numpy(dtype=np.float64, na_value=np.nan)).any():
+        return None
+    original = getattr(ens, "original_model", None)
+    if callable(getattr(original, "predict_margin", None)):
+        return None if type(original).__name__ != "CatBoostModel" else np.asarray(
+            original.predict_margin(df, tree_limit))
+    if ens.model_type == "xgboost":
+        import xgboost  # noqa: PLC0415
+
+        missing = getattr(user_model, "missing", np.nan) if hasattr(user_model, "get_booster") else np.nan
+        dm = xgboost.DMatrix(df, missing=np.nan if missing is None else missing, enable_categorical=True)
+        n_iter = tree_limit // ens.num_stacked_models
+        booster = ens.original_model
+        return np.asarray(booster.predict(dm, output_margin=True, iteration_range=(0, n_iter),
+                                          validate_features=booster.feature_names is not None))
+    if ens.model_type == "lightgbm":
+        booster = ens.original_model
+        n_iter = tree_limit // max(int(booster.num_model_per_iteration()), 1)
+        return np.asarray(booster.predict(df, raw_score=True, num_iteration=n_iter))
+    if isinstance(df, pd.DataFrame) and user_model is not None and _is_sklearn_model(user_model) \
+            and tree_limit >= ens.values.shape[0]:
+        out = _sklearn(user_model, df)
+        return None if out is None else np.asarray(out, dtype=np.float64)
+    return None
+
+
+def _model_names(user_model: Any, ens: Any) -> list[str] | None:
+    """The feature names the library checks a frame against (None where it keeps none)."""
+    try:
+        if ens.model_type == "xgboost":
+            names = ens.original_model.feature_names
+        elif ens.model_type == "lightgbm":
+            names = ens.original_model.feature_name()
+        elif getattr(user_model, "feature_names_in_", None) is not None:
+            names = user_model.feature_names_in_
+        else:
+            names = getattr(user_model, "feature_names_", None)
+    except Exception:  # noqa: BLE001 - attribute probing across libraries
+        return None
+    return None if names is None else [str(n) for n in names]
+
+
+def _is_sklearn_model(model: Any) -> bool:
+    return type(model).__module__.split(".")[0] == "sklearn"
 
 
 class LibraryEnsemble(TreeEnsemble):

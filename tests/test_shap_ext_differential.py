@@ -142,12 +142,18 @@ def _check_interventional(case, K_axis):
     _close(_ev(ex), ev, 1e-6, "interventional expected value")
 
 
-def test_configurations_cover_every_option():
+def _seen_options(configs: list[dict], skip: tuple[str, ...]) -> dict[str, set]:
+    """``{"family.option": values drawn}`` over ``configs``."""
     seen: dict[str, set] = {}
-    for c in CONFIGS:
+    for c in configs:
         for key, value in c.items():
-            if key not in ("seed", "m", "trees", "depth", "leaves"):
+            if key not in skip:
                 seen.setdefault(f"{c['family']}.{key}", set()).add(value)
+    return seen
+
+
+def test_configurations_cover_every_option():
+    seen = _seen_options(CONFIGS, ("seed", "m", "trees", "depth", "leaves"))
     assert len(CONFIGS) >= 200
     must = {
         "xgboost.objective": {"reg", "binary", "multi", "poisson", "rank"}, "xgboost.base_score": {None, 0.3},
@@ -182,3 +188,61 @@ def test_gpu_against_cpu_twin_and_deterministic(cfg):
         i1, i2 = (x.get() if hasattr(x, "get") else np.asarray(x) for x in (i1, i2))
         assert i1.tobytes() == i2.tobytes(), "two GPU interaction calls differ"
         _close(i1, np.asarray(cpu.shap_interaction_values(X6)), 1e-9, "GPU vs CPU interactions")
+
+
+# ---- realistic frames: every input variant on every library, against the library's own answer --------------------
+from _frames import configs as _frame_configs, run as _frame_run  # noqa: E402
+
+FRAME_CONFIGS = _frame_configs(1300)
+FAST = FRAME_CONFIGS[:78]  # six of each of the 13 input variants over the four libraries (configs cycle them)
+
+
+def _frame_id(cfg: dict) -> str:
+    return f"{cfg['index']}-{cfg['family']}-{cfg['variant']}"
+
+
+@pytest.mark.parametrize("cfg", FAST, ids=[_frame_id(c) for c in FAST])
+def test_frames_against_the_library(cfg):
+    outcome = _frame_run(cfg, backend="cpu")
+    assert not outcome.startswith("skip"), outcome
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cfg", FRAME_CONFIGS[len(FAST):], ids=[_frame_id(c) for c in FRAME_CONFIGS[len(FAST):]])
+def test_frames_against_the_library_full(cfg):
+    _frame_run(cfg, backend="cpu")
+
+
+def test_frame_configurations_cover_every_option():
+    seen = _seen_options(FRAME_CONFIGS, ("seed", "index", "m", "trees", "depth"))
+    assert len(FRAME_CONFIGS) >= 1000
+    from _frames import VARIANTS
+
+    must = {
+        "xgboost.objective": {"reg", "binary", "multi", "poisson", "gamma", "logistic", "rank"},
+        "xgboost.booster": {"gbtree", "dart"}, "xgboost.npt": {1, 3}, "xgboost.missing": {"nan", "sentinel"},
+        "xgboost.iteration_range": {None, 1, 2}, "xgboost.cat": {"none", "string", "int"},
+        "lightgbm.objective": {"reg", "binary", "multi", "poisson", "huber", "xentropy", "multiova"},
+        "lightgbm.form": {"sklearn", "booster", "model_str", "model_file"}, "lightgbm.use_missing": {True, False},
+        "lightgbm.zero_as_missing": {True, False}, "lightgbm.linear_tree": {True, False},
+        "lightgbm.rf": {True, False}, "lightgbm.num_iteration": {None, 1, 2},
+        "sklearn.kind": {"rf_reg", "rf_clf", "et_reg", "gb_reg", "gb_clf", "hgb_reg", "hgb_clf"},
+        "catboost.loss": {"RMSE", "Logloss", "MultiClass"}, "catboost.grow": {"SymmetricTree", "Depthwise",
+                                                                              "Lossguide"},
+        "catboost.nan_mode": {"Min", "Max"}, "catboost.cat": {"none", "string", "int"},
+    }
+    for fam in ("xgboost", "lightgbm", "sklearn", "catboost"):
+        must[f"{fam}.variant"] = set(VARIANTS)
+    for key, values in must.items():
+        assert values <= seen[key], (key, values - seen[key])
+    fast_variants = {(c["family"], c["variant"]) for c in FAST}
+    assert {v for _, v in fast_variants} == set(VARIANTS)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("cfg", FAST, ids=[_frame_id(c) for c in FAST])
+def test_frames_gpu_equals_cpu(cfg):
+    """backend="gpu" on the same frames: the library's answer too, and the CPU twin's values."""
+    from _frames import run_pair
+
+    run_pair(cfg)
