@@ -64,7 +64,21 @@ def iter_interventional_interactions(paths: PathSet, X, background, *, chunk_row
     """Interventional interaction values of a wide model in row chunks: yields ``(start, stop, values)`` with values
     ``(stop - start, M+1, M+1, K)`` for ``X[start:stop]``, so only one chunk's output (``chunk_rows (M+1)^2 K``
     doubles) is held at a time. Each chunk recomputes the background histograms (time linear in the background per
-    chunk): take chunks of many rows where the background is large."""
+    chunk): take chunks of many rows where the background is large.
+
+    Examples
+    --------
+    >>> import numpy as np, shap, xgboost
+    >>> from hitml.kernels.treeshap import extract_paths, iter_interventional_interactions
+    >>> X = np.random.default_rng(0).normal(size=(200, 3))
+    >>> model = xgboost.XGBRegressor(n_estimators=4, max_depth=3).fit(X, X[:, 0] * X[:, 2])
+    >>> ens = shap.TreeExplainer(model).model
+    >>> paths = extract_paths(ens.children_left, ens.children_right, ens.children_default, ens.features,
+    ...                       ens.thresholds, ens.values, ens.node_sample_weight, ens.base_offset, n_features=3)
+    >>> chunks = list(iter_interventional_interactions(paths, X[:10], X[100:150], chunk_rows=4))
+    >>> [(a, b, v.shape) for a, b, v in chunks]
+    [(0, 4, (4, 4, 4, 1)), (4, 8, (4, 4, 4, 1)), (8, 10, (2, 4, 4, 1))]
+    """
     if int(chunk_rows) < 1:
         raise ValueError(f"chunk_rows must be >= 1, got {chunk_rows!r}")
     n = X.shape[0]
