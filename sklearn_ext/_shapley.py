@@ -51,8 +51,9 @@ class ShapleySampler(BaseEstimator):
         "owen_halved"}
         "regression" (what "auto" picks, by the benchmark in docs/benchmarks/shapley.md): paired coalitions, sizes
         allocated evenly (leverage scores of the Shapley kernel), whole sizes enumerated when the budget covers them,
-        and a Bayesian (kriging) fit of the game's odd interactions whose posterior-mean Shapley values are read off;
-        from 10 features on each row's prior is chosen by restricted likelihood (docs/design/shapley.md). The others
+        and a Bayesian (kriging) fit of the game's odd interactions whose posterior-mean Shapley values are read off,
+        with each row's prior (how interactions fade with their order; heredity priors from 10 features on) chosen
+        by restricted likelihood and a standard error for every value (docs/design/shapley.md). The others
         are the seed's permutation samplers: "sbq" gives non-uniform weights (summing to 1); the Owen methods sample
         coalitions (masks) at d + 1 evaluations per sample (a permutation costs d - 1 plus two per row shared by all).
     n_permutations : int or None
