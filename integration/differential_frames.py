@@ -16,7 +16,7 @@ import traceback
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
 
-import _frames  # noqa: E402
+import _frames
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     for cfg in cfgs:
         try:
             outcome = run(cfg) if args.backend == "gpu" else run(cfg, backend="cpu")
-        except Exception as exc:  # noqa: BLE001 - every failure is reported, the run goes on
+        except Exception as exc:
             outcome = "FAIL"
             failures += 1
             detail = {k: v for k, v in cfg.items() if k not in ("seed",)}

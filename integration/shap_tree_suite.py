@@ -38,7 +38,7 @@ class OfflineData:
         return path
 
     def _california(self, *args, **kwargs):
-        from sklearn.utils import Bunch  # noqa: PLC0415
+        from sklearn.utils import Bunch
 
         with gzip.open(os.path.join(self.data_dir, "cal_housing.csv.gz"), "rt") as fh:
             raw = pd.read_csv(fh)
@@ -60,8 +60,8 @@ class OfflineData:
         return Bunch(data=data, target=target, feature_names=names, target_names=["MedHouseVal"])
 
     def pytest_configure(self, config) -> None:
-        import shap  # noqa: PLC0415
-        import sklearn.datasets  # noqa: PLC0415
+        import shap
+        import sklearn.datasets
 
         original = shap.datasets.cache
 
@@ -83,10 +83,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", default=os.environ.get("HITML_DATA", os.path.join(here, "..", "data")),
                         help="folder with adult.csv.gz and cal_housing.csv.gz")
     args, rest = parser.parse_known_args(argv)
-    import pytest  # noqa: PLC0415
+    import pytest
 
     if args.backend != "none":
-        from hitml import shap_ext  # noqa: PLC0415
+        from hitml import shap_ext
 
         shap_ext.enable(args.backend)
     target = os.path.join(args.shap_tests, "explainers", "test_tree.py")

@@ -211,7 +211,7 @@ def symmetric_trees(model: Any) -> bool:
 def warn_not_additive(values: np.ndarray, bias: np.ndarray, margin: np.ndarray) -> None:
     """CatBoost's own ShapValues of non-symmetric trees do not sum to its prediction (by up to ~10% of the margin
     on a binary model); say so, with the gap, instead of failing shap's 1% additivity check on CatBoost's numbers."""
-    import warnings  # noqa: PLC0415
+    import warnings
 
     total = values.sum(axis=1) + bias
     gap = float(np.max(np.abs(total.reshape(margin.shape) - margin))) if margin.size else 0.0

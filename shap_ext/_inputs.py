@@ -297,7 +297,7 @@ class InputReader:
         """A 2-D host array as the library reads it (HistGradientBoosting: its own category encoding)."""
         if self.hgb_layout is None or arr.shape[0] == 0:
             return arr
-        import warnings  # noqa: PLC0415
+        import warnings
 
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="X does not have valid feature names")
@@ -322,7 +322,7 @@ class InputReader:
         return self._xgb_cats
 
     def _xgboost_frame(self, df: pd.DataFrame, what: str) -> np.ndarray:
-        import xgboost  # noqa: PLC0415
+        import xgboost
 
         # XGBoost's own checks (names and their order, duplicates, unseen categories, column types), on one row
         # whose numeric values are zeroed (XGBoost would refuse an inf the explainer can take)
@@ -347,9 +347,9 @@ class InputReader:
         return out
 
     def _lightgbm_frame(self, df: pd.DataFrame, what: str) -> np.ndarray:
-        import warnings  # noqa: PLC0415
+        import warnings
 
-        from lightgbm.basic import _data_from_pandas  # noqa: PLC0415 - LightGBM's own reading of a frame
+        from lightgbm.basic import _data_from_pandas
 
         cols = [str(c) for c in df.columns]
         if misplaced(cols, self.names) and not _duplicates(cols):
@@ -366,7 +366,7 @@ class InputReader:
         dup = _duplicates(df.columns)
         if not dup and self.hgb_layout is None and misplaced(df.columns, self.names):
             try:
-                from sklearn.utils.validation import _check_feature_names  # noqa: PLC0415
+                from sklearn.utils.validation import _check_feature_names
             except ImportError:  # scikit-learn < 1.6: a method
                 self.model._check_feature_names(df, reset=False)
             else:
@@ -390,7 +390,7 @@ class InputReader:
     def catboost_names(self, df: pd.DataFrame) -> np.ndarray | None:
         """CatBoost's name rules for a frame: duplicates and other names raise ``CatBoostError``; the model's
         names in another order are read by name (returns :meth:`output_order`)."""
-        import catboost  # noqa: PLC0415
+        import catboost
 
         cols = [str(c) for c in df.columns]
         dup = _duplicates(cols)

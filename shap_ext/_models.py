@@ -112,7 +112,7 @@ def _refuse_lightgbm(booster: Any) -> None:
 
     LightGBM's own ``pred_contrib`` (what shap calls) raises ``LightGBMError`` for them; so do we, in every mode
     (shap's interventional path would ignore the leaves' linear parts without a word)."""
-    import lightgbm  # noqa: PLC0415
+    import lightgbm
 
     linear = bool(booster.params.get("linear_tree")) if getattr(booster, "params", None) else False
     if not linear:

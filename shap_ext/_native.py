@@ -120,7 +120,7 @@ def frame_margin(user_model: Any, ens: Any, df: Any, tree_limit: int) -> np.ndar
     """The library's raw prediction of the user's own DataFrame (the library reads its names, categories and
     missing values itself); None where the library cannot take it as it is (±inf, duplicate names, no rows), so
     the caller predicts on the rows as read instead."""
-    import pandas as pd  # noqa: PLC0415
+    import pandas as pd
 
     if df.shape[0] == 0 or df.columns.duplicated().any():
         return None
@@ -136,7 +136,7 @@ def frame_margin(user_model: Any, ens: Any, df: Any, tree_limit: int) -> np.ndar
         return None if type(original).__name__ != "CatBoostModel" else np.asarray(
             original.predict_margin(df, tree_limit))
     if ens.model_type == "xgboost":
-        import xgboost  # noqa: PLC0415
+        import xgboost
 
         missing = getattr(user_model, "missing", np.nan) if hasattr(user_model, "get_booster") else np.nan
         dm = xgboost.DMatrix(df, missing=np.nan if missing is None else missing, enable_categorical=True)
