@@ -3,6 +3,7 @@ occupancy on the sketch's row sample, and columns the moments cannot resolve get
 quantile cuts, with a SketchFallbackWarning naming them."""
 from __future__ import annotations
 
+import numba as nb
 import numpy as np
 
 GUARD_Z = 5.0  # a bin fails when its sampled share exceeds the ideal by 5 sd: ~1e-5 false alarms per column
@@ -67,14 +68,6 @@ def _finish(q: np.ndarray, lo: float, hi: float, max_bin: int) -> np.ndarray:
     return np.append(q, np.float32(hi)).astype(np.float32)
 
 
-def _order_keys(cols: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """uint64 keys that sort by (column, float32 value): the column in the high word, the value's order-preserving
-    bits in the low word (-0.0 as +0.0, so keys compare as the floats do)."""
-    b = (np.asarray(v, np.float32) + np.float32(0)).view(np.uint32).astype(np.uint64)
-    b = np.where(b >> np.uint64(31), ~b & np.uint64(0xFFFFFFFF), b | np.uint64(0x80000000))
-    return (np.asarray(cols, np.uint64) << np.uint64(32)) | b
-
-
 def sample_screen(x: np.ndarray, w: np.ndarray, cuts: list[np.ndarray], share: float,
                   max_bin: int) -> tuple[np.ndarray, np.ndarray]:
     """Both checks of the moment cuts on a row sample, for all columns at once: x (m, k) the sampled values of k
@@ -82,43 +75,79 @@ def sample_screen(x: np.ndarray, w: np.ndarray, cuts: list[np.ndarray], share: f
 
     Returns (atom, crowded), bool (k,): atom where some value holds more than ``share`` of the column's sampled
     weight; crowded where a bin of cuts[r] holds more than its ideal 1/(max_bin - 1) share by GUARD_Z standard
-    deviations of a sampled share (binomial, effective sample size (sum w)^2 / sum w^2). One sort of the sample and
-    one search of every cut, not a pass per column.
+    deviations of a sampled share (binomial, effective sample size (sum w)^2 / sum w^2). One nogil kernel per column
+    on the solver's thread pool, one pass over the column without sorting (on wide frames a vectorised sort of all
+    columns' keys cost more than the sketch itself). Sums run in row order, so a weighted share can differ from a
+    sorted-order sum in its last bit: only a share equal to the threshold to 1e-16 can decide otherwise.
     """
+    from ._newton import run_features
+
     m, k = x.shape
-    ok = ~np.isnan(x) & (w > 0)[:, None]
-    v = np.where(ok, x, np.float32(np.nan)).T.astype(np.float32) + np.float32(0)  # (k, m), -0.0 as +0.0
-    wt = np.where(ok, w[:, None], 0.0).T  # a missing value weighs nothing
-    n_ok = ok.sum(axis=0)
-    pos = w[w > 0]
-    if pos.size == 0 or (pos == pos[0]).all():  # equal weights (unweighted): sorting the values is enough
-        v.sort(axis=1)  # NaN last
-        ws = np.where(np.arange(m) < n_ok[:, None], pos[0] if pos.size else 0.0, 0.0)
-    else:
-        order = np.argsort(v, axis=1, kind="stable")
-        v, ws = np.take_along_axis(v, order, 1), np.take_along_axis(wt, order, 1)
-    ws = ws.reshape(-1)
-    cw = np.concatenate([[0.0], np.cumsum(ws)])  # columns one after another
-    sw = wt.sum(axis=1)
-    m_eff = np.where(sw > 0, sw * sw / np.maximum(np.einsum("ij,ij->i", wt, wt), 1e-300), 1.0)
-    col = np.repeat(np.arange(k, dtype=np.uint64), m)
-    keys = _order_keys(col, np.nan_to_num(v.reshape(-1), nan=0.0))
-    keys[np.isnan(v.reshape(-1))] |= np.uint64(0xFFFFFFFF)  # missing values last in their column, above every cut
-    # point masses: runs of equal keys, weight share per run
-    start = np.flatnonzero(np.concatenate([[True], keys[1:] != keys[:-1]]))
-    run_w = cw[np.append(start[1:], keys.size)] - cw[start]
-    run_col = (keys[start] >> np.uint64(32)).astype(np.int64)
-    share_run = run_w / np.where(sw > 0, sw, 1.0)[run_col]
-    atom = np.bincount(run_col[share_run > share], minlength=k) > 0
-    # bin occupancy: weight below each cut by one search of all columns' cuts
+    xT = np.ascontiguousarray(np.asarray(x, np.float32).T)
+    w = np.ascontiguousarray(w, np.float64)
     nc = np.array([c.size for c in cuts], np.int64)
-    ccol = np.repeat(np.arange(k, dtype=np.uint64), nc)
-    below = cw[np.searchsorted(keys, _order_keys(ccol, np.concatenate(cuts) if k else np.zeros(0)), side="left")]
-    # columns lie one after another in cw, so column r's upper edge is column r+1's lower edge: the differences of
-    # [lo_0, below_0.., lo_1, below_1.., .., hi_last] are every column's bins, nc[r] + 1 of them
-    off = np.concatenate([[0], np.cumsum(nc)[:-1]]).astype(np.int64)
-    bins = np.diff(np.append(np.insert(below, off, cw[np.arange(k) * m]), cw[-1]))
-    widest = np.maximum.reduceat(bins, off + np.arange(k)) if k else bins
-    e = 1.0 / (max_bin - 1)
-    crowded = (sw > 0) & (widest / np.where(sw > 0, sw, 1.0) > e + GUARD_Z * np.sqrt(e / m_eff) + 1.0 / m_eff)
+    off = np.zeros(k + 1, np.int64)
+    np.cumsum(nc, out=off[1:])
+    flat = np.concatenate(cuts).astype(np.float32) if k and off[-1] else np.zeros(0, np.float32)
+    atom = np.zeros(k, np.bool_)
+    crowded = np.zeros(k, np.bool_)
+    run_features(_screen_range, k, xT, xT.view(np.uint32), w, flat, off, float(share), 1.0 / (max_bin - 1), GUARD_Z, atom, crowded)
     return atom, crowded
+
+
+@nb.njit(cache=True, nogil=True)
+def _screen_range(xT, xbits, w, flat, off, share, e, guard, atom, crowded, j0, j1):
+    """sample_screen for columns [j0, j1) in one pass over each column's sampled values, without sorting: the weight
+    of every distinct value (-0.0 as +0.0) in an open-addressing table for the point masses, and the weight of every
+    bin (bin of x = number of cuts <= x, XGBoost's rule) by a binary search per value for the occupancy."""
+    m = xT.shape[1]
+    size = 1 << 4
+    while size < 2 * m:
+        size <<= 1
+    shift = np.uint64(64 - int(np.log2(size)))
+    table = np.empty(size, np.int64)
+    acc = np.empty(size)
+    for r in range(j0, j1):
+        sw = 0.0
+        sq = 0.0
+        for i in range(m):
+            if xT[r, i] == xT[r, i] and w[i] > 0.0:
+                sw += w[i]
+                sq += w[i] * w[i]
+        if not sw > 0.0:
+            continue
+        c0 = off[r]
+        nc = off[r + 1] - c0
+        bins = np.zeros(nc + 1)
+        table[:] = -1
+        found = False
+        for i in range(m):
+            xv = xT[r, i]
+            wi = w[i]
+            if not (xv == xv and wi > 0.0):
+                continue
+            xv = xv + np.float32(0.0)
+            b = 0  # branchless upper bound: the number of cuts <= xv (random values mispredict a branchy search)
+            n = nc
+            while n > 1:
+                half = n >> 1
+                b = b + half if flat[c0 + b + half - 1] <= xv else b
+                n -= half
+            if nc and flat[c0 + b] <= xv:
+                b += 1
+            bins[b] += wi
+            if found:
+                continue
+            bits = np.int64(xbits[r, i]) if xv != 0.0 else np.int64(0)  # -0.0 and +0.0: one value
+            h = (np.uint64(bits) * np.uint64(0x9E3779B97F4A7C15)) >> shift
+            while table[h] != -1 and table[h] != bits:
+                h = (h + np.uint64(1)) & np.uint64(size - 1)
+            if table[h] == -1:
+                table[h] = bits
+                acc[h] = 0.0
+            acc[h] += wi
+            if acc[h] / sw > share:
+                found = True
+        atom[r] = found
+        m_eff = sw * sw / max(sq, 1e-300)
+        crowded[r] = bins.max() / sw > e + guard * np.sqrt(e / m_eff) + 1.0 / m_eff
