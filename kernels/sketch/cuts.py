@@ -76,19 +76,27 @@ def cut_points(sk: MomentSketch, max_bin: int = 256, method: str = "maxent", *, 
     failed = []
     if approx.size:
         phis = np.arange(1, max_bin - 1) / (max_bin - 1)
-        sub = MomentSketch(sk.weight[approx], sk.mean[approx], sk.M[approx], sk.vmin[approx], sk.vmax[approx],
-                           sk.distinct[approx, :0], sk.n_distinct[approx])
-        Q = quantiles(sub, phis, method)
         screen = (ATOM_SCREEN if data is not None else 1.0) / max_bin
-        moment = [_finish(Q[r], lo32[j], hi32[j], max_bin) for r, j in enumerate(approx)]
-        if sk.sample is not None:  # one vectorised check of every column on the sample
-            atom, crowded = sample_screen(sk.sample.x[:, approx], sk.sample.w, moment, screen, max_bin)
+        # point masses first: their columns take quantile cuts whatever the moments say, so they are not solved
+        if sk.sample is not None:
+            atom, _ = sample_screen(sk.sample.x[:, approx], sk.sample.w, None, screen, max_bin, bins=False)
         else:
-            atom, crowded = np.full(approx.size, data is not None), np.zeros(approx.size, bool)
+            atom = np.full(approx.size, data is not None)
+        solve = approx[~atom]
+        crowded = np.zeros(approx.size, bool)
+        moment: dict[int, np.ndarray] = {}
+        if solve.size:
+            sub = MomentSketch(sk.weight[solve], sk.mean[solve], sk.M[solve], sk.vmin[solve], sk.vmax[solve],
+                               sk.distinct[solve, :0], sk.n_distinct[solve])
+            Q = quantiles(sub, phis, method)
+            moment = {int(j): _finish(Q[r], lo32[j], hi32[j], max_bin) for r, j in enumerate(solve)}
+            if sk.sample is not None:  # one check of every solved column on the sample
+                _, crowded[~atom] = sample_screen(sk.sample.x[:, solve], sk.sample.w, list(moment.values()), screen,
+                                                  max_bin, atoms=False)
         failed = [int(j) for j in approx[~atom & crowded]]
         for r, j in enumerate(approx):
             if not (atom[r] or crowded[r]):
-                values[j] = moment[r]
+                values[j] = moment[int(j)]
             elif data is not None:
                 values[j] = quantile_cuts(data[:, j], sample_weight, max_bin, lo32[j], hi32[j], _xp(data))
                 source[j] = "data"

@@ -22,6 +22,8 @@ def _as_f32_sorted(x, w, xp):
         w = xp.asarray(w, dtype=xp.float64)
         ok &= w > 0
     x = x[ok].astype(xp.float32)
+    if w is None and xp is np:  # equal weights: the sorted values suffice (stable: -0.0, +0.0 keep their order)
+        return np.sort(x, kind="stable"), None
     order = xp.argsort(x, kind="stable") if xp is np else xp.argsort(x)
     return x[order], (None if w is None else w[ok][order])
 
@@ -68,8 +70,8 @@ def _finish(q: np.ndarray, lo: float, hi: float, max_bin: int) -> np.ndarray:
     return np.append(q, np.float32(hi)).astype(np.float32)
 
 
-def sample_screen(x: np.ndarray, w: np.ndarray, cuts: list[np.ndarray], share: float,
-                  max_bin: int) -> tuple[np.ndarray, np.ndarray]:
+def sample_screen(x: np.ndarray, w: np.ndarray, cuts: list[np.ndarray] | None, share: float, max_bin: int,
+                  *, atoms: bool = True, bins: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """Both checks of the moment cuts on a row sample, for all columns at once: x (m, k) the sampled values of k
     columns (NaN missing), w (m,) row weights, cuts[r] column r's cuts.
 
@@ -79,24 +81,28 @@ def sample_screen(x: np.ndarray, w: np.ndarray, cuts: list[np.ndarray], share: f
     on the solver's thread pool, one pass over the column without sorting (on wide frames a vectorised sort of all
     columns' keys cost more than the sketch itself). Sums run in row order, so a weighted share can differ from a
     sorted-order sum in its last bit: only a share equal to the threshold to 1e-16 can decide otherwise.
+    atoms / bins: run only one check (the other comes back all False); ``cuts`` may be None without bins.
     """
     from ._newton import run_features
 
     m, k = x.shape
     xT = np.ascontiguousarray(np.asarray(x, np.float32).T)
     w = np.ascontiguousarray(w, np.float64)
+    if not bins or cuts is None:
+        cuts, bins = [np.zeros(0, np.float32)] * k, False
     nc = np.array([c.size for c in cuts], np.int64)
     off = np.zeros(k + 1, np.int64)
     np.cumsum(nc, out=off[1:])
     flat = np.concatenate(cuts).astype(np.float32) if k and off[-1] else np.zeros(0, np.float32)
     atom = np.zeros(k, np.bool_)
     crowded = np.zeros(k, np.bool_)
-    run_features(_screen_range, k, xT, xT.view(np.uint32), w, flat, off, float(share), 1.0 / (max_bin - 1), GUARD_Z, atom, crowded)
+    run_features(_screen_range, k, xT, xT.view(np.uint32), w, flat, off, float(share), 1.0 / (max_bin - 1), GUARD_Z,
+                 atoms, bins, atom, crowded)
     return atom, crowded
 
 
 @nb.njit(cache=True, nogil=True)
-def _screen_range(xT, xbits, w, flat, off, share, e, guard, atom, crowded, j0, j1):
+def _screen_range(xT, xbits, w, flat, off, share, e, guard, atoms, bins, atom, crowded, j0, j1):  # noqa: PLR0913
     """sample_screen for columns [j0, j1) in one pass over each column's sampled values, without sorting: the weight
     of every distinct value (-0.0 as +0.0) in an open-addressing table for the point masses, and the weight of every
     bin (bin of x = number of cuts <= x, XGBoost's rule) by a binary search per value for the occupancy."""
@@ -118,9 +124,9 @@ def _screen_range(xT, xbits, w, flat, off, share, e, guard, atom, crowded, j0, j
             continue
         c0 = off[r]
         nc = off[r + 1] - c0
-        bins = np.zeros(nc + 1)
+        occ = np.zeros(nc + 1)
         table[:] = -1
-        found = False
+        found = not atoms
         for i in range(m):
             xv = xT[r, i]
             wi = w[i]
@@ -135,8 +141,10 @@ def _screen_range(xT, xbits, w, flat, off, share, e, guard, atom, crowded, j0, j
                 n -= half
             if nc and flat[c0 + b] <= xv:
                 b += 1
-            bins[b] += wi
+            occ[b] += wi
             if found:
+                if not bins:
+                    break
                 continue
             bits = np.int64(xbits[r, i]) if xv != 0.0 else np.int64(0)  # -0.0 and +0.0: one value
             h = (np.uint64(bits) * np.uint64(0x9E3779B97F4A7C15)) >> shift
@@ -148,6 +156,8 @@ def _screen_range(xT, xbits, w, flat, off, share, e, guard, atom, crowded, j0, j
             acc[h] += wi
             if acc[h] / sw > share:
                 found = True
-        atom[r] = found
+        atom[r] = found and atoms
+        if not bins:
+            continue
         m_eff = sw * sw / max(sq, 1e-300)
-        crowded[r] = bins.max() / sw > e + guard * np.sqrt(e / m_eff) + 1.0 / m_eff
+        crowded[r] = occ.max() / sw > e + guard * np.sqrt(e / m_eff) + 1.0 / m_eff
