@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import xgboost as xgb
 from sklearn.base import clone
 
@@ -24,8 +25,12 @@ class _BinnedMixin:
             binner = clone(self.binner)
         if self.max_bin is not None and self.max_bin != binner.max_bin:
             raise ValueError(f"max_bin={self.max_bin} differs from the binner's max_bin={binner.max_bin}")
+        ft = self.feature_types
+        if ft is not None and not hasattr(X, "iloc") and isinstance(binner.categorical_features, str):
+            # category codes marked by feature_types="c" (NumPy or sparse input) are XGBoost's to bin
+            binner.set_params(categorical_features=np.array([t == "c" for t in ft], bool))
         self.binner_ = binner.fit(X, sample_weight=sample_weight)
-        self._hitml_ref = reference_dmatrix(self.binner_)
+        self._hitml_ref = reference_dmatrix(self.binner_, feature_types=ft if not hasattr(X, "iloc") else None)
         try:
             return super().fit(X, y, sample_weight=sample_weight, **fit_kwargs)
         finally:
