@@ -9,6 +9,8 @@ from sklearn.utils import check_array
 from sklearn.utils.validation import (_check_feature_names, _check_n_features, _check_sample_weight, check_is_fitted,
                                       validate_data)
 
+from xgboost.core import XGBoostError
+
 from hitml.kernels.device import is_cupy_array, to_numpy
 from hitml.kernels.sketch import MomentSketch, sketch
 from hitml.kernels.sketch.cuts import Cuts, cut_points, exact_cut_points
@@ -108,6 +110,8 @@ class QuantileBinner(TransformerMixin, BaseEstimator):
             return X, None
         if _issparse(X):
             X = _sparse_to_dense(X)
+        if getattr(X, "ndim", 2) == 1 and hasattr(X, "to_frame"):  # a pandas Series: one column, as XGBoost reads it
+            X = X.to_frame()
         dtypes = getattr(X, "dtypes", None)
         is_cat = None
         if dtypes is not None and hasattr(X, "iloc") and getattr(X, "ndim", 2) == 2:
@@ -118,7 +122,9 @@ class QuantileBinner(TransformerMixin, BaseEstimator):
         width = int(shape[1]) if shape is not None and len(shape) == 2 else None
         mask = self._categorical_mask(is_cat, width) if reset else self.categorical_
         if mask is None or not mask.any():
-            X = validate_data(self, X, reset=reset, dtype=(np.float64, np.float32), ensure_all_finite="allow-nan")
+            # inf is checked below with XGBoost's error; 0 rows are refused by fit only (sklearn's convention)
+            X = validate_data(self, X, reset=reset, dtype=(np.float64, np.float32), ensure_all_finite=False,
+                              ensure_min_samples=1 if reset else 0)
             if reset:
                 self.categorical_ = np.zeros(X.shape[1], bool)
             self._check_inf(X)
@@ -160,7 +166,7 @@ class QuantileBinner(TransformerMixin, BaseEstimator):
             _check_n_features(self, X, reset=reset)
             cols = list(X.columns)
         else:
-            X = check_array(X, dtype=(np.float64, np.float32), ensure_all_finite="allow-nan")
+            X = check_array(X, dtype=(np.float64, np.float32), ensure_all_finite=False, ensure_min_samples=int(reset))
             _check_n_features(self, X, reset=reset)
         if mask is None:  # integer indices given before the width was known
             mask = self._categorical_mask(is_cat, X.shape[1])
@@ -171,8 +177,9 @@ class QuantileBinner(TransformerMixin, BaseEstimator):
             self.categories_ = {}
         num = np.flatnonzero(~mask)
         if frame:
-            Xn = check_array(X.iloc[:, num], dtype=(np.float64, np.float32), ensure_all_finite="allow-nan",
-                             ensure_min_features=0) if num.size else np.zeros((X.shape[0], 0), np.float32)
+            Xn = check_array(X.iloc[:, num], dtype=(np.float64, np.float32), ensure_all_finite=False,
+                             ensure_min_features=0, ensure_min_samples=int(reset)) if num.size \
+                else np.zeros((X.shape[0], 0), np.float32)
         else:
             Xn = X[:, num]
         self._check_inf(Xn)
@@ -202,7 +209,8 @@ class QuantileBinner(TransformerMixin, BaseEstimator):
     @staticmethod
     def _check_inf(X):
         if np.isinf(X).any():
-            raise ValueError("Input X contains infinity; encode missing values as NaN (inf is not a valid value)")
+            raise XGBoostError("Input data contains `inf` or a value too large, while `missing` is not set to `inf` "
+                               "(XGBoost refuses it; encode missing values as NaN)")
 
     @staticmethod
     def _weights(X, sample_weight):

@@ -5,6 +5,7 @@ from typing import Any
 
 import numpy as np
 import xgboost as xgb
+from xgboost.core import XGBoostError
 
 from hitml.kernels.device import is_cupy_array
 from hitml.kernels.sketch.cuts import Cuts
@@ -94,11 +95,8 @@ def quantile_dmatrix(X, label=None, *, binner, **kwargs: Any) -> xgb.QuantileDMa
     if mb != max_bin:
         raise ValueError(f"max_bin={mb} differs from the binner's max_bin={max_bin}")
     shape = getattr(X, "shape", None)
-    if shape is None or len(shape) != 2:
-        raise ValueError(f"X must be 2-D, got shape {shape}")
-    n_feat = shape[1]
-    if n_feat != cuts.n_features:
-        raise ValueError(f"X has {n_feat} features, the binner was fitted on {cuts.n_features}")
+    if shape is not None and len(shape) == 2 and shape[1] != cuts.n_features:  # other shapes: XGBoost's own error
+        raise XGBoostError(f"X has {shape[1]} features, the binner was fitted on {cuts.n_features}")
     ref_kw = {k: kwargs[k] for k in ("feature_names", "feature_types", "enable_categorical") if k in kwargs}
     ref = reference_dmatrix(binner, **ref_kw)
     return xgb.QuantileDMatrix(X, label, ref=ref, max_bin=max_bin, **kwargs)
@@ -144,9 +142,13 @@ def snap(X, binner_or_cuts):
     else:
         xp = np
         X = np.asarray(X)
+        if X.ndim == 1 and cuts.n_features == 1:  # a 1-D input is one column to XGBoost
+            X = X[:, None]
     if X.ndim != 2 or X.shape[1] != cuts.n_features:
         raise ValueError(f"X must be 2-D with {cuts.n_features} features, got shape {X.shape}")
     X = X.astype(xp.float32, copy=False)
+    if bool(xp.isinf(X).any()):
+        raise XGBoostError("Input data contains `inf` or a value too large, while `missing` is not set to `inf`")
     out = xp.empty_like(X)
     for j, c in enumerate(cuts.values):
         lows = xp.asarray(np.concatenate([[cuts.vmin[j]], c]).astype(np.float32))

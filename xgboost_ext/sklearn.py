@@ -7,6 +7,8 @@ import numpy as np
 import xgboost as xgb
 from sklearn.base import clone
 
+from hitml.kernels.sketch import MomentSketch
+
 from .binner import QuantileBinner
 from .hook import reference_dmatrix
 
@@ -29,7 +31,13 @@ class _BinnedMixin:
         if ft is not None and not hasattr(X, "iloc") and isinstance(binner.categorical_features, str):
             # category codes marked by feature_types="c" (NumPy or sparse input) are XGBoost's to bin
             binner.set_params(categorical_features=np.array([t == "c" for t in ft], bool))
-        self.binner_ = binner.fit(X, sample_weight=sample_weight)
+        if getattr(X, "shape", (1,))[0] == 0 and getattr(X, "ndim", 2) == 2:
+            # XGBoost trains on 0 rows; a scikit-learn transformer refuses them: the binner gets a sketch of nothing
+            binner.n_features_in_ = X.shape[1]
+            self.binner_ = binner.fit_sketch(MomentSketch.empty(X.shape[1], binner.n_moments, int(binner.max_bin),
+                                                                binner.n_sample))
+        else:
+            self.binner_ = binner.fit(X, sample_weight=sample_weight)
         self._hitml_ref = reference_dmatrix(self.binner_, feature_types=ft if not hasattr(X, "iloc") else None)
         try:
             return super().fit(X, y, sample_weight=sample_weight, **fit_kwargs)
