@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .robust import ATOM_SCREEN, SketchFallbackWarning, _finish, quantile_cuts, sample_screen
+from .robust import ATOM_SCREEN, SketchFallbackWarning, _finish, finish_rows, quantile_cuts, sample_screen
 from .solvers import METHODS, quantiles
 from .state import MomentSketch
 
@@ -89,7 +89,7 @@ def cut_points(sk: MomentSketch, max_bin: int = 256, method: str = "maxent", *, 
             sub = MomentSketch(sk.weight[solve], sk.mean[solve], sk.M[solve], sk.vmin[solve], sk.vmax[solve],
                                sk.distinct[solve, :0], sk.n_distinct[solve])
             Q = quantiles(sub, phis, method)
-            moment = {int(j): _finish(Q[r], lo32[j], hi32[j], max_bin) for r, j in enumerate(solve)}
+            moment = dict(zip(solve.tolist(), finish_rows(Q, lo32[solve], hi32[solve])))
             if sk.sample is not None:  # one check of every solved column on the sample
                 _, crowded[~atom] = sample_screen(sk.sample.x[:, solve], sk.sample.w, list(moment.values()), screen,
                                                   max_bin, atoms=False)

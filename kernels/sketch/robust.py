@@ -31,6 +31,12 @@ def _as_f32_sorted(x, w, xp):
 def quantile_cuts(x, w, max_bin: int, lo: float, hi: float, xp=np) -> np.ndarray:
     """float32 cuts of one column from its values: every value holding more than 1/max_bin of the weight gets a bin
     of its own ([a, nextafter(a))), the rest equal-weight quantiles; the last cut is hi (the maximum)."""
+    if w is None and xp is np:  # the unweighted host case in one compiled pass (wide frames have many such columns)
+        q, atoms, per_atom = _quantile_cuts_unweighted(np.asarray(x), int(max_bin))
+        if q is None or not hi > lo:
+            return np.zeros(0, np.float32)
+        nxt = np.nextafter(atoms, np.float32(np.inf)).astype(np.float32) if per_atom == 2 else atoms[:0]
+        return _finish(np.concatenate([q, atoms, nxt]), lo, hi, max_bin)
     xs, ws = _as_f32_sorted(x, w, xp)
     if xs.size == 0 or not hi > lo:
         return np.zeros(0, np.float32)
@@ -59,6 +65,80 @@ def quantile_cuts(x, w, max_bin: int, lo: float, hi: float, xp=np) -> np.ndarray
     return _finish(np.concatenate([q, atoms, nxt]), lo, hi, max_bin)
 
 
+def _quantile_cuts_unweighted(x: np.ndarray, max_bin: int):
+    """(quantile candidates, atoms, cuts per atom) of quantile_cuts for equal weights; (None, None, 0) if empty."""
+    q, atoms, per_atom, n = _qc_kernel(np.ascontiguousarray(x).reshape(-1), max_bin)
+    return (None, None, 0) if n == 0 else (q, atoms, per_atom)
+
+
+@nb.njit(cache=True, nogil=True)
+def _qc_kernel(x, max_bin):
+    """quantile_cuts' arithmetic for unit weights, operation for operation (the same float64 shares and quantile
+    positions, a stable sort so -0.0 and +0.0 keep their order): finite float32 values sorted; runs holding more than
+    1/max_bin of them are atoms; equal-count quantiles of the rest."""
+    n_all = x.shape[0]
+    v = np.empty(n_all, np.float32)
+    n = 0
+    for i in range(n_all):
+        if not np.isnan(x[i]):
+            v[n] = np.float32(x[i])
+            n += 1
+    empty = np.zeros(0, np.float32)
+    if n == 0:
+        return empty, empty, 0, 0
+    xs = v[:n][np.argsort(v[:n], kind="mergesort")]
+    total = np.float64(n)
+    heavy_starts = np.empty(n, np.int64)
+    run_start = np.empty(n, np.int64)
+    run_len = np.empty(n, np.int64)
+    n_runs = 0
+    n_atoms = 0
+    i = 0
+    while i < n:
+        j = i + 1
+        while j < n and xs[j] == xs[i]:
+            j += 1
+        run_start[n_runs] = i
+        run_len[n_runs] = j - i
+        n_runs += 1
+        if np.float64(j - i) / total > 1.0 / max_bin:
+            heavy_starts[n_atoms] = i
+            n_atoms += 1
+        i = j
+    atoms = np.empty(n_atoms, np.float32)
+    for a in range(n_atoms):
+        atoms[a] = xs[heavy_starts[a]]
+    per_atom = 2 if 2 * n_atoms + 1 < max_bin - 2 else 1
+    xr = np.empty(n, np.float32)
+    L = 0
+    a = 0
+    for r in range(n_runs):
+        s0 = run_start[r]
+        if a < n_atoms and heavy_starts[a] == s0:
+            a += 1
+            continue
+        for t in range(s0, s0 + run_len[r]):
+            xr[L] = xs[t]
+            L += 1
+    m = max_bin - 1 - per_atom * n_atoms
+    if L == 0 or m < 2:
+        return empty, atoms, per_atom, n
+    q = np.empty(m - 1, np.float32)
+    last = np.float64(L)
+    for i in range(1, m):
+        target = np.float64(i) / np.float64(m) * last
+        lo = 0
+        hi = L
+        while lo < hi:  # searchsorted(arange(1, L + 1), target, "left")
+            mid = (lo + hi) >> 1
+            if np.float64(mid + 1) < target:
+                lo = mid + 1
+            else:
+                hi = mid
+        q[i - 1] = xr[min(lo, L - 1)]
+    return q, atoms, per_atom, n
+
+
 def _host(a):
     return a.get() if hasattr(a, "get") else a
 
@@ -68,6 +148,20 @@ def _finish(q: np.ndarray, lo: float, hi: float, max_bin: int) -> np.ndarray:
     q = np.unique(np.asarray(q, np.float32))
     q = q[(q > np.float32(lo)) & (q < np.float32(hi))][: max_bin - 2]
     return np.append(q, np.float32(hi)).astype(np.float32)
+
+
+def finish_rows(Q: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> list[np.ndarray]:
+    """_finish for every row of Q (k, m) at once, m <= max_bin - 2: row r's float32 values, sorted and deduplicated
+    (the first of equal values kept, as np.unique keeps it), strictly inside (lo[r], hi[r]), then hi[r]."""
+    Q32 = np.sort(np.asarray(Q, np.float32), axis=1)  # NaN last, then dropped by the range test
+    lo32 = np.asarray(lo, np.float32)[:, None]
+    hi32 = np.asarray(hi, np.float32)[:, None]
+    keep = (Q32 > lo32) & (Q32 < hi32)
+    keep[:, 1:] &= Q32[:, 1:] != Q32[:, :-1]
+    Q2 = np.concatenate([Q32, hi32], axis=1)
+    keep = np.concatenate([keep, np.ones((Q32.shape[0], 1), bool)], axis=1)
+    counts = keep.sum(axis=1)
+    return np.split(Q2[keep], np.cumsum(counts)[:-1])
 
 
 def sample_screen(x: np.ndarray, w: np.ndarray, cuts: list[np.ndarray] | None, share: float, max_bin: int,
