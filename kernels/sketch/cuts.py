@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .robust import ATOM_SCREEN, SketchFallbackWarning, _finish, finish_rows, quantile_cuts, sample_screen
+from .robust import ATOM_SCREEN, SketchFallbackWarning, _finish, finish_rows, quantile_cuts, sample_screen, sort_sample
 from .solvers import METHODS, quantiles
 from .state import MomentSketch
 
@@ -78,8 +78,11 @@ def cut_points(sk: MomentSketch, max_bin: int = 256, method: str = "maxent", *, 
         phis = np.arange(1, max_bin - 1) / (max_bin - 1)
         screen = (ATOM_SCREEN if data is not None else 1.0) / max_bin
         # point masses first: their columns take quantile cuts whatever the moments say, so they are not solved
+        pre = None
         if sk.sample is not None:
-            atom, _ = sample_screen(sk.sample.x[:, approx], sk.sample.w, None, screen, max_bin, bins=False)
+            xa = sk.sample.x[:, approx]
+            pre = sort_sample(xa, sk.sample.w)  # equal weights: one sort of each column serves both checks
+            atom, _ = sample_screen(xa, sk.sample.w, None, screen, max_bin, bins=False, presorted=pre)
         else:
             atom = np.full(approx.size, data is not None)
         solve = approx[~atom]
@@ -91,8 +94,9 @@ def cut_points(sk: MomentSketch, max_bin: int = 256, method: str = "maxent", *, 
             Q = quantiles(sub, phis, method)
             moment = dict(zip(solve.tolist(), finish_rows(Q, lo32[solve], hi32[solve])))
             if sk.sample is not None:  # one check of every solved column on the sample
+                sub_pre = None if pre is None else (pre[0][~atom], pre[1][~atom])
                 _, crowded[~atom] = sample_screen(sk.sample.x[:, solve], sk.sample.w, list(moment.values()), screen,
-                                                  max_bin, atoms=False)
+                                                  max_bin, atoms=False, presorted=sub_pre)
         failed = [int(j) for j in approx[~atom & crowded]]
         for r, j in enumerate(approx):
             if not (atom[r] or crowded[r]):

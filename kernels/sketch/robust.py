@@ -164,8 +164,100 @@ def finish_rows(Q: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> list[np.ndarra
     return np.split(Q2[keep], np.cumsum(counts)[:-1])
 
 
+def sort_sample(x: np.ndarray, w: np.ndarray):
+    """For equal row weights: every column's sampled values as sorted order-preserving uint32 keys, (keys (k, m),
+    counts (k,)), to pass to sample_screen as ``presorted`` (one sort serves both checks); None for unequal weights."""
+    from ._newton import run_features
+
+    w = np.ascontiguousarray(w, np.float64)
+    pos = w[w > 0]
+    if pos.size and not (pos == pos[0]).all():
+        return None
+    m, k = x.shape
+    xT = np.ascontiguousarray(np.asarray(x, np.float32).T)
+    keys = np.empty((k, m), np.uint32)
+    n = np.zeros(k, np.int64)
+    run_features(_sort_keys_range, k, xT, xT.view(np.uint32), w, keys, n)
+    return keys, n
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _order_key(bits):
+    """uint32 key of a float32's bits that sorts as the floats do (-0.0 must come as +0.0)."""
+    return ~bits if bits >> np.uint32(31) else bits | np.uint32(0x80000000)
+
+
+@nb.njit(cache=True, nogil=True)
+def _sort_keys_range(xT, xbits, w, keys, n, j0, j1):
+    """LSD radix sort (4 passes of 8 bits) of each column's non-missing positive-weight values as keys."""
+    m = xT.shape[1]
+    tmp = np.empty(m, np.uint32)
+    cnt = np.empty(257, np.int64)
+    for r in range(j0, j1):
+        c = 0
+        for i in range(m):
+            xv = xT[r, i]
+            if xv == xv and w[i] > 0.0:
+                keys[r, c] = _order_key(xbits[r, i] if xv != 0.0 else np.uint32(0))
+                c += 1
+        n[r] = c
+        src = keys[r]
+        dst = tmp
+        for sh in range(0, 32, 8):
+            cnt[:] = 0
+            for i in range(c):
+                cnt[((src[i] >> np.uint32(sh)) & np.uint32(255)) + 1] += 1
+            for t in range(256):
+                cnt[t + 1] += cnt[t]
+            for i in range(c):
+                d = (src[i] >> np.uint32(sh)) & np.uint32(255)
+                dst[cnt[d]] = src[i]
+                cnt[d] += 1
+            src, dst = dst, src
+        # four passes: the sorted keys are back in keys[r]
+
+
+@nb.njit(cache=True, nogil=True)
+def _sorted_screen_range(keys, n, flat_keys, off, share, e, guard, atoms, bins, atom, crowded, j0, j1):  # noqa: PLR0913
+    """sample_screen on sorted keys (equal weights: shares are counts over n): runs of equal keys for the point
+    masses, the count below each cut key (values < cut) by a binary search per cut for the occupancy."""
+    for r in range(j0, j1):
+        c = n[r]
+        if c == 0:
+            continue
+        tot = np.float64(c)
+        if atoms:
+            i = 0
+            while i < c:
+                j = i + 1
+                while j < c and keys[r, j] == keys[r, i]:
+                    j += 1
+                if np.float64(j - i) / tot > share:
+                    atom[r] = True
+                    break
+                i = j
+        if not bins:
+            continue
+        prev = 0
+        widest = 0
+        for q in range(off[r], off[r + 1]):
+            ck = flat_keys[q]
+            lo = 0
+            hi = c
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                if keys[r, mid] < ck:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            widest = max(widest, lo - prev)
+            prev = lo
+        widest = max(widest, c - prev)
+        crowded[r] = np.float64(widest) / tot > e + guard * np.sqrt(e / tot) + 1.0 / tot
+
+
 def sample_screen(x: np.ndarray, w: np.ndarray, cuts: list[np.ndarray] | None, share: float, max_bin: int,
-                  *, atoms: bool = True, bins: bool = True) -> tuple[np.ndarray, np.ndarray]:
+                  *, atoms: bool = True, bins: bool = True, presorted=None) -> tuple[np.ndarray, np.ndarray]:
     """Both checks of the moment cuts on a row sample, for all columns at once: x (m, k) the sampled values of k
     columns (NaN missing), w (m,) row weights, cuts[r] column r's cuts.
 
@@ -176,6 +268,8 @@ def sample_screen(x: np.ndarray, w: np.ndarray, cuts: list[np.ndarray] | None, s
     columns' keys cost more than the sketch itself). Sums run in row order, so a weighted share can differ from a
     sorted-order sum in its last bit: only a share equal to the threshold to 1e-16 can decide otherwise.
     atoms / bins: run only one check (the other comes back all False); ``cuts`` may be None without bins.
+    presorted: sort_sample(x, w) for these columns (equal weights): the checks then read sorted keys (a radix sort
+    per column is cheaper than a binary search per value); computed here when weights are equal and it is None.
     """
     from ._newton import run_features
 
@@ -190,6 +284,14 @@ def sample_screen(x: np.ndarray, w: np.ndarray, cuts: list[np.ndarray] | None, s
     flat = np.concatenate(cuts).astype(np.float32) if k and off[-1] else np.zeros(0, np.float32)
     atom = np.zeros(k, np.bool_)
     crowded = np.zeros(k, np.bool_)
+    if presorted is None:
+        presorted = sort_sample(x, w)
+    if presorted is not None:
+        b = (flat + np.float32(0.0)).view(np.uint32)  # the cuts as the same order-preserving keys
+        flat_keys = np.where(b >> np.uint32(31), ~b, b | np.uint32(0x80000000)).astype(np.uint32)
+        run_features(_sorted_screen_range, k, presorted[0], presorted[1], flat_keys, off, float(share),
+                     1.0 / (max_bin - 1), GUARD_Z, atoms, bins, atom, crowded)
+        return atom, crowded
     run_features(_screen_range, k, xT, xT.view(np.uint32), w, flat, off, float(share), 1.0 / (max_bin - 1), GUARD_Z,
                  atoms, bins, atom, crowded)
     return atom, crowded
