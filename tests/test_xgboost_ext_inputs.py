@@ -163,3 +163,24 @@ def test_repeated_epochs_do_not_shrink_the_row_sample():
     for u, v in [(a.merge(c).merge(e), e.merge(a.merge(c))), (a.merge(a).merge(c), c.merge(a))]:
         np.testing.assert_array_equal(u.key, v.key)
         np.testing.assert_array_equal(u.x, v.x)
+
+
+def test_category_columns_stream_and_classify():
+    """partial_fit unions the category codes over batches; XGBClassifier with a binner on a category frame predicts
+    as xgboost.XGBClassifier."""
+    X, y = _cat_frame(n=2000, seed=6)
+    b = QuantileBinner(max_bin=64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SketchFallbackWarning)
+        for part in np.array_split(np.arange(len(X)), 4):
+            b.partial_fit(X.iloc[part])
+    full = QuantileBinner(max_bin=64).fit(X)
+    for j in (1, 2):
+        np.testing.assert_array_equal(b.cuts_.values[j], full.cuts_.values[j])
+        np.testing.assert_array_equal(full.cuts_.values[j], np.unique(X.iloc[:, j].cat.codes[X.iloc[:, j].notna()]))
+    yc = (y > np.median(y)).astype(int)
+    from hitml.xgboost_ext import XGBClassifier
+
+    plain = xgb.XGBClassifier(**KW).fit(X, yc)
+    ours = XGBClassifier(binner=QuantileBinner(max_bin=64), **KW).fit(X, yc)
+    np.testing.assert_array_equal(ours.predict_proba(X), plain.predict_proba(X))
