@@ -107,13 +107,13 @@ def report(res: dict, out: Path) -> None:
     lines = ["# QuantileBinner + quantile_dmatrix against XGBoost's QuantileDMatrix (CPU, equal threads)", "",
              f"Machine: {res['machine']['cpu']}, {res['machine']['cpu_count']} CPUs; versions: {res['versions']}", "",
              f"Command: `{res['command']}`", "",
-             "Ours = `QuantileBinner(max_bin).fit(X)` + `quantile_dmatrix(X, y, binner=..., nthread=t)` (sketch, "
-             "cuts, occupancy screen, XGBoost binning the data on our cuts); XGBoost = `QuantileDMatrix(X, y, "
-             "max_bin, nthread=t)`. Both in one process, alternating, median of the reps; ratio = XGBoost / ours "
-             "(above 1: ours faster). CPU time is the process's (both sides run on t threads). Load = 1-minute load "
-             "average before / after the configuration (the machine was shared).", "",
-             "| frame | max_bin | threads | ours wall s | XGBoost wall s | ratio (wall) | ours CPU s | XGBoost CPU s "
-             "| ratio (CPU) | load | cuts equal |",
+             ("Ours = `QuantileBinner(max_bin).fit(X)` + `quantile_dmatrix(X, y, binner=..., nthread=t)` (sketch, "
+              "cuts, occupancy screen, XGBoost binning the data on our cuts); XGBoost = `QuantileDMatrix(X, y, "
+              "max_bin, nthread=t)`. Both in one process, alternating, median of the reps; ratio = XGBoost / ours "
+              "(above 1: ours faster). CPU time is the process's (both sides run on t threads). Load = 1-minute load "
+              "average before / after the configuration (the machine was shared)."), "",
+             ("| frame | max_bin | threads | ours wall s | XGBoost wall s | ratio (wall) | ours CPU s | XGBoost CPU s "
+              "| ratio (CPU) | load | cuts equal |"),
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in res["rows"]:
         lines.append(f"| {r['shape'][0]:,} x {r['shape'][1]:,} | {r['max_bin']} | {r['threads']} | "

@@ -58,7 +58,7 @@ def _inputs():
 
 INPUTS = _inputs()
 CLEAN_X, CLEAN_Y, CLEAN_YC = INPUTS["clean"]
-XGB = dict(n_estimators=3, max_depth=2, max_bin=16)
+XGB = {"n_estimators": 3, "max_depth": 2, "max_bin": 16}
 
 
 def _fitted_binner():

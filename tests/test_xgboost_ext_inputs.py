@@ -15,7 +15,7 @@ from hitml.kernels.sketch import RowSample
 from hitml.kernels.sketch.robust import SketchFallbackWarning
 from hitml.xgboost_ext import QuantileBinner, XGBRegressor, check_cuts, dmatrix, quantile_dmatrix
 
-KW = dict(n_estimators=25, max_depth=4, enable_categorical=True, max_bin=64, tree_method="hist")
+KW = {"n_estimators": 25, "max_depth": 4, "enable_categorical": True, "max_bin": 64, "tree_method": "hist"}
 
 
 def _cat_frame(n=3000, seed=0, continuous=False):

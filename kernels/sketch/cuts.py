@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .robust import ATOM_SCREEN, SketchFallbackWarning, _finish, finish_rows, quantile_cuts, sample_screen, sort_sample
+from .robust import (ATOM_SCREEN, SketchFallbackWarning, _finish, finish_rows, quantile_cuts, quantile_cuts_columns,
+                     sample_screen, sort_sample)
 from .solvers import METHODS, quantiles
 from .state import MomentSketch
 
@@ -98,9 +99,17 @@ def cut_points(sk: MomentSketch, max_bin: int = 256, method: str = "maxent", *, 
                 _, crowded[~atom] = sample_screen(sk.sample.x[:, solve], sk.sample.w, list(moment.values()), screen,
                                                   max_bin, atoms=False, presorted=sub_pre)
         failed = [int(j) for j in approx[~atom & crowded]]
+        from_data = approx[atom | crowded] if data is not None else approx[:0]
+        if from_data.size and sample_weight is None and isinstance(data, np.ndarray):  # all at once, in parallel
+            for j, v in zip(from_data, quantile_cuts_columns(data, from_data, max_bin, lo32[from_data],
+                                                             hi32[from_data])):
+                values[j] = v
+                source[j] = "data"
         for r, j in enumerate(approx):
             if not (atom[r] or crowded[r]):
                 values[j] = moment[int(j)]
+            elif values[j] is not None:
+                continue
             elif data is not None:
                 values[j] = quantile_cuts(data[:, j], sample_weight, max_bin, lo32[j], hi32[j], _xp(data))
                 source[j] = "data"

@@ -71,6 +71,41 @@ def _quantile_cuts_unweighted(x: np.ndarray, max_bin: int):
     return (None, None, 0) if n == 0 else (q, atoms, per_atom)
 
 
+def quantile_cuts_columns(X: np.ndarray, cols: np.ndarray, max_bin: int, lo: np.ndarray,
+                          hi: np.ndarray) -> list[np.ndarray]:
+    """quantile_cuts of the unweighted host columns X[:, cols] (lo / hi per listed column), on the solver's thread
+    pool: the same bytes as one quantile_cuts call per column."""
+    from ._newton import run_features
+
+    k = cols.size
+    q = np.empty((k, max_bin), np.float32)
+    atoms = np.empty((k, max_bin), np.float32)
+    counts = np.zeros((k, 4), np.int64)  # quantiles, atoms, cuts per atom, finite values
+    run_features(_qc_range, k, X, np.ascontiguousarray(cols, np.int64), int(max_bin), q, atoms, counts)
+    out = []
+    for r in range(k):
+        nq, na, per_atom, n = counts[r]
+        if n == 0 or not hi[r] > lo[r]:
+            out.append(np.zeros(0, np.float32))
+            continue
+        at = atoms[r, :na]
+        nxt = np.nextafter(at, np.float32(np.inf)).astype(np.float32) if per_atom == 2 else at[:0]
+        out.append(_finish(np.concatenate([q[r, :nq], at, nxt]), lo[r], hi[r], max_bin))
+    return out
+
+
+@nb.njit(cache=True, nogil=True)
+def _qc_range(X, cols, max_bin, q, atoms, counts, j0, j1):
+    for r in range(j0, j1):
+        qq, aa, per_atom, n = _qc_kernel(np.ascontiguousarray(X[:, cols[r]]), max_bin)
+        q[r, : qq.size] = qq
+        atoms[r, : aa.size] = aa
+        counts[r, 0] = qq.size
+        counts[r, 1] = aa.size
+        counts[r, 2] = per_atom
+        counts[r, 3] = n
+
+
 @nb.njit(cache=True, nogil=True)
 def _qc_kernel(x, max_bin):
     """quantile_cuts' arithmetic for unit weights, operation for operation (the same float64 shares and quantile
@@ -197,7 +232,7 @@ def _sort_keys_range(xT, xbits, w, keys, n, j0, j1):
         c = 0
         for i in range(m):
             xv = xT[r, i]
-            if xv == xv and w[i] > 0.0:
+            if not np.isnan(xv) and w[i] > 0.0:
                 keys[r, c] = _order_key(xbits[r, i] if xv != 0.0 else np.uint32(0))
                 c += 1
         n[r] = c
@@ -218,7 +253,7 @@ def _sort_keys_range(xT, xbits, w, keys, n, j0, j1):
 
 
 @nb.njit(cache=True, nogil=True)
-def _sorted_screen_range(keys, n, flat_keys, off, share, e, guard, atoms, bins, atom, crowded, j0, j1):  # noqa: PLR0913
+def _sorted_screen_range(keys, n, flat_keys, off, share, e, guard, atoms, bins, atom, crowded, j0, j1):
     """sample_screen on sorted keys (equal weights: shares are counts over n): runs of equal keys for the point
     masses, the count below each cut key (values < cut) by a binary search per cut for the occupancy."""
     for r in range(j0, j1):
@@ -273,7 +308,7 @@ def sample_screen(x: np.ndarray, w: np.ndarray, cuts: list[np.ndarray] | None, s
     """
     from ._newton import run_features
 
-    m, k = x.shape
+    k = x.shape[1]
     xT = np.ascontiguousarray(np.asarray(x, np.float32).T)
     w = np.ascontiguousarray(w, np.float64)
     if not bins or cuts is None:
@@ -298,7 +333,7 @@ def sample_screen(x: np.ndarray, w: np.ndarray, cuts: list[np.ndarray] | None, s
 
 
 @nb.njit(cache=True, nogil=True)
-def _screen_range(xT, xbits, w, flat, off, share, e, guard, atoms, bins, atom, crowded, j0, j1):  # noqa: PLR0913
+def _screen_range(xT, xbits, w, flat, off, share, e, guard, atoms, bins, atom, crowded, j0, j1):
     """sample_screen for columns [j0, j1) in one pass over each column's sampled values, without sorting: the weight
     of every distinct value (-0.0 as +0.0) in an open-addressing table for the point masses, and the weight of every
     bin (bin of x = number of cuts <= x, XGBoost's rule) by a binary search per value for the occupancy."""
@@ -313,7 +348,7 @@ def _screen_range(xT, xbits, w, flat, off, share, e, guard, atoms, bins, atom, c
         sw = 0.0
         sq = 0.0
         for i in range(m):
-            if xT[r, i] == xT[r, i] and w[i] > 0.0:
+            if not np.isnan(xT[r, i]) and w[i] > 0.0:
                 sw += w[i]
                 sq += w[i] * w[i]
         if not sw > 0.0:
@@ -326,7 +361,7 @@ def _screen_range(xT, xbits, w, flat, off, share, e, guard, atoms, bins, atom, c
         for i in range(m):
             xv = xT[r, i]
             wi = w[i]
-            if not (xv == xv and wi > 0.0):
+            if np.isnan(xv) or not wi > 0.0:
                 continue
             xv = xv + np.float32(0.0)
             b = 0  # branchless upper bound: the number of cuts <= xv (random values mispredict a branchy search)
