@@ -128,13 +128,14 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="wide frame only, max_bin 64, 1 thread")
     ap.add_argument("--threads", type=int, nargs="*", default=[1, 2])
+    ap.add_argument("--frames", nargs="*", default=["wide", "narrow"], choices=["wide", "narrow"])
     ap.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "docs" / "benchmarks"))
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     frames = {"wide": (5_000, 2_000), "narrow": (200_000, 20)}
     configs = [("wide", 64, 1)] if args.quick else [
-        (f, mb, t) for f in frames for mb in (64, 256) for t in args.threads]
+        (f, mb, t) for f in args.frames for mb in (64, 256) for t in args.threads]
     data = {}
     res = {"machine": machine(), "versions": versions(), "rows": [],
            "command": "python integration/bench_binner_wide.py " + " ".join(sys.argv[1:])}
