@@ -6,9 +6,10 @@ import numbers
 
 import numpy as np
 from sklearn.base import is_classifier, is_regressor
-from sklearn.metrics import check_scoring
+from sklearn.metrics import check_scoring, get_scorer_names
 from sklearn.utils import Bunch, check_array, check_consistent_length
-from sklearn.utils._param_validation import InvalidParameterError
+from sklearn.utils._param_validation import (HasMethods, Interval, InvalidParameterError, RealNotInt, StrOptions,
+                                             validate_parameter_constraints)
 
 from hitml.kernels._progress import progress_bar
 from hitml.kernels.device import cupy_module, is_cupy_array, resolve_backend
@@ -19,11 +20,65 @@ _FAST = ("r2", "neg_mean_squared_error", "neg_root_mean_squared_error", "neg_mea
          "neg_log_loss")
 _SMALL_D = 4096  # up to this many rows per permutation, one batched launch makes all of a batch's permutations
 
+# scikit-learn's own constraints for sklearn.inspection.permutation_importance (its @validate_params), so that a bad
+# parameter raises the same InvalidParameterError with the same message
+_CONSTRAINTS = {
+    "estimator": [HasMethods(["fit"])],
+    "X": ["array-like"],
+    "y": ["array-like", None],
+    "scoring": [StrOptions(set(get_scorer_names())), callable, list, tuple, dict, None],
+    "n_repeats": [Interval(numbers.Integral, 1, None, closed="left")],
+    "n_jobs": [numbers.Integral, None],
+    "random_state": ["random_state"],
+    "sample_weight": ["array-like", None],
+    "max_samples": [Interval(numbers.Integral, 1, None, closed="left"), Interval(RealNotInt, 0, 1, closed="right")],
+}
+_BACKENDS = ("auto", "cpu", "gpu", None)
+
+
+class _Replay:
+    """The estimator as sklearn's scorer sees it, answering predict / predict_proba with predictions already made:
+    the scorer then checks labels and scores exactly as scikit-learn does (its exceptions, its messages)."""
+
+    def __init__(self, estimator, pred):
+        self._estimator = estimator
+        self._pred = pred
+
+    def __getattr__(self, name):
+        return getattr(self._estimator, name)
+
+    def __sklearn_tags__(self):
+        return self._estimator.__sklearn_tags__()
+
+    def predict(self, X):
+        return self._pred
+
+    def predict_proba(self, X):
+        return self._pred
+
+
+def _host(a):
+    return a.get() if is_cupy_array(a) else a
+
+
+def _sklearn_baseline(estimator, scoring, X, y, w, pred) -> float:
+    """scikit-learn's score of the baseline predictions (raises what sklearn.inspection.permutation_importance
+    raises on these labels and this scoring)."""
+    scorer = check_scoring(estimator, scoring=scoring)
+    replay = _Replay(estimator, _host(pred))
+    yh = _host(y)
+    return scorer(replay, X, yh, sample_weight=_host(w)) if w is not None else scorer(replay, X, yh)
+
 
 def _metric(estimator, scoring) -> str | None:
     """A metric computed here on predictions (NumPy or CuPy), or None for sklearn's scorer path."""
-    if scoring is None:
-        return "accuracy" if is_classifier(estimator) else "r2" if is_regressor(estimator) else None
+    if scoring is None:  # sklearn then calls estimator.score: accuracy / r2 unless the class defines its own
+        from sklearn.base import ClassifierMixin, RegressorMixin
+
+        score = getattr(type(estimator), "score", None)
+        if is_classifier(estimator) and score is ClassifierMixin.score:
+            return "accuracy"
+        return "r2" if is_regressor(estimator) and score is RegressorMixin.score else None
     return scoring if isinstance(scoring, str) and scoring in _FAST else None
 
 
@@ -41,7 +96,13 @@ def _score(xp, name: str, y, pred, w, classes=None) -> float:
         if proba.shape[1] == 1:
             proba = xp.concatenate([1 - proba, proba], axis=1)
         proba = proba / proba.sum(axis=1, keepdims=True)
-        idx = xp.searchsorted(xp.asarray(classes), y)
+        # sklearn's log_loss reads column k as the k-th sorted label of y_true (not of classes_)
+        labels = xp.unique(y)
+        if labels.shape[0] != proba.shape[1]:
+            from sklearn.metrics import log_loss
+
+            log_loss(_host(y), _host(proba))  # raises sklearn's error for this mismatch
+        idx = xp.searchsorted(labels, y)
         p = xp.clip(proba[xp.arange(y.shape[0]), idx], np.finfo(np.float64).eps, 1.0)
         return avg(xp.log(p))
     err = y.astype(xp.float64) - pred.reshape(y.shape).astype(xp.float64)
@@ -102,14 +163,13 @@ def _check_inputs(X, y, sample_weight, backend):
         return X, y, sample_weight, True, cp
     if is_cupy_array(X):
         X = X.get()
-    y = y.get() if is_cupy_array(y) else np.asarray(y)
+    if y is not None:
+        y = y.get() if is_cupy_array(y) else np.asarray(y)
     if not hasattr(X, "iloc"):
         X = check_array(X, ensure_all_finite="allow-nan", dtype=None)
     if sample_weight is not None:
         sample_weight = np.asarray(sample_weight, dtype=np.float64)
-        check_consistent_length(X, y, sample_weight)
-    else:
-        check_consistent_length(X, y)
+    check_consistent_length(*[a for a in (X, y, sample_weight) if a is not None])
     return X, y, sample_weight, False, np
 
 
@@ -177,35 +237,41 @@ def permutation_importance(estimator, X, y, *, scoring=None, n_repeats=5, n_jobs
     >>> r.importances.shape, int(np.argmax(r.importances_mean))
     ((3, 3), 0)
     """
-    if isinstance(n_repeats, bool) or not isinstance(n_repeats, numbers.Integral) or n_repeats < 1:
-        raise InvalidParameterError(f"The 'n_repeats' parameter of permutation_importance must be an int in the "
-                                    f"range [1, inf). Got {n_repeats!r} instead.")
+    validate_parameter_constraints(
+        _CONSTRAINTS, {"estimator": estimator, "X": X, "y": y, "scoring": scoring, "n_repeats": n_repeats,
+                       "n_jobs": n_jobs, "random_state": random_state, "sample_weight": sample_weight,
+                       "max_samples": max_samples}, caller_name="permutation_importance")
+    if backend not in _BACKENDS:
+        raise InvalidParameterError(f"The 'backend' parameter of permutation_importance must be a str among "
+                                    f"{{'auto', 'cpu', 'gpu'}} or None. Got {backend!r} instead.")
+    if isinstance(max_batch_elements, bool) or not isinstance(max_batch_elements, numbers.Integral) \
+            or max_batch_elements < 1:
+        raise InvalidParameterError(f"The 'max_batch_elements' parameter of permutation_importance must be an int in "
+                                    f"the range [1, inf). Got {max_batch_elements!r} instead.")
     X, y, w, gpu, xp = _check_inputs(X, y, sample_weight, backend)
     n, p = X.shape
-    if isinstance(max_samples, bool) or not isinstance(max_samples, numbers.Real):
-        raise InvalidParameterError(f"max_samples must be an int or a float in (0, 1], got {max_samples!r}")
     if not isinstance(max_samples, numbers.Integral):
-        if not 0 < max_samples <= 1:
-            raise InvalidParameterError(f"max_samples must be in (0.0, 1.0] as a float, got {max_samples}")
         ns = int(max_samples * n)
     elif max_samples > n:
         raise ValueError("max_samples must be <= n_samples")
-    elif max_samples < 1:
-        raise InvalidParameterError(f"max_samples must be >= 1 as an int, got {max_samples}")
     else:
         ns = int(max_samples)
     name = _metric(estimator, scoring)
-    if name is not None and y.ndim != 1:
+    if name is not None and (y is None or y.ndim != 1):
         name = None
     classes = getattr(estimator, "classes_", None)
+    if name is not None:
+        pred0 = _predict(estimator, name, X, xp)
+        checked = _sklearn_baseline(estimator, name, X, y, w, pred0)
+        baseline = _score(xp, name, y, pred0, w, classes)
+        if not np.isclose(baseline, checked, rtol=1e-9, atol=1e-12):  # not sklearn's number: score as sklearn does
+            name = None
     if name is None:
         scorer = check_scoring(estimator, scoring=scoring)
 
         def score_full(Xb, yb, wb):
             return scorer(estimator, Xb, yb, sample_weight=wb) if wb is not None else scorer(estimator, Xb, yb)
         baseline = score_full(X, y, w)
-    else:
-        baseline = _score(xp, name, y, _predict(estimator, name, X, xp), w, classes)
 
     gen = as_generator(random_state)
     base = base_key(gen)

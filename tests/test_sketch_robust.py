@@ -229,3 +229,31 @@ def test_sample_screen_matches_per_column_reference(weighted):
             assert (atom[r], crowded[r]) == ref, (trial, r)
             seen |= {("atom", ref[0]), ("crowded", ref[1])}
     assert len(seen) == 4  # both outcomes of both checks occurred
+
+
+def test_unweighted_quantile_cuts_equal_the_weighted_path_with_unit_weights():
+    """The compiled unweighted quantile_cuts gives the bytes of the NumPy path with unit weights (atoms, -0.0,
+    discrete and mostly-missing columns, every max_bin)."""
+    from hitml.kernels.sketch.robust import quantile_cuts
+
+    rng = np.random.default_rng(11)
+    seen_atoms = 0
+    for t in range(200):
+        n, mb = int(rng.integers(1, 3000)), int(rng.choice([4, 16, 64, 256]))
+        x = rng.standard_normal(n).astype(np.float32)
+        if t % 3 == 0:
+            x[rng.random(n) < rng.random()] = 0.0
+        if t % 4 == 0:
+            x[rng.random(n) < 0.2] = -0.0
+        if t % 5 == 0:
+            x = np.round(x * rng.integers(1, 30)).astype(np.float32)
+        if t % 7 == 0:
+            x[rng.random(n) < 0.5] = np.nan
+        f = x[~np.isnan(x)]
+        if f.size == 0:
+            continue
+        lo, hi = np.float32(f.min()), np.float32(f.max())
+        a = quantile_cuts(x, None, mb, lo, hi)
+        assert a.tobytes() == quantile_cuts(x, np.ones(n), mb, lo, hi).tobytes(), t
+        seen_atoms += bool((np.unique(f, return_counts=True)[1] > f.size / mb).any())
+    assert seen_atoms > 20

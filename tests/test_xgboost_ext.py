@@ -110,7 +110,7 @@ def test_exact_method_matches_numpy_sort():
 
 def test_binner_bad_input(Xy):
     X, _ = Xy
-    with pytest.raises(ValueError, match="infinity"):
+    with pytest.raises(ValueError, match="`inf`"):
         QuantileBinner().fit(np.array([[1.0], [np.inf], [2.0]]))
     with pytest.raises(ValueError, match="max_bin"):
         QuantileBinner(max_bin=1).fit(X)

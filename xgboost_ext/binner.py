@@ -1,13 +1,20 @@
 """QuantileBinner: a scikit-learn transformer (KBinsDiscretizer conventions) whose cuts come from a moments sketch."""
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
-from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+from sklearn.utils import check_array
+from sklearn.utils.validation import (_check_feature_names, _check_n_features, _check_sample_weight, check_is_fitted,
+                                      validate_data)
+
+from xgboost.core import XGBoostError
 
 from hitml.kernels.device import is_cupy_array, to_numpy
 from hitml.kernels.sketch import MomentSketch, sketch
 from hitml.kernels.sketch.cuts import Cuts, cut_points, exact_cut_points
+from hitml.kernels.sketch.robust import SketchFallbackWarning
 
 METHODS = ("maxent", "legendre", "exact")
 
@@ -31,6 +38,13 @@ class QuantileBinner(TransformerMixin, BaseEstimator):
         sample) with a ``SketchFallbackWarning`` naming them. 0 keeps no sample (unchecked moment cuts).
     backend : {"cpu", "gpu", "auto"}, default="cpu"
         Where the sketch is accumulated.
+    categorical_features : "from_dtype", array-like of bool or int, or None, default="from_dtype"
+        Category columns, which never go through the sketch: XGBoost bins a category column by its category codes
+        itself, so its "cuts" are the codes present in the data. "from_dtype": the pandas ``category`` columns
+        of a DataFrame (numeric or string categories); a bool mask or column indices: columns holding category codes
+        (non-negative integers, NaN missing) as XGBoost's ``feature_types="c"`` reads them; None: no category
+        columns. transform gives a category column's codes, re-coded by label against the categories seen in fit
+        (an unseen or missing category gives -1), as XGBoost re-codes a frame against its model.
 
     Attributes
     ----------
@@ -42,13 +56,20 @@ class QuantileBinner(TransformerMixin, BaseEstimator):
     cuts_ : kernels.sketch.cuts.Cuts
         The cuts in XGBoost's form (float32, lower bound and sentinel excluded).
     sketch_ : kernels.sketch.MomentSketch or None
-        The merged sketch (None for method="exact").
+        The merged sketch of the numeric columns (None for method="exact").
+    categorical_ : ndarray of bool, shape (n_features,)
+        Which columns are category columns.
 
     See Also
     --------
     sklearn.preprocessing.KBinsDiscretizer : the transformer whose conventions this follows (quantile strategy).
     xgboost.QuantileDMatrix : XGBoost's own sketch, which this replaces through :func:`quantile_dmatrix`.
     XGBRegressor : XGBoost's regressor trained on these cuts.
+
+    Notes
+    -----
+    scipy sparse input (CSR, CSC, COO) is read as XGBoost reads it: an absent entry is missing (NaN), a stored zero
+    is the value 0.0. The sketch works on a dense copy (n x d float32), so memory grows with n x d.
 
     Examples
     --------
@@ -64,16 +85,18 @@ class QuantileBinner(TransformerMixin, BaseEstimator):
     """
 
     def __init__(self, max_bin: int = 256, method: str = "maxent", n_moments: int = 15, n_sample: int = 4096,
-                 backend: str = "cpu"):
+                 backend: str = "cpu", categorical_features="from_dtype"):
         self.max_bin = max_bin
         self.method = method
         self.n_moments = n_moments
         self.n_sample = n_sample
         self.backend = backend
+        self.categorical_features = categorical_features
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.allow_nan = True
+        tags.input_tags.sparse = True  # read as XGBoost reads it: an absent entry is missing
         tags.transformer_tags.preserves_dtype = []  # transform returns int32 bin codes
         return tags
 
@@ -89,19 +112,123 @@ class QuantileBinner(TransformerMixin, BaseEstimator):
             raise ValueError(f"backend must be 'cpu', 'gpu' or 'auto', got {self.backend!r}")
 
     def _validate(self, X, reset: bool):
+        """The numeric columns as a float array (NumPy or CuPy) and the category columns' codes (n, n_cat) as float
+        (NaN missing, unseen categories missing after fit); sets n_features_in_, feature names, categorical_."""
         if is_cupy_array(X):
             if X.ndim != 2:
                 raise ValueError(f"Expected 2D array, got shape {X.shape}")
             if reset:
                 self.n_features_in_ = int(X.shape[1])
+                self.categorical_ = self._categorical_mask(None, X.shape[1])
             elif X.shape[1] != self.n_features_in_:
                 raise ValueError(f"X has {X.shape[1]} features, but QuantileBinner is expecting "
                                  f"{self.n_features_in_} features as input.")
-            return X
-        X = validate_data(self, X, reset=reset, dtype=(np.float64, np.float32), ensure_all_finite="allow-nan")
+            if self.categorical_.any():
+                raise ValueError("category columns need host (NumPy or pandas) input; CuPy input has none")
+            return X, None
+        if _issparse(X):
+            X = _sparse_to_dense(X)
+        if getattr(X, "ndim", 2) == 1 and hasattr(X, "to_frame"):  # a pandas Series: one column, as XGBoost reads it
+            X = X.to_frame()
+        dtypes = getattr(X, "dtypes", None)
+        is_cat = None
+        if dtypes is not None and hasattr(X, "iloc") and getattr(X, "ndim", 2) == 2:
+            import pandas as pd
+
+            is_cat = np.array([isinstance(dt, pd.CategoricalDtype) for dt in dtypes], bool)
+        shape = getattr(X, "shape", None)
+        width = int(shape[1]) if shape is not None and len(shape) == 2 else None
+        mask = self._categorical_mask(is_cat, width) if reset else self.categorical_
+        if mask is None or not mask.any():
+            # inf is checked below with XGBoost's error; 0 rows are refused by fit only (sklearn's convention)
+            X = validate_data(self, X, reset=reset, dtype=(np.float64, np.float32), ensure_all_finite=False,
+                              ensure_min_samples=1 if reset else 0)
+            if reset:
+                self.categorical_ = np.zeros(X.shape[1], bool)
+            self._check_inf(X)
+            return X, None
+        return self._validate_mixed(X, mask, is_cat, reset)
+
+    def _categorical_mask(self, is_cat, d):
+        """The bool mask of category columns from categorical_features (None: decide once the width is known)."""
+        cf = self.categorical_features
+        if cf is None:
+            return None if d is None else np.zeros(d, bool)
+        if isinstance(cf, str):
+            if cf != "from_dtype":
+                raise ValueError(f'categorical_features must be "from_dtype", None, a bool mask or column indices, '
+                                 f"got {cf!r}")
+            if is_cat is not None:
+                return is_cat
+            return None if d is None else np.zeros(d, bool)
+        arr = np.asarray(cf)
+        width = d if d is not None else (is_cat.size if is_cat is not None else None)
+        if arr.dtype == bool:
+            if width is not None and arr.size != width:
+                raise ValueError(f"categorical_features has {arr.size} entries, X has {width} columns")
+            return arr.reshape(-1).copy()
+        if width is None:
+            return None
+        if arr.size and (arr.dtype.kind not in "iu" or arr.min() < -width or arr.max() >= width):
+            raise ValueError(f"categorical_features must index the {width} columns of X, got {cf!r}")
+        out = np.zeros(width, bool)
+        out[arr.reshape(-1)] = True
+        return out
+
+    def _validate_mixed(self, X, mask, is_cat, reset):
+        import pandas as pd
+
+        frame = hasattr(X, "iloc")
+        if frame:
+            _check_feature_names(self, X, reset=reset)
+            _check_n_features(self, X, reset=reset)
+            cols = list(X.columns)
+        else:
+            X = check_array(X, dtype=(np.float64, np.float32), ensure_all_finite=False, ensure_min_samples=int(reset))
+            _check_n_features(self, X, reset=reset)
+        if mask is None:  # integer indices given before the width was known
+            mask = self._categorical_mask(is_cat, X.shape[1])
+        if mask.size != X.shape[1]:
+            raise ValueError(f"categorical_features has {mask.size} entries, X has {X.shape[1]} columns")
+        if reset:
+            self.categorical_ = mask
+            self.categories_ = {}
+        num = np.flatnonzero(~mask)
+        if frame:
+            Xn = check_array(X.iloc[:, num], dtype=(np.float64, np.float32), ensure_all_finite=False,
+                             ensure_min_features=0, ensure_min_samples=int(reset)) if num.size \
+                else np.zeros((X.shape[0], 0), np.float32)
+        else:
+            Xn = X[:, num]
+        self._check_inf(Xn)
+        codes = np.empty((X.shape[0], int(mask.sum())), np.float64)
+        for k, j in enumerate(np.flatnonzero(mask)):
+            if frame and is_cat is not None and j < is_cat.size and is_cat[j]:
+                col = X.iloc[:, j]
+                if reset:
+                    self.categories_[int(j)] = col.dtype
+                    c = col.cat.codes.to_numpy()
+                else:
+                    dt = self.categories_.get(int(j))
+                    if dt is None:
+                        raise ValueError(f"column {cols[j]!r} is a category column now but was numeric in fit")
+                    c = pd.Categorical(col, dtype=dt).codes  # re-coded by label; unseen labels -> -1
+                codes[:, k] = np.where(c < 0, np.nan, c)
+            else:
+                v = np.asarray(X.iloc[:, j] if frame else X[:, j], np.float64)
+                ok = ~np.isnan(v)
+                if (v[ok] < 0).any() or (v[ok] != np.floor(v[ok])).any() or np.isinf(v[ok]).any():
+                    raise ValueError(f"category column {j} must hold non-negative integer codes (NaN missing)")
+                if not reset and int(j) in self.categories_:
+                    raise ValueError(f"column {cols[j]!r} was a pandas category column in fit")
+                codes[:, k] = v
+        return Xn, codes
+
+    @staticmethod
+    def _check_inf(X):
         if np.isinf(X).any():
-            raise ValueError("Input X contains infinity; encode missing values as NaN (inf is not a valid value)")
-        return X
+            raise XGBoostError("Input data contains `inf` or a value too large, while `missing` is not set to `inf` "
+                               "(XGBoost refuses it; encode missing values as NaN)")
 
     @staticmethod
     def _weights(X, sample_weight):
@@ -119,9 +246,12 @@ class QuantileBinner(TransformerMixin, BaseEstimator):
 
     # ---------------------------------------------------------------------------------------------- fitting
     def fit(self, X, y=None, sample_weight=None):
-        """Sketch X and compute the cuts."""
+        """Sketch the numeric columns of X and compute the cuts (category columns: the codes present)."""
         self._check_params()
-        X = self._validate(X, reset=True)
+        for a in ("sketch_", "_codes_seen"):
+            self.__dict__.pop(a, None)
+        X, codes = self._validate(X, reset=True)
+        self._note_codes(codes, sample_weight)
         if self.method == "exact":
             self.sketch_ = None
             w = self._weights(X, None if sample_weight is None else to_numpy(sample_weight))
@@ -135,12 +265,25 @@ class QuantileBinner(TransformerMixin, BaseEstimator):
         if self.method == "exact":
             raise ValueError('partial_fit needs a sketch: method="exact" sorts all data at once; use fit')
         first = not hasattr(self, "sketch_") or self.sketch_ is None
-        X = self._validate(X, reset=first)
+        X, codes = self._validate(X, reset=first)
+        self._note_codes(codes, sample_weight, reset=first)
         sk = self._sketch(X, sample_weight)
         return self.fit_sketch(sk if first else self.sketch_.merge(sk))
 
+    def _note_codes(self, codes, sample_weight, reset: bool = True):
+        """Keep the sorted category codes present (positive weight) per category column, unioned over batches."""
+        if reset or not hasattr(self, "_codes_seen"):
+            self._codes_seen = [np.zeros(0) for _ in range(0 if codes is None else codes.shape[1])]
+        if codes is None:
+            return
+        w = None if sample_weight is None else np.asarray(to_numpy(sample_weight), np.float64).reshape(-1)
+        for k in range(codes.shape[1]):
+            c = codes[:, k]
+            ok = ~np.isnan(c) if w is None else ~np.isnan(c) & (w > 0)
+            self._codes_seen[k] = np.union1d(self._codes_seen[k], c[ok])
+
     def fit_sketch(self, sk: MomentSketch):
-        """Fit from a ready sketch (e.g. merged from partitions or deserialised)."""
+        """Fit from a ready sketch (e.g. merged from partitions or deserialised) of the numeric columns."""
         return self._fit_sketch(sk)
 
     def _fit_sketch(self, sk: MomentSketch, data=None, sample_weight=None):
@@ -148,36 +291,107 @@ class QuantileBinner(TransformerMixin, BaseEstimator):
         self._check_params()
         if self.method == "exact":
             raise ValueError('fit_sketch needs method "maxent" or "legendre"')
+        mask = getattr(self, "categorical_", None)
+        n_num = sk.n_features if mask is None else int((~mask).sum())
         if not hasattr(self, "n_features_in_"):
             self.n_features_in_ = sk.n_features
-        elif sk.n_features != self.n_features_in_:
-            raise ValueError(f"sketch has {sk.n_features} features, the binner expects {self.n_features_in_}")
+            self.categorical_ = np.zeros(sk.n_features, bool)
+        elif sk.n_features != n_num:
+            raise ValueError(f"sketch has {sk.n_features} features, the binner expects {n_num} numeric features")
         if sk.n_moments != self.n_moments:
             raise ValueError(f"sketch has {sk.n_moments} moments, the binner has n_moments={self.n_moments}")
         self.sketch_ = sk
         names = getattr(self, "feature_names_in_", None)
-        return self._set_cuts(cut_points(sk, int(self.max_bin), self.method, data=data, sample_weight=sample_weight,
-                                         feature_names=names))
+        if names is not None:
+            names = np.asarray(names)[~self.categorical_]
+        cuts = cut_points(sk, int(self.max_bin), self.method, data=data, sample_weight=sample_weight,
+                          feature_names=names)
+        if data is None and sk.sample is not None:
+            self._warn_thin_sample(sk, cuts, names)
+        return self._set_cuts(cuts)
+
+    def _warn_thin_sample(self, sk: MomentSketch, cuts: Cuts, names) -> None:
+        """Streaming fits keep only the row sample: name the columns whose cuts rest on fewer sampled values than
+        max_bin (from the sample directly, or moment cuts checked against too few values to catch a crowded bin)."""
+        mb = int(self.max_bin)
+        thin = []
+        for j in range(sk.n_features):
+            if cuts.source is None or cuts.source[j] not in ("sample", "moments"):
+                continue
+            k = int(sk.sample.column(j)[0].size)
+            if k < mb:
+                thin.append(f"{names[j] if names is not None else f'f{j}'} ({k} values, {cuts.source[j]})")
+        if thin:
+            warnings.warn(f"the row sample holds fewer than max_bin={mb} values of {len(thin)} feature(s), so their "
+                          f"cuts rest on too few values to be checked or placed well (mostly missing columns): "
+                          f"{thin[:20]}; fit on all data, or raise n_sample", SketchFallbackWarning, stacklevel=3)
 
     def _set_cuts(self, cuts: Cuts):
+        mask = getattr(self, "categorical_", None)
+        if mask is not None and mask.any():
+            cuts = self._with_categories(cuts, mask)
         self.cuts_ = cuts
         edges = np.empty(cuts.n_features, dtype=object)
+        n_bins = np.empty(cuts.n_features, np.int64)
+        cat_k = np.cumsum(mask) - 1 if mask is not None else None
         for j, c in enumerate(cuts.values):
-            edges[j] = np.concatenate([[cuts.vmin[j]], c, [cuts.vmax[j]]]).astype(np.float64)
+            if mask is not None and mask[j]:
+                n_cat = self._n_categories(j, cat_k[j])
+                edges[j] = np.arange(n_cat + 1, dtype=np.float64) - 0.5  # bin k holds code k: centre k
+                n_bins[j] = n_cat
+            else:
+                edges[j] = np.concatenate([[cuts.vmin[j]], c, [cuts.vmax[j]]]).astype(np.float64)
+                n_bins[j] = c.size + 1
         self.bin_edges_ = edges
-        self.n_bins_ = cuts.n_bins
+        self.n_bins_ = n_bins
         return self
+
+    def _n_categories(self, j: int, k: int) -> int:
+        dt = getattr(self, "categories_", {}).get(int(j))
+        if dt is not None:
+            return len(dt.categories)
+        seen = self._codes_seen[k]
+        return int(seen.max()) + 1 if seen.size else 0
+
+    def _with_categories(self, cuts: Cuts, mask: np.ndarray) -> Cuts:
+        """Numeric cuts spread back to their columns; category columns get the codes present, source "category"."""
+        d = mask.size
+        num = np.flatnonzero(~mask)
+        values: list = [None] * d
+        vmin = np.full(d, np.nan, np.float32)
+        vmax = np.full(d, np.nan, np.float32)
+        exact = np.ones(d, bool)
+        source = np.full(d, "category", object)
+        for r, j in enumerate(num):
+            values[j] = cuts.values[r]
+            vmin[j], vmax[j], exact[j] = cuts.vmin[r], cuts.vmax[r], cuts.exact[r]
+            if cuts.source is not None:
+                source[j] = cuts.source[r]
+        for k, j in enumerate(np.flatnonzero(mask)):
+            seen = self._codes_seen[k].astype(np.float32)
+            values[j] = seen
+            if seen.size:
+                vmin[j], vmax[j] = seen[0], seen[-1]
+        return Cuts(values, vmin, vmax, exact, source)
 
     # -------------------------------------------------------------------------------------------- transform
     def transform(self, X):
-        """Integer bin codes (int32): bin j holds cut_{j} <= x < cut_{j+1} (XGBoost's rule); NaN gives -1."""
+        """Integer bin codes (int32): bin j holds cut_{j} <= x < cut_{j+1} (XGBoost's rule); NaN gives -1. A category
+        column gives its category code (re-coded by label against fit's categories; unseen or missing: -1)."""
         check_is_fitted(self, "cuts_")
-        X = to_numpy(self._validate(X, reset=False))
-        out = np.empty(X.shape, np.int32)
-        for j, c in enumerate(self.cuts_.values):
-            x = X[:, j].astype(np.float32)
+        Xn, codes = self._validate(X, reset=False)
+        Xn = to_numpy(Xn)
+        mask = self.categorical_
+        out = np.empty((Xn.shape[0], mask.size), np.int32)
+        num = np.flatnonzero(~mask)
+        for r, j in enumerate(num):
+            c = self.cuts_.values[j]
+            x = Xn[:, r].astype(np.float32)
             code = np.searchsorted(c, x, side="right").astype(np.int32)
             out[:, j] = np.where(np.isnan(x), -1, code)
+        for k, j in enumerate(np.flatnonzero(mask)):
+            c = codes[:, k]
+            out[:, j] = np.where(np.isnan(c), -1, np.nan_to_num(c)).astype(np.int32)
         return out
 
     def inverse_transform(self, X):
@@ -200,3 +414,22 @@ class QuantileBinner(TransformerMixin, BaseEstimator):
         from sklearn.utils.validation import _check_feature_names_in
 
         return _check_feature_names_in(self, input_features)
+
+
+def _issparse(X) -> bool:
+    try:
+        import scipy.sparse as sp
+    except ImportError:  # pragma: no cover - scipy is a dependency of scikit-learn
+        return False
+    return sp.issparse(X)
+
+
+def _sparse_to_dense(X) -> np.ndarray:
+    """A scipy sparse matrix as XGBoost reads it: stored entries are values (a stored 0.0 is 0.0), absent ones NaN."""
+    import scipy.sparse as sp
+
+    coo = sp.coo_matrix(X)
+    dtype = np.float32 if coo.dtype == np.float32 else np.float64
+    out = np.full(coo.shape, np.nan, dtype)
+    out[coo.row, coo.col] = coo.data
+    return out

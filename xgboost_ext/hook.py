@@ -5,6 +5,7 @@ from typing import Any
 
 import numpy as np
 import xgboost as xgb
+from xgboost.core import XGBoostError
 
 from hitml.kernels.device import is_cupy_array
 from hitml.kernels.sketch.cuts import Cuts
@@ -19,11 +20,18 @@ def _cuts_of(binner_or_cuts) -> tuple[Cuts, int]:
     return cuts, int(binner_or_cuts.max_bin)
 
 
+def _is_category(cuts: Cuts) -> np.ndarray:
+    src = cuts.source if cuts.source is not None else np.full(cuts.n_features, "", object)
+    return np.array([s == "category" for s in src], bool)
+
+
 def reference_matrix(binner_or_cuts) -> np.ndarray:
     """The (max_bin, d) float32 matrix whose column j is [min_j, cut_j1, ..., cut_jk] padded with NaN.
 
     XGBoost sketches a column with at most max_bin distinct values into exactly "every distinct value but the
-    first" plus a sentinel above the last, so a QuantileDMatrix built with this as ``ref`` has our cuts.
+    first" plus a sentinel above the last, so a QuantileDMatrix built with this as ``ref`` has our cuts. A category
+    column holds the category codes present in the training data (XGBoost's own categorical cuts); the matrix has
+    more than max_bin rows where a category column has more categories.
 
     Parameters
     ----------
@@ -55,8 +63,13 @@ def reference_matrix(binner_or_cuts) -> np.ndarray:
     (16, 2)
     """
     cuts, max_bin = _cuts_of(binner_or_cuts)
-    R = np.full((max_bin, cuts.n_features), np.nan, np.float32)
+    cat = _is_category(cuts)
+    rows = max([max_bin] + [cuts.values[j].size for j in np.flatnonzero(cat)])
+    R = np.full((rows, cuts.n_features), np.nan, np.float32)
     for j, c in enumerate(cuts.values):
+        if cat[j]:
+            R[: c.size, j] = c
+            continue
         if np.isnan(cuts.vmin[j]):
             continue
         if c.size + 1 > max_bin:
@@ -68,6 +81,9 @@ def reference_matrix(binner_or_cuts) -> np.ndarray:
 
 def reference_dmatrix(binner_or_cuts, **kwargs: Any) -> xgb.DMatrix:
     """A small DMatrix to pass as ``ref=`` to ``xgboost.QuantileDMatrix`` so that XGBoost uses our cuts.
+
+    With category columns: a DataFrame carrying the binner's pandas categories (codes as in the training frame),
+    or, for code columns given by index, feature_types "c", so that XGBoost reads them as it reads the data.
 
     Parameters
     ----------
@@ -97,7 +113,32 @@ def reference_dmatrix(binner_or_cuts, **kwargs: Any) -> xgb.DMatrix:
     >>> dm = xgb.QuantileDMatrix(X, ref=reference_dmatrix(binner), max_bin=16)
     >>> check_cuts(dm, binner)
     """
-    return xgb.DMatrix(reference_matrix(binner_or_cuts), **kwargs)
+    R = reference_matrix(binner_or_cuts)
+    cuts, _ = _cuts_of(binner_or_cuts)
+    cat = _is_category(cuts)
+    if not cat.any():
+        return xgb.DMatrix(R, **kwargs)
+    kwargs.setdefault("enable_categorical", True)
+    dtypes = getattr(binner_or_cuts, "categories_", {}) or {}
+    if dtypes:
+        import pandas as pd
+
+        names = getattr(binner_or_cuts, "feature_names_in_", None)
+        names = list(names) if names is not None else [f"f{j}" for j in range(R.shape[1])]
+        cols = {}
+        for j in range(R.shape[1]):
+            if j in dtypes:
+                codes = np.where(np.isnan(R[:, j]), -1, np.nan_to_num(R[:, j])).astype(np.int64)
+                cols[j] = pd.Categorical.from_codes(codes, dtype=dtypes[j])
+            else:
+                cols[j] = R[:, j]
+        frame = pd.DataFrame(cols)
+        frame.columns = names
+        kwargs.pop("feature_names", None)
+        return xgb.DMatrix(frame, **kwargs)
+    if kwargs.get("feature_types") is None:
+        kwargs["feature_types"] = ["c" if c else "q" for c in cat]
+    return xgb.DMatrix(R, **kwargs)
 
 
 def quantile_dmatrix(X, label=None, *, binner, **kwargs: Any) -> xgb.QuantileDMatrix:
@@ -106,7 +147,8 @@ def quantile_dmatrix(X, label=None, *, binner, **kwargs: Any) -> xgb.QuantileDMa
     Parameters
     ----------
     X : array-like of shape (n_samples, n_features)
-        NumPy, pandas or CuPy; NaN is missing.
+        NumPy, pandas, scipy sparse or CuPy; NaN (and an absent sparse entry) is missing. Category columns
+        (pandas ``category``, with ``enable_categorical=True``) keep XGBoost's own categorical bins.
     label : array-like, optional
         As in ``xgboost.QuantileDMatrix``.
     binner : QuantileBinner or hitml.kernels.sketch.Cuts
@@ -147,10 +189,11 @@ def quantile_dmatrix(X, label=None, *, binner, **kwargs: Any) -> xgb.QuantileDMa
     mb = kwargs.pop("max_bin", max_bin)
     if mb != max_bin:
         raise ValueError(f"max_bin={mb} differs from the binner's max_bin={max_bin}")
-    n_feat = X.shape[1]
-    if n_feat != cuts.n_features:
-        raise ValueError(f"X has {n_feat} features, the binner was fitted on {cuts.n_features}")
-    ref = reference_dmatrix(cuts, feature_names=kwargs.get("feature_names"))
+    shape = getattr(X, "shape", None)
+    if shape is not None and len(shape) == 2 and shape[1] != cuts.n_features:  # other shapes: XGBoost's own error
+        raise XGBoostError(f"X has {shape[1]} features, the binner was fitted on {cuts.n_features}")
+    ref_kw = {k: kwargs[k] for k in ("feature_names", "feature_types", "enable_categorical") if k in kwargs}
+    ref = reference_dmatrix(binner, **ref_kw)
     return xgb.QuantileDMatrix(X, label, ref=ref, max_bin=max_bin, **kwargs)
 
 
@@ -193,14 +236,45 @@ def snap(X, binner_or_cuts):
     True
     """
     cuts, _ = _cuts_of(binner_or_cuts)
+    cat = _is_category(cuts)
+    if hasattr(X, "iloc") and cat.any():  # a frame with category columns: those stay as they are
+        if X.shape[1] != cuts.n_features:
+            raise ValueError(f"X must be 2-D with {cuts.n_features} features, got shape {X.shape}")
+        num = np.flatnonzero(~cat)
+        sub = Cuts([cuts.values[j] for j in num], cuts.vmin[num], cuts.vmax[num], cuts.exact[num])
+        out = X.copy()
+        snapped = snap(np.asarray(X.iloc[:, num], np.float32), sub)
+        for r, j in enumerate(num):
+            out[out.columns[j]] = snapped[:, r]
+        return out
+    if cat.any():
+        raise ValueError("snap reads category columns from a DataFrame (pandas category dtype) only")
+    import scipy.sparse as sp
+
+    if sp.issparse(X):  # stored entries snapped, absent ones stay absent (missing, as XGBoost reads them)
+        out = sp.csc_matrix(X, dtype=np.float32, copy=True)
+        if out.shape[1] != cuts.n_features:
+            raise ValueError(f"X must be 2-D with {cuts.n_features} features, got shape {out.shape}")
+        out.data = out.data.copy()
+        for j, c in enumerate(cuts.values):
+            a, b = out.indptr[j], out.indptr[j + 1]
+            col = out.data[a:b]
+            lows = np.concatenate([[cuts.vmin[j]], c]).astype(np.float32)
+            k = np.minimum(np.searchsorted(c, col, side="right"), lows.size - 1)
+            out.data[a:b] = np.where(np.isnan(col), np.float32(np.nan), lows[k])
+        return out.tocsr() if sp.isspmatrix_csr(X) or getattr(X, "format", "") == "csr" else out
     if is_cupy_array(X):
         import cupy as xp
     else:
         xp = np
         X = np.asarray(X)
+        if X.ndim == 1 and cuts.n_features == 1:  # a 1-D input is one column to XGBoost
+            X = X[:, None]
     if X.ndim != 2 or X.shape[1] != cuts.n_features:
         raise ValueError(f"X must be 2-D with {cuts.n_features} features, got shape {X.shape}")
     X = X.astype(xp.float32, copy=False)
+    if bool(xp.isinf(X).any()):
+        raise XGBoostError("Input data contains `inf` or a value too large, while `missing` is not set to `inf`")
     out = xp.empty_like(X)
     for j, c in enumerate(cuts.values):
         lows = xp.asarray(np.concatenate([[cuts.vmin[j]], c]).astype(np.float32))

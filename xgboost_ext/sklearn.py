@@ -5,8 +5,11 @@ import inspect
 import textwrap
 from typing import Any
 
+import numpy as np
 import xgboost as xgb
 from sklearn.base import clone
+
+from hitml.kernels.sketch import MomentSketch
 
 from .binner import QuantileBinner
 from .hook import reference_dmatrix
@@ -26,8 +29,18 @@ class _BinnedMixin:
             binner = clone(self.binner)
         if self.max_bin is not None and self.max_bin != binner.max_bin:
             raise ValueError(f"max_bin={self.max_bin} differs from the binner's max_bin={binner.max_bin}")
-        self.binner_ = binner.fit(X, sample_weight=sample_weight)
-        self._hitml_ref = reference_dmatrix(self.binner_)
+        ft = self.feature_types
+        if ft is not None and not hasattr(X, "iloc") and isinstance(binner.categorical_features, str):
+            # category codes marked by feature_types="c" (NumPy or sparse input) are XGBoost's to bin
+            binner.set_params(categorical_features=np.array([t == "c" for t in ft], bool))
+        if getattr(X, "shape", (1,))[0] == 0 and getattr(X, "ndim", 2) == 2:
+            # XGBoost trains on 0 rows; a scikit-learn transformer refuses them: the binner gets a sketch of nothing
+            binner.n_features_in_ = X.shape[1]
+            self.binner_ = binner.fit_sketch(MomentSketch.empty(X.shape[1], binner.n_moments, int(binner.max_bin),
+                                                                binner.n_sample))
+        else:
+            self.binner_ = binner.fit(X, sample_weight=sample_weight)
+        self._hitml_ref = reference_dmatrix(self.binner_, feature_types=ft if not hasattr(X, "iloc") else None)
         try:
             return super().fit(X, y, sample_weight=sample_weight, **fit_kwargs)
         finally:

@@ -8,6 +8,7 @@ from .sample import N_SAMPLE, RowSample, check_n_sample
 from .state import MomentSketch, _check_n_moments, _prepare_input
 
 BLOCK_ROWS = 2048
+COL_CHUNK = 256
 
 
 @nb.njit(cache=True, inline="always")
@@ -46,58 +47,83 @@ def _merge_into(W, mu, M, wb, mb, Mb, l):
 
 @nb.njit(cache=True, parallel=True)
 def _block_partials(X, w, has_w, l, block_rows):
+    """Per block of rows: weight, mean, central sums M2..Ml, min and max of every column.
+
+    Rows outer, columns inner: the inner loops run over a row's contiguous values for all columns at once (they
+    vectorise), while each column still sums its rows in row order, so the sums are the same bits as a column-by-
+    column loop. A missing value adds +0.0 to the central sums, which leaves them unchanged.
+    """
     n, d = X.shape
     nblk = (n + block_rows - 1) // block_rows
+    ncc = (d + COL_CHUNK - 1) // COL_CHUNK  # column chunks: a wide frame's few row blocks still fill every thread
     part = np.zeros((nblk, d, l + 3))
-    bad = np.zeros(nblk, np.int64)
-    for bi in nb.prange(nblk):
-        r0 = bi * block_rows
-        r1 = min(n, r0 + block_rows)
+    bad = np.zeros(nblk * ncc, np.int64)
+    for task in nb.prange(nblk * ncc):
+        bi = task // ncc
+        c0 = (task % ncc) * COL_CHUNK
+        c1 = min(d, c0 + COL_CHUNK)
+        _block_chunk(X, w, has_w, l, bi * block_rows, min(n, (bi + 1) * block_rows), c0, c1, part[bi], bad, task)
+    return part, bad.reshape(nblk, ncc).sum(axis=1)
+
+
+@nb.njit(cache=True)
+def _block_chunk(X, w, has_w, l, r0, r1, c0, c1, out, bad, task):
+    """_block_partials for rows [r0, r1) and columns [c0, c1): every column sums its rows in row order."""
+    d = c1 - c0
+    W = np.zeros(d)
+    S = np.zeros(d)  # sum of w (x - x0), shifted by the block's first value so offset data keeps its digits
+    x0 = np.full(d, np.nan)
+    lo = np.full(d, np.inf)
+    hi = np.full(d, -np.inf)
+    for r in range(r0, r1):
+        wr = w[r] if has_w else 1.0
         for j in range(d):
-            W = 0.0
-            S = 0.0  # sum of w (x - x0), shifted by the block's first value so offset data keeps its digits
-            x0 = np.nan
-            lo = np.inf
-            hi = -np.inf
-            for r in range(r0, r1):
-                x = np.float64(X[r, j])
-                if np.isnan(x):
-                    continue
-                if np.isinf(x):
-                    bad[bi] = 1
-                    continue
-                wr = w[r] if has_w else 1.0
-                if wr <= 0.0:
-                    continue
-                if np.isnan(x0):
-                    x0 = x
-                W += wr
-                S += wr * (x - x0)
-                if x < lo:
-                    lo = x
-                if x > hi:
-                    hi = x
-            p = part[bi, j]
-            if W <= 0.0:
-                p[l + 1] = np.nan
-                p[l + 2] = np.nan
+            x = np.float64(X[r, c0 + j])
+            if np.isnan(x):
                 continue
-            m = x0 + S / W
-            for r in range(r0, r1):
-                x = np.float64(X[r, j])
-                if not np.isfinite(x):
-                    continue
-                wr = w[r] if has_w else 1.0
-                dl = x - m
-                t = wr * dl * dl
-                for k in range(l - 1):
-                    p[2 + k] += t
-                    t *= dl
-            p[0] = W
-            p[1] = m
-            p[l + 1] = lo
-            p[l + 2] = hi
-    return part, bad
+            if np.isinf(x):
+                bad[task] = 1
+                continue
+            if wr <= 0.0:
+                continue
+            if np.isnan(x0[j]):
+                x0[j] = x
+            W[j] += wr
+            S[j] += wr * (x - x0[j])
+            if x < lo[j]:
+                lo[j] = x
+            if x > hi[j]:
+                hi[j] = x
+    m = np.zeros(d)
+    for j in range(d):
+        if W[j] > 0.0:
+            m[j] = x0[j] + S[j] / W[j]
+    acc = np.zeros((l - 1, d))
+    t = np.empty(d)
+    dl = np.empty(d)
+    for r in range(r0, r1):
+        wr = w[r] if has_w else 1.0
+        for j in range(d):
+            x = np.float64(X[r, c0 + j])
+            ok = np.isfinite(x) and W[j] > 0.0
+            dl[j] = x - m[j] if ok else 0.0
+            t[j] = wr * dl[j] * dl[j] if ok else 0.0
+        for k in range(l - 1):
+            for j in range(d):
+                acc[k, j] += t[j]
+                t[j] *= dl[j]
+    for j in range(d):
+        p = out[c0 + j]
+        if W[j] <= 0.0:
+            p[l + 1] = np.nan
+            p[l + 2] = np.nan
+            continue
+        for k in range(l - 1):
+            p[2 + k] = acc[k, j]
+        p[0] = W[j]
+        p[1] = m[j]
+        p[l + 1] = lo[j]
+        p[l + 2] = hi[j]
 
 
 @nb.njit(cache=True, parallel=True)

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .robust import ATOM_SCREEN, SketchFallbackWarning, _finish, quantile_cuts, sample_screen
+from .robust import (ATOM_SCREEN, SketchFallbackWarning, _finish, finish_rows, quantile_cuts, quantile_cuts_columns,
+                     sample_screen, sort_sample)
 from .solvers import METHODS, quantiles
 from .state import MomentSketch
 
@@ -127,19 +128,39 @@ def cut_points(sk: MomentSketch, max_bin: int = 256, method: str = "maxent", *, 
     failed = []
     if approx.size:
         phis = np.arange(1, max_bin - 1) / (max_bin - 1)
-        sub = MomentSketch(sk.weight[approx], sk.mean[approx], sk.M[approx], sk.vmin[approx], sk.vmax[approx],
-                           sk.distinct[approx, :0], sk.n_distinct[approx])
-        Q = quantiles(sub, phis, method)
         screen = (ATOM_SCREEN if data is not None else 1.0) / max_bin
-        moment = [_finish(Q[r], lo32[j], hi32[j], max_bin) for r, j in enumerate(approx)]
-        if sk.sample is not None:  # one vectorised check of every column on the sample
-            atom, crowded = sample_screen(sk.sample.x[:, approx], sk.sample.w, moment, screen, max_bin)
+        # point masses first: their columns take quantile cuts whatever the moments say, so they are not solved
+        pre = None
+        if sk.sample is not None:
+            xa = sk.sample.x[:, approx]
+            pre = sort_sample(xa, sk.sample.w)  # equal weights: one sort of each column serves both checks
+            atom, _ = sample_screen(xa, sk.sample.w, None, screen, max_bin, bins=False, presorted=pre)
         else:
-            atom, crowded = np.full(approx.size, data is not None), np.zeros(approx.size, bool)
+            atom = np.full(approx.size, data is not None)
+        solve = approx[~atom]
+        crowded = np.zeros(approx.size, bool)
+        moment: dict[int, np.ndarray] = {}
+        if solve.size:
+            sub = MomentSketch(sk.weight[solve], sk.mean[solve], sk.M[solve], sk.vmin[solve], sk.vmax[solve],
+                               sk.distinct[solve, :0], sk.n_distinct[solve])
+            Q = quantiles(sub, phis, method)
+            moment = dict(zip(solve.tolist(), finish_rows(Q, lo32[solve], hi32[solve])))
+            if sk.sample is not None:  # one check of every solved column on the sample
+                sub_pre = None if pre is None else (pre[0][~atom], pre[1][~atom])
+                _, crowded[~atom] = sample_screen(sk.sample.x[:, solve], sk.sample.w, list(moment.values()), screen,
+                                                  max_bin, atoms=False, presorted=sub_pre)
         failed = [int(j) for j in approx[~atom & crowded]]
+        from_data = approx[atom | crowded] if data is not None else approx[:0]
+        if from_data.size and sample_weight is None and isinstance(data, np.ndarray):  # all at once, in parallel
+            for j, v in zip(from_data, quantile_cuts_columns(data, from_data, max_bin, lo32[from_data],
+                                                             hi32[from_data])):
+                values[j] = v
+                source[j] = "data"
         for r, j in enumerate(approx):
             if not (atom[r] or crowded[r]):
-                values[j] = moment[r]
+                values[j] = moment[int(j)]
+            elif values[j] is not None:
+                continue
             elif data is not None:
                 values[j] = quantile_cuts(data[:, j], sample_weight, max_bin, lo32[j], hi32[j], _xp(data))
                 source[j] = "data"

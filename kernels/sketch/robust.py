@@ -3,6 +3,7 @@ occupancy on the sketch's row sample, and columns the moments cannot resolve get
 quantile cuts, with a SketchFallbackWarning naming them."""
 from __future__ import annotations
 
+import numba as nb
 import numpy as np
 
 GUARD_Z = 5.0  # a bin fails when its sampled share exceeds the ideal by 5 sd: ~1e-5 false alarms per column
@@ -21,6 +22,8 @@ def _as_f32_sorted(x, w, xp):
         w = xp.asarray(w, dtype=xp.float64)
         ok &= w > 0
     x = x[ok].astype(xp.float32)
+    if w is None and xp is np:  # equal weights: the sorted values suffice (stable: -0.0, +0.0 keep their order)
+        return np.sort(x, kind="stable"), None
     order = xp.argsort(x, kind="stable") if xp is np else xp.argsort(x)
     return x[order], (None if w is None else w[ok][order])
 
@@ -28,6 +31,12 @@ def _as_f32_sorted(x, w, xp):
 def quantile_cuts(x, w, max_bin: int, lo: float, hi: float, xp=np) -> np.ndarray:
     """float32 cuts of one column from its values: every value holding more than 1/max_bin of the weight gets a bin
     of its own ([a, nextafter(a))), the rest equal-weight quantiles; the last cut is hi (the maximum)."""
+    if w is None and xp is np:  # the unweighted host case in one compiled pass (wide frames have many such columns)
+        q, atoms, per_atom = _quantile_cuts_unweighted(np.asarray(x), int(max_bin))
+        if q is None or not hi > lo:
+            return np.zeros(0, np.float32)
+        nxt = np.nextafter(atoms, np.float32(np.inf)).astype(np.float32) if per_atom == 2 else atoms[:0]
+        return _finish(np.concatenate([q, atoms, nxt]), lo, hi, max_bin)
     xs, ws = _as_f32_sorted(x, w, xp)
     if xs.size == 0 or not hi > lo:
         return np.zeros(0, np.float32)
@@ -56,6 +65,115 @@ def quantile_cuts(x, w, max_bin: int, lo: float, hi: float, xp=np) -> np.ndarray
     return _finish(np.concatenate([q, atoms, nxt]), lo, hi, max_bin)
 
 
+def _quantile_cuts_unweighted(x: np.ndarray, max_bin: int):
+    """(quantile candidates, atoms, cuts per atom) of quantile_cuts for equal weights; (None, None, 0) if empty."""
+    q, atoms, per_atom, n = _qc_kernel(np.ascontiguousarray(x).reshape(-1), max_bin)
+    return (None, None, 0) if n == 0 else (q, atoms, per_atom)
+
+
+def quantile_cuts_columns(X: np.ndarray, cols: np.ndarray, max_bin: int, lo: np.ndarray,
+                          hi: np.ndarray) -> list[np.ndarray]:
+    """quantile_cuts of the unweighted host columns X[:, cols] (lo / hi per listed column), on the solver's thread
+    pool: the same bytes as one quantile_cuts call per column."""
+    from ._newton import run_features
+
+    k = cols.size
+    q = np.empty((k, max_bin), np.float32)
+    atoms = np.empty((k, max_bin), np.float32)
+    counts = np.zeros((k, 4), np.int64)  # quantiles, atoms, cuts per atom, finite values
+    run_features(_qc_range, k, X, np.ascontiguousarray(cols, np.int64), int(max_bin), q, atoms, counts)
+    out = []
+    for r in range(k):
+        nq, na, per_atom, n = counts[r]
+        if n == 0 or not hi[r] > lo[r]:
+            out.append(np.zeros(0, np.float32))
+            continue
+        at = atoms[r, :na]
+        nxt = np.nextafter(at, np.float32(np.inf)).astype(np.float32) if per_atom == 2 else at[:0]
+        out.append(_finish(np.concatenate([q[r, :nq], at, nxt]), lo[r], hi[r], max_bin))
+    return out
+
+
+@nb.njit(cache=True, nogil=True)
+def _qc_range(X, cols, max_bin, q, atoms, counts, j0, j1):
+    for r in range(j0, j1):
+        qq, aa, per_atom, n = _qc_kernel(np.ascontiguousarray(X[:, cols[r]]), max_bin)
+        q[r, : qq.size] = qq
+        atoms[r, : aa.size] = aa
+        counts[r, 0] = qq.size
+        counts[r, 1] = aa.size
+        counts[r, 2] = per_atom
+        counts[r, 3] = n
+
+
+@nb.njit(cache=True, nogil=True)
+def _qc_kernel(x, max_bin):
+    """quantile_cuts' arithmetic for unit weights, operation for operation (the same float64 shares and quantile
+    positions, a stable sort so -0.0 and +0.0 keep their order): finite float32 values sorted; runs holding more than
+    1/max_bin of them are atoms; equal-count quantiles of the rest."""
+    n_all = x.shape[0]
+    v = np.empty(n_all, np.float32)
+    n = 0
+    for i in range(n_all):
+        if not np.isnan(x[i]):
+            v[n] = np.float32(x[i])
+            n += 1
+    empty = np.zeros(0, np.float32)
+    if n == 0:
+        return empty, empty, 0, 0
+    xs = v[:n][np.argsort(v[:n], kind="mergesort")]
+    total = np.float64(n)
+    heavy_starts = np.empty(n, np.int64)
+    run_start = np.empty(n, np.int64)
+    run_len = np.empty(n, np.int64)
+    n_runs = 0
+    n_atoms = 0
+    i = 0
+    while i < n:
+        j = i + 1
+        while j < n and xs[j] == xs[i]:
+            j += 1
+        run_start[n_runs] = i
+        run_len[n_runs] = j - i
+        n_runs += 1
+        if np.float64(j - i) / total > 1.0 / max_bin:
+            heavy_starts[n_atoms] = i
+            n_atoms += 1
+        i = j
+    atoms = np.empty(n_atoms, np.float32)
+    for a in range(n_atoms):
+        atoms[a] = xs[heavy_starts[a]]
+    per_atom = 2 if 2 * n_atoms + 1 < max_bin - 2 else 1
+    xr = np.empty(n, np.float32)
+    L = 0
+    a = 0
+    for r in range(n_runs):
+        s0 = run_start[r]
+        if a < n_atoms and heavy_starts[a] == s0:
+            a += 1
+            continue
+        for t in range(s0, s0 + run_len[r]):
+            xr[L] = xs[t]
+            L += 1
+    m = max_bin - 1 - per_atom * n_atoms
+    if L == 0 or m < 2:
+        return empty, atoms, per_atom, n
+    q = np.empty(m - 1, np.float32)
+    last = np.float64(L)
+    for i in range(1, m):
+        target = np.float64(i) / np.float64(m) * last
+        lo = 0
+        hi = L
+        while lo < hi:  # searchsorted(arange(1, L + 1), target, "left")
+            mid = (lo + hi) >> 1
+            if np.float64(mid + 1) < target:
+                lo = mid + 1
+            else:
+                hi = mid
+        q[i - 1] = xr[min(lo, L - 1)]
+    return q, atoms, per_atom, n
+
+
 def _host(a):
     return a.get() if hasattr(a, "get") else a
 
@@ -67,58 +185,210 @@ def _finish(q: np.ndarray, lo: float, hi: float, max_bin: int) -> np.ndarray:
     return np.append(q, np.float32(hi)).astype(np.float32)
 
 
-def _order_keys(cols: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """uint64 keys that sort by (column, float32 value): the column in the high word, the value's order-preserving
-    bits in the low word (-0.0 as +0.0, so keys compare as the floats do)."""
-    b = (np.asarray(v, np.float32) + np.float32(0)).view(np.uint32).astype(np.uint64)
-    b = np.where(b >> np.uint64(31), ~b & np.uint64(0xFFFFFFFF), b | np.uint64(0x80000000))
-    return (np.asarray(cols, np.uint64) << np.uint64(32)) | b
+def finish_rows(Q: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> list[np.ndarray]:
+    """_finish for every row of Q (k, m) at once, m <= max_bin - 2: row r's float32 values, sorted and deduplicated
+    (the first of equal values kept, as np.unique keeps it), strictly inside (lo[r], hi[r]), then hi[r]."""
+    Q32 = np.sort(np.asarray(Q, np.float32), axis=1)  # NaN last, then dropped by the range test
+    lo32 = np.asarray(lo, np.float32)[:, None]
+    hi32 = np.asarray(hi, np.float32)[:, None]
+    keep = (Q32 > lo32) & (Q32 < hi32)
+    keep[:, 1:] &= Q32[:, 1:] != Q32[:, :-1]
+    Q2 = np.concatenate([Q32, hi32], axis=1)
+    keep = np.concatenate([keep, np.ones((Q32.shape[0], 1), bool)], axis=1)
+    counts = keep.sum(axis=1)
+    return np.split(Q2[keep], np.cumsum(counts)[:-1])
 
 
-def sample_screen(x: np.ndarray, w: np.ndarray, cuts: list[np.ndarray], share: float,
-                  max_bin: int) -> tuple[np.ndarray, np.ndarray]:
+def sort_sample(x: np.ndarray, w: np.ndarray):
+    """For equal row weights: every column's sampled values as sorted order-preserving uint32 keys, (keys (k, m),
+    counts (k,)), to pass to sample_screen as ``presorted`` (one sort serves both checks); None for unequal weights."""
+    from ._newton import run_features
+
+    w = np.ascontiguousarray(w, np.float64)
+    pos = w[w > 0]
+    if pos.size and not (pos == pos[0]).all():
+        return None
+    m, k = x.shape
+    xT = np.ascontiguousarray(np.asarray(x, np.float32).T)
+    keys = np.empty((k, m), np.uint32)
+    n = np.zeros(k, np.int64)
+    run_features(_sort_keys_range, k, xT, xT.view(np.uint32), w, keys, n)
+    return keys, n
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _order_key(bits):
+    """uint32 key of a float32's bits that sorts as the floats do (-0.0 must come as +0.0)."""
+    return ~bits if bits >> np.uint32(31) else bits | np.uint32(0x80000000)
+
+
+@nb.njit(cache=True, nogil=True)
+def _sort_keys_range(xT, xbits, w, keys, n, j0, j1):
+    """LSD radix sort (4 passes of 8 bits) of each column's non-missing positive-weight values as keys."""
+    m = xT.shape[1]
+    tmp = np.empty(m, np.uint32)
+    cnt = np.empty(257, np.int64)
+    for r in range(j0, j1):
+        c = 0
+        for i in range(m):
+            xv = xT[r, i]
+            if not np.isnan(xv) and w[i] > 0.0:
+                keys[r, c] = _order_key(xbits[r, i] if xv != 0.0 else np.uint32(0))
+                c += 1
+        n[r] = c
+        src = keys[r]
+        dst = tmp
+        for sh in range(0, 32, 8):
+            cnt[:] = 0
+            for i in range(c):
+                cnt[((src[i] >> np.uint32(sh)) & np.uint32(255)) + 1] += 1
+            for t in range(256):
+                cnt[t + 1] += cnt[t]
+            for i in range(c):
+                d = (src[i] >> np.uint32(sh)) & np.uint32(255)
+                dst[cnt[d]] = src[i]
+                cnt[d] += 1
+            src, dst = dst, src
+        # four passes: the sorted keys are back in keys[r]
+
+
+@nb.njit(cache=True, nogil=True)
+def _sorted_screen_range(keys, n, flat_keys, off, share, e, guard, atoms, bins, atom, crowded, j0, j1):
+    """sample_screen on sorted keys (equal weights: shares are counts over n): runs of equal keys for the point
+    masses, the count below each cut key (values < cut) by a binary search per cut for the occupancy."""
+    for r in range(j0, j1):
+        c = n[r]
+        if c == 0:
+            continue
+        tot = np.float64(c)
+        if atoms:
+            i = 0
+            while i < c:
+                j = i + 1
+                while j < c and keys[r, j] == keys[r, i]:
+                    j += 1
+                if np.float64(j - i) / tot > share:
+                    atom[r] = True
+                    break
+                i = j
+        if not bins:
+            continue
+        prev = 0
+        widest = 0
+        for q in range(off[r], off[r + 1]):
+            ck = flat_keys[q]
+            lo = 0
+            hi = c
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                if keys[r, mid] < ck:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            widest = max(widest, lo - prev)
+            prev = lo
+        widest = max(widest, c - prev)
+        crowded[r] = np.float64(widest) / tot > e + guard * np.sqrt(e / tot) + 1.0 / tot
+
+
+def sample_screen(x: np.ndarray, w: np.ndarray, cuts: list[np.ndarray] | None, share: float, max_bin: int,
+                  *, atoms: bool = True, bins: bool = True, presorted=None) -> tuple[np.ndarray, np.ndarray]:
     """Both checks of the moment cuts on a row sample, for all columns at once: x (m, k) the sampled values of k
     columns (NaN missing), w (m,) row weights, cuts[r] column r's cuts.
 
     Returns (atom, crowded), bool (k,): atom where some value holds more than ``share`` of the column's sampled
     weight; crowded where a bin of cuts[r] holds more than its ideal 1/(max_bin - 1) share by GUARD_Z standard
-    deviations of a sampled share (binomial, effective sample size (sum w)^2 / sum w^2). One sort of the sample and
-    one search of every cut, not a pass per column.
+    deviations of a sampled share (binomial, effective sample size (sum w)^2 / sum w^2). One nogil kernel per column
+    on the solver's thread pool, one pass over the column without sorting (on wide frames a vectorised sort of all
+    columns' keys cost more than the sketch itself). Sums run in row order, so a weighted share can differ from a
+    sorted-order sum in its last bit: only a share equal to the threshold to 1e-16 can decide otherwise.
+    atoms / bins: run only one check (the other comes back all False); ``cuts`` may be None without bins.
+    presorted: sort_sample(x, w) for these columns (equal weights): the checks then read sorted keys (a radix sort
+    per column is cheaper than a binary search per value); computed here when weights are equal and it is None.
     """
-    m, k = x.shape
-    ok = ~np.isnan(x) & (w > 0)[:, None]
-    v = np.where(ok, x, np.float32(np.nan)).T.astype(np.float32) + np.float32(0)  # (k, m), -0.0 as +0.0
-    wt = np.where(ok, w[:, None], 0.0).T  # a missing value weighs nothing
-    n_ok = ok.sum(axis=0)
-    pos = w[w > 0]
-    if pos.size == 0 or (pos == pos[0]).all():  # equal weights (unweighted): sorting the values is enough
-        v.sort(axis=1)  # NaN last
-        ws = np.where(np.arange(m) < n_ok[:, None], pos[0] if pos.size else 0.0, 0.0)
-    else:
-        order = np.argsort(v, axis=1, kind="stable")
-        v, ws = np.take_along_axis(v, order, 1), np.take_along_axis(wt, order, 1)
-    ws = ws.reshape(-1)
-    cw = np.concatenate([[0.0], np.cumsum(ws)])  # columns one after another
-    sw = wt.sum(axis=1)
-    m_eff = np.where(sw > 0, sw * sw / np.maximum(np.einsum("ij,ij->i", wt, wt), 1e-300), 1.0)
-    col = np.repeat(np.arange(k, dtype=np.uint64), m)
-    keys = _order_keys(col, np.nan_to_num(v.reshape(-1), nan=0.0))
-    keys[np.isnan(v.reshape(-1))] |= np.uint64(0xFFFFFFFF)  # missing values last in their column, above every cut
-    # point masses: runs of equal keys, weight share per run
-    start = np.flatnonzero(np.concatenate([[True], keys[1:] != keys[:-1]]))
-    run_w = cw[np.append(start[1:], keys.size)] - cw[start]
-    run_col = (keys[start] >> np.uint64(32)).astype(np.int64)
-    share_run = run_w / np.where(sw > 0, sw, 1.0)[run_col]
-    atom = np.bincount(run_col[share_run > share], minlength=k) > 0
-    # bin occupancy: weight below each cut by one search of all columns' cuts
+    from ._newton import run_features
+
+    k = x.shape[1]
+    xT = np.ascontiguousarray(np.asarray(x, np.float32).T)
+    w = np.ascontiguousarray(w, np.float64)
+    if not bins or cuts is None:
+        cuts, bins = [np.zeros(0, np.float32)] * k, False
     nc = np.array([c.size for c in cuts], np.int64)
-    ccol = np.repeat(np.arange(k, dtype=np.uint64), nc)
-    below = cw[np.searchsorted(keys, _order_keys(ccol, np.concatenate(cuts) if k else np.zeros(0)), side="left")]
-    # columns lie one after another in cw, so column r's upper edge is column r+1's lower edge: the differences of
-    # [lo_0, below_0.., lo_1, below_1.., .., hi_last] are every column's bins, nc[r] + 1 of them
-    off = np.concatenate([[0], np.cumsum(nc)[:-1]]).astype(np.int64)
-    bins = np.diff(np.append(np.insert(below, off, cw[np.arange(k) * m]), cw[-1]))
-    widest = np.maximum.reduceat(bins, off + np.arange(k)) if k else bins
-    e = 1.0 / (max_bin - 1)
-    crowded = (sw > 0) & (widest / np.where(sw > 0, sw, 1.0) > e + GUARD_Z * np.sqrt(e / m_eff) + 1.0 / m_eff)
+    off = np.zeros(k + 1, np.int64)
+    np.cumsum(nc, out=off[1:])
+    flat = np.concatenate(cuts).astype(np.float32) if k and off[-1] else np.zeros(0, np.float32)
+    atom = np.zeros(k, np.bool_)
+    crowded = np.zeros(k, np.bool_)
+    if presorted is None:
+        presorted = sort_sample(x, w)
+    if presorted is not None:
+        b = (flat + np.float32(0.0)).view(np.uint32)  # the cuts as the same order-preserving keys
+        flat_keys = np.where(b >> np.uint32(31), ~b, b | np.uint32(0x80000000)).astype(np.uint32)
+        run_features(_sorted_screen_range, k, presorted[0], presorted[1], flat_keys, off, float(share),
+                     1.0 / (max_bin - 1), GUARD_Z, atoms, bins, atom, crowded)
+        return atom, crowded
+    run_features(_screen_range, k, xT, xT.view(np.uint32), w, flat, off, float(share), 1.0 / (max_bin - 1), GUARD_Z,
+                 atoms, bins, atom, crowded)
     return atom, crowded
+
+
+@nb.njit(cache=True, nogil=True)
+def _screen_range(xT, xbits, w, flat, off, share, e, guard, atoms, bins, atom, crowded, j0, j1):
+    """sample_screen for columns [j0, j1) in one pass over each column's sampled values, without sorting: the weight
+    of every distinct value (-0.0 as +0.0) in an open-addressing table for the point masses, and the weight of every
+    bin (bin of x = number of cuts <= x, XGBoost's rule) by a binary search per value for the occupancy."""
+    m = xT.shape[1]
+    size = 1 << 4
+    while size < 2 * m:
+        size <<= 1
+    shift = np.uint64(64 - int(np.log2(size)))
+    table = np.empty(size, np.int64)
+    acc = np.empty(size)
+    for r in range(j0, j1):
+        sw = 0.0
+        sq = 0.0
+        for i in range(m):
+            if not np.isnan(xT[r, i]) and w[i] > 0.0:
+                sw += w[i]
+                sq += w[i] * w[i]
+        if not sw > 0.0:
+            continue
+        c0 = off[r]
+        nc = off[r + 1] - c0
+        occ = np.zeros(nc + 1)
+        table[:] = -1
+        found = not atoms
+        for i in range(m):
+            xv = xT[r, i]
+            wi = w[i]
+            if np.isnan(xv) or not wi > 0.0:
+                continue
+            xv = xv + np.float32(0.0)
+            b = 0  # branchless upper bound: the number of cuts <= xv (random values mispredict a branchy search)
+            n = nc
+            while n > 1:
+                half = n >> 1
+                b = b + half if flat[c0 + b + half - 1] <= xv else b
+                n -= half
+            if nc and flat[c0 + b] <= xv:
+                b += 1
+            occ[b] += wi
+            if found:
+                if not bins:
+                    break
+                continue
+            bits = np.int64(xbits[r, i]) if xv != 0.0 else np.int64(0)  # -0.0 and +0.0: one value
+            h = (np.uint64(bits) * np.uint64(0x9E3779B97F4A7C15)) >> shift
+            while table[h] != -1 and table[h] != bits:
+                h = (h + np.uint64(1)) & np.uint64(size - 1)
+            if table[h] == -1:
+                table[h] = bits
+                acc[h] = 0.0
+            acc[h] += wi
+            if acc[h] / sw > share:
+                found = True
+        atom[r] = found and atoms
+        if not bins:
+            continue
+        m_eff = sw * sw / max(sq, 1e-300)
+        crowded[r] = occ.max() / sw > e + guard * np.sqrt(e / m_eff) + 1.0 / m_eff

@@ -166,9 +166,18 @@ class RowSample:
         x = np.concatenate([self.x, other.x])
         w = np.concatenate([self.w, other.w])
         keep = key <= np.uint64(tau)
-        # ties (equal batches) keep both rows; the order of equal keys follows the rows' bytes, so merge commutes
+        # equal keys come from batches with the same salt: the order of equal keys follows the rows' bytes, so merge
+        # commutes; a row equal in key, bytes and weight is the same row of the same batch seen again (another epoch
+        # over the same chunks) and is kept once, so the sample is a set and repeated epochs do not shrink it
         order = np.lexsort((w[keep], *x[keep].T[::-1], key[keep])) if x.shape[1] else np.argsort(key[keep])
         key, x, w = key[keep][order], x[keep][order], w[keep][order]
+        if key.size > 1:
+            xb = x.view(np.uint32)
+            same = (key[1:] == key[:-1]) & (w[1:] == w[:-1])
+            same[same] &= (xb[1:][same] == xb[:-1][same]).all(axis=1)
+            if same.any():
+                first = np.concatenate([[True], ~same])
+                key, x, w = key[first], x[first], w[first]
         if key.size > cap:
             key, x, w = key[:cap], x[:cap], w[:cap]
             tau = int(key[-1])

@@ -191,22 +191,25 @@ def maxent_cdf(sk: MomentSketch, grid: np.ndarray, *, n_moments: int | None = No
 
     mu, ok = scaled_moments(sk)
     l = sk.n_moments if n_moments is None else n_moments
-    F = np.tile((grid + 1.0) / 2.0, (sk.n_features, 1))  # uniform fallback
+    uniform = (grid + 1.0) / 2.0  # the fallback CDF
     todo = np.flatnonzero(ok)
     if not todo.size:
-        return F, ok
+        return np.tile(uniform, (sk.n_features, 1)), ok
     levels = np.array(ladder_levels(l, ladder), np.int64)
     cms = np.zeros((levels.size, todo.size, l + 1))
     for i, li in enumerate(levels):
         cms[i, :, : li + 1] = mu[todo, : li + 1] @ _basis_from_power(int(li), "cheb").T
     _, wq, Vq, VqT = _quadrature(256, 2 * l)
+    # every feature solvable (the usual case): the kernel writes F in place (a wide frame's F is d x 4097 doubles)
+    whole = todo.size == sk.n_features
     Ft = np.empty((todo.size, grid.size))
     solved = np.zeros(todo.size, np.bool_)
     run_features(maxent_range, todo.size, cms, levels, wq, Vq, VqT, _grid_vander(grid.size, l), grid, 40, 1e-7,
                  1e-5, Ft, solved)
-    F[todo[solved]] = Ft[solved]
-    if not ladder:
-        F[todo[~solved]] = np.nan
+    F = Ft if whole else np.tile(uniform, (sk.n_features, 1))
+    if not whole:
+        F[todo[solved]] = Ft[solved]
+    F[todo[~solved]] = uniform if ladder else np.nan
     return F, ok
 
 
