@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import importlib
 
+from .._progress import check_progress
 from ..device import resolve_backend
 from .paths import PathSet, extract_paths
 
@@ -25,16 +26,19 @@ def _engine(backend: str):
 
 def shap_values(paths: PathSet, X, *, backend: str = "cpu", tree_limit=None, progress=None):
     """Path-dependent SHAP values, (n, M+1, K), bias in column M. NaN in X means missing."""
+    check_progress(progress)
     return _engine(backend).shap_values(paths, X, tree_limit=tree_limit, progress=progress)
 
 
 def interaction_values(paths: PathSet, X, *, backend: str = "cpu", tree_limit=None, progress=None):
     """SHAP interaction values, (n, M+1, M+1, K), bias at [M, M]."""
+    check_progress(progress)
     return _engine(backend).interaction_values(paths, X, tree_limit=tree_limit, progress=progress)
 
 
 def interventional_shap_values(paths: PathSet, X, background, *, transform: str = "identity", y=None,
                                backend: str = "cpu", tree_limit=None, progress=None):
     """Interventional SHAP values against ``background``, (n, M+1, K); transform as in shap's C++ extension."""
+    check_progress(progress)
     return _engine(backend).interventional_shap_values(paths, X, background, transform=transform, y=y,
                                                        tree_limit=tree_limit, progress=progress)
