@@ -131,3 +131,4 @@ def test_explainer_validates_progress():
     with pytest.raises(TypeError, match="progress must be True, False or None"):
         se.TreeExplainer(model, backend="cpu", progress="off")
     assert se.TreeExplainer(model, backend="cpu", progress=np.bool_(False)).progress is False
+

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numba
 import numpy as np
+from numba import prange
 
 from ._cpu_kernels import _satisfies
 
@@ -32,7 +33,7 @@ def gauss_legendre(q_max: int) -> tuple[np.ndarray, np.ndarray]:
     return t, w
 
 
-@numba.njit(error_model="numpy", fastmath=_FM)
+@numba.njit(inline="always")
 def _block_rows(X, r0, nb, xb):
     """xb[f, l] = X[r0 + l, f]; lanes past the last row repeat it (computed, never written out)."""
     M = X.shape[1]
@@ -42,14 +43,14 @@ def _block_rows(X, r0, nb, xb):
             xb[f, l] = X[r, f]
 
 
-@numba.njit(error_model="numpy", fastmath=_FM)
+@numba.njit(inline="always")
 def _dims(X, path_ptr, leaf_value, max_len, bw):
     """(M, K, P, q_max, n_blocks): features, outputs, paths, quadrature points, row blocks."""
     return (X.shape[1], leaf_value.shape[1], len(path_ptr) - 1, (max_len + 1) // 2,
             (X.shape[0] + bw - 1) // bw)
 
 
-@numba.njit(error_model="numpy", fastmath=_FM)
+@numba.njit(inline="always")
 def _block_start(X, b, q_max, max_len, bw):
     """Block b: (first row, rows in it, its rows feature-major, and the quadrature scratch ob, Pq, C)."""
     r0 = b * bw
@@ -60,7 +61,7 @@ def _block_start(X, b, q_max, max_len, bw):
     return r0, nb, xb, np.empty(bw, np.bool_), np.empty((q, bw)), np.empty((max(max_len, 1), q, bw))
 
 
-@numba.njit(error_model="numpy", fastmath=_FM)
+@numba.njit(inline="always")
 def _item_range(item, n_split, gpi, G):
     """Work item -> (row block, first path group, end of its groups): the block's groups in n_split parts."""
     b = item // n_split
@@ -68,21 +69,21 @@ def _item_range(item, n_split, gpi, G):
     return b, g0, min(G, g0 + gpi)
 
 
-@numba.njit(error_model="numpy", fastmath=_FM)
+@numba.njit(inline="always")
 def _path_at(order, path_ptr, pi):
     """(path, its first element, its length) of the pi-th path visited."""
     p = order[pi]
     return p, path_ptr[p], path_ptr[p + 1] - path_ptr[p]
 
 
-@numba.njit(error_model="numpy", fastmath=_FM)
+@numba.njit(inline="always")
 def _group_outputs(group_out, g, K):
     """The outputs [k_lo, k_hi) that path group g feeds (all K when group_out[g] < 0)."""
     k = group_out[g]
     return (0, K) if k < 0 else (k, k + 1)
 
 
-@numba.njit(error_model="numpy", fastmath=_FM)
+@numba.njit(inline="always")
 def _one_fractions(xb, e, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words, cat_outside, ob):
     """ob[l] = whether lane l's row satisfies path element e."""
     bw = len(ob)
@@ -101,7 +102,7 @@ def _one_fractions(xb, e, feature, lower, upper, missing_ok, cat_ptr, cat_nwords
                                cat_outside)
 
 
-@numba.njit(error_model="numpy", fastmath=_FM)
+@numba.njit(inline="always")
 def _path_weights(xb, s0, m, Q, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words, cat_outside,
                   zero_fraction, tq, wq, ob, Pq, C):
     """Pq[q, l] = w_q prod_e g_e(t_q) and C[t, q, l] = c_t(t_q) for the block's lanes l."""
@@ -126,11 +127,11 @@ def _path_weights(xb, s0, m, Q, feature, lower, upper, missing_ok, cat_ptr, cat_
                 C[t, q, l] = c1 if o else c0
 
 
-@numba.njit(nogil=True, cache=True, error_model="numpy", fastmath=_FM)
-def shap_quad_kernel(i0, i1, n_split, X, path_ptr, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words,
-                     cat_outside, zero_fraction, leaf_value, max_len, tq, wq, tab_off, tab, order, group_ptr, group_out,
-                     feat_ptr, feats, gpi, bw, out):
-    """out[i, f, k] += path-dependent SHAP of row i (bias column untouched), for work items [i0, i1).
+@numba.njit(parallel=True, cache=True, error_model="numpy", fastmath=_FM)
+def shap_quad_kernel(X, path_ptr, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words, cat_outside,
+                     zero_fraction, leaf_value, max_len, tq, wq, tab_off, tab, order, group_ptr, group_out, feat_ptr,
+                     feats, gpi, bw, out):
+    """out[i, f, k] += path-dependent SHAP of row i (bias column untouched), rows in blocks of ``bw``.
 
     Work items are (row block, ``gpi`` consecutive path groups): group g is the paths
     ``order[group_ptr[g]:group_ptr[g + 1]]``, all of output ``group_out[g]`` (boosted multiclass: the sums of
@@ -141,9 +142,10 @@ def shap_quad_kernel(i0, i1, n_split, X, path_ptr, feature, lower, upper, missin
     ``tab_off[p] >= 0`` reads its values from the pattern table ``tab[tab_off[p]:]`` (one row of m values per
     pattern of satisfied conditions, bit t for condition t; see _cpu_tables); the others run the quadrature.
     """
-    M, K, _, q_max, _ = _dims(X, path_ptr, leaf_value, max_len, bw)
+    M, K, _, q_max, n_blocks = _dims(X, path_ptr, leaf_value, max_len, bw)
     G = len(group_ptr) - 1
-    for item in range(i0, i1):
+    n_split = (G + gpi - 1) // gpi
+    for item in prange(n_blocks * n_split):
         b, g0, g1 = _item_range(item, n_split, gpi, G)
         r0, nb, xb, ob, Pq, C = _block_start(X, b, q_max, max_len, bw)
         s = np.empty(bw)
@@ -198,19 +200,20 @@ def shap_quad_kernel(i0, i1, n_split, X, path_ptr, feature, lower, upper, missin
                         out[r0 + l, f, k] += acc[k - k_lo, f, l]
 
 
-@numba.njit(nogil=True, cache=True, error_model="numpy", fastmath=_FM)
-def interaction_quad_kernel(i0, i1, n_split, X, path_ptr, feature, lower, upper, missing_ok, cat_ptr, cat_nwords,
-                            cat_words, cat_outside, zero_fraction, leaf_value, max_len, tq, wq, order, group_ptr,
-                            group_out, gpi, bw, mirror, out, strides):
-    """Work items [i0, i1): interaction values of row i, feature pair (f, g), output k added to ``out[i*s0 + f*s1 + g*s2 + k*s3]``
+@numba.njit(parallel=True, cache=True, error_model="numpy", fastmath=_FM)
+def interaction_quad_kernel(X, path_ptr, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words,
+                            cat_outside, zero_fraction, leaf_value, max_len, tq, wq, order, group_ptr, group_out, gpi,
+                            bw, mirror, out, strides):
+    """Interaction values of row i, feature pair (f, g), output k added to ``out[i*s0 + f*s1 + g*s2 + k*s3]``
     (``strides`` in elements, so the caller picks the layout), both triangles, bias entry untouched. Work items
     are (row block, ``gpi`` path groups) as in the SHAP kernel: group g, the paths ``order[group_ptr[g]:group_ptr[g
     + 1]]``, writes only output ``group_out[g]`` (every output when negative). ``mirror``: write
     the upper triangle and copy it to the lower one at the end (dense outputs); else write both entries of each
     pair at once (sparse ones, where copying the whole matrix would cost more than the pairs)."""
-    M, K, _, q_max, _ = _dims(X, path_ptr, leaf_value, max_len, bw)
+    M, K, _, q_max, n_blocks = _dims(X, path_ptr, leaf_value, max_len, bw)
     G = len(group_ptr) - 1
-    for item in range(i0, i1):
+    n_split = (G + gpi - 1) // gpi
+    for item in prange(n_blocks * n_split):
         b, g0, g1 = _item_range(item, n_split, gpi, G)
         r0, nb, xb, ob, Pq, C = _block_start(X, b, q_max, max_len, bw)
         S = np.empty((max(q_max, 1), bw))
@@ -278,6 +281,7 @@ def interaction_quad_kernel(i0, i1, n_split, X, path_ptr, feature, lower, upper,
                                 for k in range(k_lo, k_hi):
                                     r = (r0 + l) * sr + k * sk
                                     out[r + h * sf + f * sg] = out[r + f * sf + h * sg]
+
 
 
 ACC_BYTES = 1 << 21  # a work item's SHAP sums (outputs x features x rows) kept within about one core's L2

@@ -8,7 +8,6 @@ import numba
 import numpy as np
 
 from .._progress import check_progress, progress_bar
-from .._threads import run_items
 from . import _cpu_interventional as _kw
 from . import _cpu_kernels as _k
 from . import _cpu_quad as _q
@@ -141,8 +140,7 @@ def shap_values(paths: PathSet, X, *, tree_limit=None, progress=None) -> np.ndar
 
         def kernel(Xc, *a):
             block, gpi = _q.block_for(len(Xc), numba.get_num_threads(), acc_values, len(gout))
-            n_split = -(-len(gout) // gpi)
-            run_items(_q.shap_quad_kernel, -(-len(Xc) // block) * n_split, n_split, Xc, *a[:-1], gpi, block, a[-1])
+            _q.shap_quad_kernel(Xc, *a[:-1], gpi, block, a[-1])
     else:
         work = len(ps.feature) * (2 * L + 2) + ps.n_paths
         kernel = _k.shap_kernel
@@ -204,9 +202,7 @@ def interaction_values(paths: PathSet, X, *, tree_limit=None, progress=None) -> 
 
     def call(a, b):
         block, gpi = _q.block_for(b - a, numba.get_num_threads(), groups=len(gout))
-        n_split = -(-len(gout) // gpi)
-        run_items(_q.interaction_quad_kernel, -(-(b - a) // block) * n_split, n_split, X[a:b], *args, gpi, block,
-                  mirror, flat[a * sr:b * sr], strides)
+        _q.interaction_quad_kernel(X[a:b], *args, gpi, block, mirror, flat[a * sr:b * sr], strides)
 
     _run(call, n, work, desc, progress, (M + 1) ** 2 * K)
     out[:, M, M, :] += ps.bias()
