@@ -138,7 +138,8 @@ def _part(kind: str, model_path: Path, cache_root: Path) -> dict:
     cache.mkdir(parents=True, exist_ok=True)
     first = _one_process(kind, model_path, cache)
     later = _one_process(kind, model_path, cache)
-    return {"first_ever": first, "later": later}
+    return {"first_ever": first, "later": later, "machine": _machine(), "versions": _versions(),
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
 
 
 def _fmt(v) -> str:
@@ -146,14 +147,10 @@ def _fmt(v) -> str:
 
 
 def _markdown(res: dict) -> str:
-    m, v = res["machine"], res["versions"]
     lines = ["# First calls in a fresh process: hitml beside shap's own TreeExplainer", "",
              ("`integration/bench_first_call.py`: each column is a fresh Python process with a private Numba cache "
              "folder; \"first-ever\" finds it empty, \"later\" finds what the first-ever process compiled. Model: "
-             "XGBoost on cal_housing, 50 trees of depth 6. Seconds of wall time."), "",
-             (f"Machine: {m['cpu']}, {m['cores']} cores, Numba threads {m['numba_threads']}, "
-              f"GPU: {m['gpu'] or 'none'}. {m['platform']}."), "",
-             "Versions: " + ", ".join(f"{k} {val}" for k, val in v.items() if val) + ".", ""]
+             "XGBoost on cal_housing, 50 trees of depth 6. Seconds of wall time."), ""]
     for kind in ("cpu", "gpu"):
         part = res.get(kind)
         if part is None:
@@ -162,7 +159,11 @@ def _markdown(res: dict) -> str:
             lines += [f"## {kind.upper()}", "", f"Skipped: {part['skipped']}", ""]
             continue
         f, later = part["first_ever"], part["later"]
+        m, v = part["machine"], part["versions"]
         lines += [f"## {kind.upper()} (`backend=\"{kind}\"`)", "",
+                  (f"{part['date']}. Machine: {m['cpu']}, {m['cores']} cores, Numba threads {m['numba_threads']}, "
+                   f"GPU: {m['gpu'] or 'none'}. {m['platform']}."), "",
+                  "Versions: " + ", ".join(f"{k} {val}" for k, val in v.items() if val) + ".", "",
                   ("| call | hitml, first-ever process | shap, same process | hitml, later process "
                    "| shap, same process | later: hitml - shap |"), "|---|---|---|---|---|---|"]
         for key in (*CALLS, "steady_5000"):
@@ -203,7 +204,6 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     path = out / "first_call.json"
     res = json.loads(path.read_text()) if path.exists() else {}
-    res.update(machine=_machine(), versions=_versions(), date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
     with tempfile.TemporaryDirectory(prefix="hitml_first_call_") as tmp:
         df, y = _data()
         model_path = Path(tmp) / "model.ubj"
