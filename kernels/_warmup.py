@@ -16,8 +16,8 @@ from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
-_NOTICE = ("hitml: compiling Numba kernels for this machine on first use (a few seconds, once; later processes load "
-           "them from Numba's cache; `hitml-warmup` compiles all ahead)")
+_NOTICE = ("hitml: compiling Numba kernels for this machine on first use (up to a minute on 2 cores, once; later "
+           "processes load them from Numba's cache; `hitml-warmup` compiles all ahead)")
 _lock = threading.Lock()
 _state = {"registered": False, "shown": False}
 
@@ -136,6 +136,7 @@ TASKS = {
 
 
 def _run_task(name: str) -> tuple[str, float, str]:
+    _state["shown"] = True  # the warm-up says what it does; no first-use notice from its workers
     t = time.perf_counter()
     try:
         TASKS[name]()
