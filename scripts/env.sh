@@ -35,5 +35,7 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "installing hitml and its test dependencies into $venv" >&2
   "$venv/bin/python" -m pip install -q --upgrade pip >&2
   "$venv/bin/python" -m pip install -q -e "$root[test]" >&2
+  # compile the Numba kernels once now (cached per machine), so that no later test or script waits for them
+  "$venv/bin/python" -m hitml.kernels warmup >&2 || echo "hitml warm-up failed; kernels compile on first use" >&2
   echo "$want" > "$stamp"
 fi

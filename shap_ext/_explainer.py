@@ -10,6 +10,7 @@ import shap
 from shap.explainers._tree import DEPRECATED_APPROX, TreeEnsemble
 from shap.utils._exceptions import DimensionError, ExplainerError, InvalidModelError
 
+from hitml.kernels._progress import check_progress
 from hitml.kernels.device import is_cupy_array, resolve_backend, to_numpy
 
 from ._categories import categorical_splits
@@ -133,7 +134,7 @@ class TreeExplainer(_ShapTreeExplainer):
             backend = _DEFAULT["backend"] or "auto"
         self.backend = resolve_backend(backend)  # GPUUnavailableError for "gpu" without a device
         self.requested_backend = backend
-        self.progress = progress
+        self.progress = check_progress(progress)
         if isinstance(model, TreeEnsemble) and not hasattr(model, "children_left"):
             raise InvalidModelError("the TreeEnsemble passed as model holds no parsed trees")
         user_model = model

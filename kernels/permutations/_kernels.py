@@ -6,6 +6,10 @@ import math
 import numba
 import numpy as np
 
+from .._warmup import register_compile_notice
+
+register_compile_notice()  # a one-line notice while Numba compiles these kernels (first use only)
+
 KERNELS = ("mallows", "kendall", "spearman")
 
 

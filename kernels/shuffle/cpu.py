@@ -6,8 +6,11 @@ from typing import Any
 import numba as nb
 import numpy as np
 
+from .._warmup import register_compile_notice
 from ._bijection import lcg_scalar, vphilox_scalar
 from ._keys import base_key, batch_round_keys, check_rounds, check_size, lcg_params, padded_bits, philox_round_keys
+
+register_compile_notice()  # a one-line notice while Numba compiles these kernels (first use only)
 
 _CHUNK = 1 << 16
 

@@ -15,6 +15,10 @@ from dataclasses import dataclass
 import numba as nb
 import numpy as np
 
+from .._warmup import register_compile_notice
+
+register_compile_notice()  # a one-line notice while Numba compiles these kernels (first use only)
+
 N_SAMPLE = 4096  # rows kept: fallback cuts from 4096 rows hold <= ~2/max_bin per bin at max_bin 256
 KEY_MAX = (1 << 64) - 1
 GOLD = 0x9E3779B97F4A7C15

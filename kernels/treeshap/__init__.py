@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import importlib
 
+from .._progress import check_progress
 from ..device import resolve_backend
 from .paths import PathSet, extract_paths
 
@@ -26,11 +27,13 @@ def _engine(backend: str):
 
 def shap_values(paths: PathSet, X, *, backend: str = "cpu", tree_limit=None, progress=None):
     """Path-dependent SHAP values, (n, M+1, K), bias in column M. NaN in X means missing."""
+    check_progress(progress)
     return _engine(backend).shap_values(paths, X, tree_limit=tree_limit, progress=progress)
 
 
 def interaction_values(paths: PathSet, X, *, backend: str = "cpu", tree_limit=None, progress=None):
     """SHAP interaction values, (n, M+1, M+1, K), bias at [M, M]."""
+    check_progress(progress)
     return _engine(backend).interaction_values(paths, X, tree_limit=tree_limit, progress=progress)
 
 
@@ -40,6 +43,7 @@ def interventional_shap_values(paths: PathSet, X, background, *, transform: str 
 
     The identity transform costs time linear in rows plus background (``method="auto"``); ``weights`` are one
     non-negative weight per background row (None: equal)."""
+    check_progress(progress)
     return _engine(backend).interventional_shap_values(paths, X, background, transform=transform, y=y,
                                                        tree_limit=tree_limit, progress=progress, weights=weights,
                                                        method=method)
@@ -48,6 +52,7 @@ def interventional_shap_values(paths: PathSet, X, background, *, transform: str 
 def interventional_interaction_values(paths: PathSet, X, background, *, backend: str = "cpu", weights=None,
                                       tree_limit=None, progress=None):
     """Interventional SHAP interaction values against ``background``, (n, M+1, M+1, K), bias at [M, M]."""
+    check_progress(progress)
     return _engine(backend).interventional_interaction_values(paths, X, background, weights=weights,
                                                               tree_limit=tree_limit, progress=progress)
 
@@ -55,6 +60,7 @@ def interventional_interaction_values(paths: PathSet, X, background, *, backend:
 def interventional_banzhaf_values(paths: PathSet, X, background, *, backend: str = "cpu", weights=None,
                                   tree_limit=None, progress=None):
     """Interventional Banzhaf values against ``background``, (n, M+1, K), background mean margin in column M."""
+    check_progress(progress)
     return _engine(backend).interventional_banzhaf_values(paths, X, background, weights=weights,
                                                           tree_limit=tree_limit, progress=progress)
 

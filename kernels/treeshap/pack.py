@@ -67,7 +67,7 @@ def bfd_bins(sizes: np.ndarray, capacity: int = 32) -> np.ndarray:
     return out
 
 
-@numba.njit
+@numba.njit(cache=True)
 def _runs(sizes, group, min_lanes):
     """Run of every item: consecutive groups joined until a run holds at least min_lanes lanes."""
     run = np.empty(sizes.size, np.int64)
@@ -81,7 +81,7 @@ def _runs(sizes, group, min_lanes):
     return run
 
 
-@numba.njit
+@numba.njit(cache=True)
 def _bfd_sorted(sizes, run, capacity):
     """Best fit over items sorted by run, then size (largest first); bins never span runs."""
     out = np.empty(sizes.size, np.int64)

@@ -6,6 +6,10 @@ from dataclasses import dataclass, replace
 import numba
 import numpy as np
 
+from .._warmup import register_compile_notice
+
+register_compile_notice()  # a one-line notice while Numba compiles these kernels (first use only)
+
 __all__ = ["DenseTrees", "PathSet", "extract_paths"]
 
 _ALL_ONES = np.uint32(0xFFFFFFFF)

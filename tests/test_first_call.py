@@ -1,0 +1,136 @@
+"""Compile once per machine: a later process loads every CPU TreeSHAP kernel from Numba's cache (no compile, no new
+cache entries) for any row count and block width; the compile notice; the warm-up command; progress settings."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from _trees import basic_tree
+from hitml.kernels import _warmup
+from hitml.kernels.treeshap import cpu, extract_paths, interaction_values, shap_values
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# One process of the cache test: the CPU TreeSHAP kernels at several row counts (blocks of 8, 32 and 128 rows) and
+# thread counts; prints each kernel's cache hits, misses and compiled signatures as JSON.
+_SCRIPT = r"""
+import json, sys
+import numba, numpy as np
+from hitml.kernels import _warmup
+from hitml.kernels.treeshap import cpu, _cpu_quad as q, _cpu_kernels as k
+ps = _warmup._tiny_paths()
+rng = np.random.default_rng(0)
+for threads in (1, 2):
+    numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+    for n in (3, 70, 300):
+        X = rng.normal(size=(n, 3))
+        cpu.shap_values(ps, X, progress=False)
+        cpu.interaction_values(ps, X[:40], progress=False)
+cpu.interventional_shap_values(ps, X[:10], X[:4], progress=False)
+out = {}
+kernels = [("shap", q.shap_quad_kernel), ("inter", q.interaction_quad_kernel)]
+if hasattr(k, "interventional_weights"):
+    kernels.append(("weights", k.interventional_weights))
+for name, d in kernels:
+    st = d.stats
+    out[name] = {"hits": sum(st.cache_hits.values()), "misses": sum(st.cache_misses.values()),
+                 "signatures": len(d.signatures)}
+print(json.dumps(out))
+"""
+
+
+def _run(cache: Path, *args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(cache), HITML_PROGRESS="1", NUMBA_NUM_THREADS="2",
+               PYTHONPATH=os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), ) if p))
+    return subprocess.run([sys.executable, *args], env=env, capture_output=True, text=True, timeout=1500, check=False,
+                          cwd=ROOT)
+
+
+def _files(cache: Path) -> dict[str, tuple[int, int]]:
+    return {str(p.relative_to(cache)): (p.stat().st_size, p.stat().st_mtime_ns) for p in cache.rglob("*")
+            if p.is_file()}
+
+
+def test_second_process_loads_every_kernel_from_the_cache(tmp_path):
+    cache = tmp_path / "numba_cache"
+    first = _run(cache, "-c", _SCRIPT)
+    assert first.returncode == 0, first.stderr
+    stats1 = json.loads(first.stdout.strip().splitlines()[-1])
+    # one compiled signature serves every row count, block width and thread count
+    for name in ("shap", "inter"):
+        assert stats1[name]["signatures"] == 1, stats1
+        assert stats1[name]["misses"] == 1, stats1
+    assert _warmup._NOTICE in first.stderr                       # the notice, once
+    assert first.stderr.count(_warmup._NOTICE) == 1
+    before = _files(cache)
+    assert any("shap_quad_kernel" in p for p in before) and any("interaction_quad_kernel" in p for p in before)
+
+    second = _run(cache, "-c", _SCRIPT)
+    assert second.returncode == 0, second.stderr
+    stats2 = json.loads(second.stdout.strip().splitlines()[-1])
+    for name in stats2:
+        assert stats2[name]["misses"] == 0, stats2            # nothing compiled ...
+        assert stats2[name]["hits"] == 1, stats2              # ... every kernel loaded from the cache
+    assert _warmup._NOTICE not in second.stderr
+    assert _files(cache) == before                            # no new or rewritten cache entries
+
+
+def test_warmup_command_fills_the_cache(tmp_path):
+    cache = tmp_path / "numba_cache"
+    done = _run(cache, "-m", "hitml.kernels", "warmup", "treeshap", "--jobs", "1")
+    assert done.returncode == 0, done.stderr
+    assert "kernels ready" in done.stderr
+    assert any("shap_quad_kernel" in p and p.endswith(".nbc") for p in _files(cache))
+    bad = _run(cache, "-m", "hitml.kernels", "warmup", "no-such-group")
+    assert bad.returncode == 1 and "unknown warm-up groups" in bad.stderr
+
+
+def _paths():
+    cl, cr, ft, th, val, cov = basic_tree()
+    return extract_paths(cl, cr, cl, ft, th, val, cov, np.zeros(1), n_features=3)
+
+
+@pytest.mark.parametrize("bad", ["yes", "False", 1, 0, 2.0, [], "tqdm"])
+def test_progress_values_are_validated(bad):
+    ps = _paths()
+    X = np.zeros((4, 3))
+    for fn in (shap_values, interaction_values, cpu.shap_values, cpu.interaction_values):
+        with pytest.raises(TypeError, match="progress must be True, False or None"):
+            fn(ps, X, progress=bad)
+
+
+def test_progress_bar_only_on_long_calls(monkeypatch, capsys):
+    monkeypatch.setenv("HITML_PROGRESS", "1")
+    ps = _paths()
+    X = np.random.default_rng(0).normal(size=(50, 3))
+    ref = cpu.shap_values(ps, X, progress=False)
+    capsys.readouterr()
+    got = cpu.shap_values(ps, X)                                 # a short call: no bar
+    assert "TreeSHAP" not in capsys.readouterr().err
+    monkeypatch.setattr(cpu, "_QUIET_WORK", 0.0)                # every call counts as long
+    got2 = cpu.shap_values(ps, X)
+    err = capsys.readouterr().err
+    assert "TreeSHAP" in err and "/50 " in err                  # by rows
+    cpu.interaction_values(ps, X)
+    assert "TreeSHAP interactions" in capsys.readouterr().err
+    cpu.shap_values(ps, X, progress=False)                       # off wins
+    assert "TreeSHAP" not in capsys.readouterr().err
+    assert np.array_equal(ref, got) and np.array_equal(ref, got2)
+
+
+def test_explainer_validates_progress():
+    xgb = pytest.importorskip("xgboost")
+    import hitml.shap_ext as se
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 3))
+    model = xgb.XGBRegressor(n_estimators=3, max_depth=2).fit(X, X[:, 0])
+    with pytest.raises(TypeError, match="progress must be True, False or None"):
+        se.TreeExplainer(model, backend="cpu", progress="off")
+    assert se.TreeExplainer(model, backend="cpu", progress=np.bool_(False)).progress is False
+
