@@ -85,7 +85,7 @@ def _gpu_visible() -> tuple[bool, str]:
     try:
         from hitml.kernels.device import gpu_available
         return bool(gpu_available()), ""
-    except Exception as exc:  # noqa: BLE001 - reported in the output
+    except Exception as exc:
         return False, f"{type(exc).__name__}: {exc}"
 
 
@@ -94,7 +94,7 @@ def _versions() -> dict:
     for mod in ("numpy", "numba", "llvmlite", "xgboost", "shap", "cupy"):
         try:
             out[mod] = __import__(mod).__version__
-        except Exception:  # noqa: BLE001
+        except Exception:
             out[mod] = None
     return out
 
