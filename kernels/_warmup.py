@@ -94,6 +94,9 @@ def _treeshap_interventional() -> None:
     X = np.random.default_rng(0).normal(size=(20, 3))
     cpu.interventional_shap_values(ps, X, X[:5], progress=False)
     cpu.interventional_shap_values(ps, X, X[:5], transform="logistic", progress=False)
+    cpu.interventional_shap_values(ps, X, X[:5], weights=np.arange(1.0, 6.0), progress=False)
+    cpu.interventional_interaction_values(ps, X, X[:5], progress=False)
+    cpu.interventional_banzhaf_values(ps, X, X[:5], progress=False)
 
 
 def _sketch() -> None:
