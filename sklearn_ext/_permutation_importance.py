@@ -264,12 +264,16 @@ def permutation_importance(estimator, X, y, *, scoring=None, n_repeats=5, n_jobs
         pred0 = _predict(estimator, name, X, xp)
         checked = _sklearn_baseline(estimator, name, X, y, w, pred0)
         baseline = _score(xp, name, y, pred0, w, classes)
-        if not np.isclose(baseline, checked, rtol=1e-9, atol=1e-12):  # not sklearn's number: score as sklearn does
-            name = None
+        # sklearn scores float32 targets and predictions in float32 (array-API dtype matching), we in float64
+        single = any(getattr(a, "dtype", None) == np.float32 for a in (y, pred0))
+        if not np.isclose(baseline, checked, rtol=1e-5 if single else 1e-9, atol=1e-12):
+            name = None  # not sklearn's number: score as sklearn does
     if name is None:
         scorer = check_scoring(estimator, scoring=scoring)
 
         def score_full(Xb, yb, wb):
+            # sklearn's metrics take host arrays (a CuPy array refuses implicit conversion)
+            Xb, yb, wb = _host(Xb), _host(yb), _host(wb)
             return scorer(estimator, Xb, yb, sample_weight=wb) if wb is not None else scorer(estimator, Xb, yb)
         baseline = score_full(X, y, w)
 
