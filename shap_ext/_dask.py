@@ -30,22 +30,24 @@ class ShippedExplainer:
         self.explainer = explainer
 
     def __getstate__(self) -> dict:
-        ex, bound = self.explainer, None
-        ev = getattr(ex, "expected_value", None)
-        if inspect.ismethod(ev) and ev.__self__ is ex:
-            # shap's log_loss explainers hold a bound name-mangled method, which pickle cannot look up: rebind it
-            ex, bound = copy.copy(ex), ev.__func__.__name__
-            ex.expected_value = None
-        return {"explainer": ex, "bound_expected_value": bound}
+        ex = self.explainer
+        # shap's log_loss explainers hold a bound name-mangled method as expected_value (and the engine keeps a copy
+        # as _full_expected_value), which pickle cannot look up: send the method's name and rebind it on arrival
+        bound = {k: v.__func__.__name__ for k, v in vars(ex).items() if inspect.ismethod(v) and v.__self__ is ex}
+        if bound:
+            ex = copy.copy(ex)
+            for k in bound:
+                setattr(ex, k, None)
+        return {"explainer": ex, "bound_methods": bound}
 
     def __setstate__(self, state: dict) -> None:
         _LOADS["count"] += 1
-        ex, bound = state["explainer"], state.get("bound_expected_value")
-        if bound is not None:
+        ex = state["explainer"]
+        for attr, name in state.get("bound_methods", {}).items():
             for cls in type(ex).__mro__:
-                func = vars(cls).get(f"_{cls.__name__.lstrip('_')}{bound}", vars(cls).get(bound))
+                func = vars(cls).get(f"_{cls.__name__.lstrip('_')}{name}", vars(cls).get(name))
                 if func is not None:
-                    ex.expected_value = types.MethodType(func, ex)
+                    setattr(ex, attr, types.MethodType(func, ex))
                     break
         self.explainer = ex
 

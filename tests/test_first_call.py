@@ -22,7 +22,7 @@ _SCRIPT = r"""
 import json, sys
 import numba, numpy as np
 from hitml.kernels import _warmup
-from hitml.kernels.treeshap import cpu, _cpu_quad as q, _cpu_kernels as k
+from hitml.kernels.treeshap import cpu, _cpu_quad as q
 ps = _warmup._tiny_paths()
 rng = np.random.default_rng(0)
 for threads in (1, 2):
@@ -33,9 +33,9 @@ for threads in (1, 2):
         cpu.interaction_values(ps, X[:40], progress=False)
 cpu.interventional_shap_values(ps, X[:10], X[:4], progress=False)
 out = {}
-kernels = [("shap", q.shap_quad_kernel), ("inter", q.interaction_quad_kernel)]
-if hasattr(k, "interventional_weights"):
-    kernels.append(("weights", k.interventional_weights))
+from hitml.kernels.treeshap import _cpu_patterns as pt
+kernels = [("shap", q.shap_quad_kernel), ("inter", q.interaction_quad_kernel),
+           ("histograms", pt.background_histograms), ("tables", pt.value_tables), ("rows", pt.rows_kernel)]
 for name, d in kernels:
     st = d.stats
     out[name] = {"hits": sum(st.cache_hits.values()), "misses": sum(st.cache_misses.values()),
