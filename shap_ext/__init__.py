@@ -22,9 +22,9 @@ Examples
 """
 from __future__ import annotations
 
-from ._explainer import GPUTreeExplainer, TreeExplainer
+from ._explainer import GPUTreeExplainer, LargeBackgroundWarning, TreeExplainer
 from ._patch import disable, enable, install, uninstall
 
 install()
 
-__all__ = ["GPUTreeExplainer", "TreeExplainer", "disable", "enable", "install", "uninstall"]
+__all__ = ["GPUTreeExplainer", "LargeBackgroundWarning", "TreeExplainer", "disable", "enable", "install", "uninstall"]

@@ -45,6 +45,50 @@ def _check_treelite(model: TreeliteModel, data: Any, model_output: str) -> None:
         )
 
 
+class LargeBackgroundWarning(UserWarning):
+    """shap's warning for an interventional background of over 1,000 rows, with advice that holds for hitml.
+
+    shap's TreeExplainer warns (a plain ``UserWarning``: "Passing N background samples may lead to slow runtimes")
+    whenever ``feature_perturbation="interventional"`` is given with more than 1,000 background rows, and advises
+    ``shap.sample(data, 100)``. hitml gives this subclass under the same condition, so code and tests that expect
+    shap's warning still see it. For ``model_output="raw"`` the engine's cost is linear in rows plus background, and
+    the message says to keep the whole background; for ``"probability"`` and ``"log_loss"`` the cost grows with rows
+    times background rows, and the message keeps shap's advice.
+
+    Silence it with ``warnings.simplefilter("ignore", hitml.shap_ext.LargeBackgroundWarning)``.
+
+    See Also
+    --------
+    shap.TreeExplainer : gives a plain ``UserWarning`` under the same condition.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> import numpy as np, shap, xgboost
+    >>> from hitml.shap_ext import LargeBackgroundWarning, TreeExplainer
+    >>> X = np.random.default_rng(0).normal(size=(1500, 3))
+    >>> model = xgboost.XGBRegressor(n_estimators=3, max_depth=2).fit(X, X[:, 0])
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     explainer = TreeExplainer(model, shap.maskers.Independent(X, max_samples=1500),
+    ...                               feature_perturbation="interventional", backend="cpu")
+    >>> [w.category.__name__ for w in caught]
+    ['LargeBackgroundWarning']
+    """
+
+
+def _warn_large_background(n: int, model_output: str) -> None:
+    if model_output in ("probability", "log_loss"):
+        advice = (f"model_output={model_output!r} does not decompose over the background, so the time grows with "
+                  "rows x background rows. Consider shap.sample(data, 100) to create a smaller background data set.")
+    else:
+        advice = ("hitml's engine costs time linear in rows plus background here, so keeping the whole background "
+                  "costs little and avoids the sampling noise of shap.sample; this warning is kept because shap "
+                  "gives it (silence: warnings.simplefilter('ignore', hitml.shap_ext.LargeBackgroundWarning)).")
+    warnings.warn(f"Passing {n} background samples may lead to slow runtimes in shap's own TreeExplainer; {advice}",
+                  LargeBackgroundWarning, stacklevel=3)
+
+
 class TreeExplainer(_ShapTreeExplainer):
     """Exact TreeSHAP for tree ensembles with shap's TreeExplainer API, computed by hitml's engine.
 
@@ -162,11 +206,13 @@ class TreeExplainer(_ShapTreeExplainer):
         reweight = feature_perturbation == "tree_path_dependent"
         ens = build_ensemble(model, user_model, converted, data if reweight else None, model_output)
         with warnings.catch_warnings():
-            # shap warns that a background of over 1,000 rows is slow; raw-output values here cost time linear in
-            # rows plus background
+            # shap's own warning advises subsampling; _warn_large_background gives the same warning class and
+            # condition with advice that holds for this engine
             warnings.filterwarnings("ignore", message="Passing .* background samples may lead to slow runtimes")
             super().__init__(ens, data, model_output, feature_perturbation, feature_names, approximate, link,
                              linearize_link)
+        if feature_perturbation == "interventional" and self.data is not None and self.data.shape[0] > 1_000:
+            _warn_large_background(self.data.shape[0], getattr(self.model, "model_output", model_output))
         self.background_weights = None
         if background_weights is not None:
             w = np.asarray(background_weights, dtype=np.float64).reshape(-1)

@@ -211,3 +211,32 @@ def test_gpu_matches_cpu_and_keeps_cupy(frame):
             shap_ext.TreeExplainer(model, bg, backend="gpu").shap_values(Xd).get(),
             shap_ext.TreeExplainer(model, bg, backend="cpu").shap_values(X), rtol=1e-6, atol=1e-6)
         assert isinstance(gpu(Xd[:5]), shap.Explanation)
+
+
+@pytest.mark.parametrize("n_bg,perturbation,model_output",
+                         [(1200, "interventional", "raw"), (1001, "interventional", "probability"),
+                          (1000, "interventional", "raw"), (1200, "auto", "raw")])
+def test_large_background_warning_as_shap_gives_it(n_bg, perturbation, model_output):
+    """The large-background warning comes exactly where shap's own TreeExplainer gives it (the reference), as a
+    UserWarning matching shap's text, so shap's ``test_large_background_dataset_warning`` holds through hitml."""
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(n_bg, 3))
+    model = xgb.XGBClassifier(n_estimators=3, max_depth=2, n_jobs=1).fit(X, X[:, 0] > 0)
+    bg = shap.maskers.Independent(X, max_samples=n_bg)
+
+    def slow_warnings(make):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            make()
+        return [w for w in caught if "may lead to slow runtimes" in str(w.message)]
+
+    ref = slow_warnings(lambda: shap.TreeExplainer(model, bg, feature_perturbation=perturbation,
+                                                   model_output=model_output))
+    ours = slow_warnings(lambda: shap_ext.TreeExplainer(model, bg, feature_perturbation=perturbation,
+                                                        model_output=model_output, backend="cpu"))
+    assert len(ours) == len(ref) == (1 if (n_bg > 1000 and perturbation == "interventional") else 0)
+    if ours:
+        assert ours[0].category is shap_ext.LargeBackgroundWarning and issubclass(ours[0].category, UserWarning)
+        text = str(ours[0].message)
+        assert f"Passing {n_bg} background samples" in text
+        assert ("Consider shap.sample" in text) == (model_output == "probability")
