@@ -1,6 +1,9 @@
 """Backend resolution ("cpu" | "gpu" | "auto"), the array module, and GPU memory budgets.
 
-This is the one place that imports CuPy; every adapter and kernel asks here.
+This is the one place that imports CuPy; every adapter and kernel asks here (``cupy_module()`` for the module,
+``array_module(x)`` for the module of an array, ``is_cupy_array(x)`` to test one). An adapter resolves the user's
+backend string once with ``resolve_backend``; kernel entry points that take an already resolved name check it with
+``check_resolved``. ``tests/test_layout.py`` enforces the rule.
 """
 from __future__ import annotations
 
@@ -84,6 +87,78 @@ def cupy_module():
 _warned_fallback = False
 
 
+def check_backend(backend: str | None) -> str:
+    """Validate a backend name without resolving it: "cpu", "gpu" or "auto" (None means "auto").
+
+    Parameters
+    ----------
+    backend : {"auto", "cpu", "gpu"} or None
+        What the caller asked for.
+
+    Returns
+    -------
+    str
+        The name, None mapped to "auto".
+
+    Raises
+    ------
+    ValueError
+        For any other value; the one message every backend argument gives.
+
+    See Also
+    --------
+    resolve_backend : validates, then picks "cpu" or "gpu".
+
+    Examples
+    --------
+    >>> from hitml.kernels.device import check_backend
+    >>> check_backend(None)
+    'auto'
+    """
+    if backend is None:
+        return "auto"
+    if not isinstance(backend, str) or backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    return backend
+
+
+def check_resolved(backend: str) -> str:
+    """A backend name that was resolved already: "cpu", or "gpu" with a usable device.
+
+    Kernel entry points that an adapter calls after :func:`resolve_backend` take only these two names, so "auto" is
+    resolved once, in the adapter.
+
+    Parameters
+    ----------
+    backend : {"cpu", "gpu"}
+        The resolved name.
+
+    Returns
+    -------
+    str
+        ``backend``.
+
+    Raises
+    ------
+    ValueError
+        For "auto" (resolve it first) or any other value.
+    GPUUnavailableError
+        For "gpu" without a usable device.
+
+    Examples
+    --------
+    >>> from hitml.kernels.device import check_resolved
+    >>> check_resolved("cpu")
+    'cpu'
+    """
+    if check_backend(backend) == "auto":
+        raise ValueError('backend="auto" must be resolved first (hitml.kernels.resolve_backend); '
+                         'this entry point takes "cpu" or "gpu"')
+    if backend == "gpu":
+        cupy_module()
+    return backend
+
+
 def resolve_backend(backend: str | None = "auto", data: Any = None) -> str:
     """Map "cpu" | "gpu" | "auto" (None means "auto") to "cpu" or "gpu".
 
@@ -125,10 +200,7 @@ def resolve_backend(backend: str | None = "auto", data: Any = None) -> str:
     'cpu'
     """
     global _warned_fallback
-    if backend is None:
-        backend = "auto"
-    if not isinstance(backend, str) or backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    backend = check_backend(backend)
     if backend == "cpu":
         return "cpu"
     if backend == "gpu":

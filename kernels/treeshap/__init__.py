@@ -4,7 +4,7 @@ from __future__ import annotations
 import importlib
 
 from .._progress import check_progress
-from ..device import resolve_backend
+from ..device import check_resolved
 from .paths import PathSet, extract_paths
 
 __all__ = ["PathSet", "extract_paths", "shap_values", "interaction_values", "interventional_shap_values",
@@ -12,8 +12,8 @@ __all__ = ["PathSet", "extract_paths", "shap_values", "interaction_values", "int
 
 
 def _engine(backend: str):
-    name = resolve_backend(backend)
-    if name == "cpu":
+    """cpu.py or gpu.py for a backend the caller resolved already ("cpu" | "gpu"; the adapter resolves "auto")."""
+    if check_resolved(backend) == "cpu":
         from . import cpu
         return cpu
     try:

@@ -1,0 +1,100 @@
+"""The package's one-door rules (docs/design/layout.md), checked by reading the source and by calling the doors.
+
+- CuPy is imported in one module, ``kernels/device.py``; every other module asks it (``cupy_module()``,
+  ``array_module(x)``, ``is_cupy_array(x)``), GPU-only modules included.
+- The backend string is resolved once, by the adapter: ``kernels.treeshap`` takes only "cpu" or "gpu".
+"""
+from __future__ import annotations
+
+import re
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import hitml.kernels.device as dev
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("kernels", "shap_ext", "xgboost_ext", "sklearn_ext")
+CUPY_IMPORT = re.compile(r"^\s*(import|from)\s+cupyx?\b|(__import__|import_module)\(\s*['\"]cupy", re.MULTILINE)
+
+
+def _sources():
+    for pkg in PACKAGES:
+        yield from sorted((ROOT / pkg).rglob("*.py"))
+
+
+def test_sources_found():
+    files = [p.relative_to(ROOT).as_posix() for p in _sources()]
+    assert "kernels/device.py" in files and "shap_ext/_explainer.py" in files and len(files) > 40
+
+
+def test_cupy_is_imported_only_in_device():
+    offenders = [f"{p.relative_to(ROOT)}:{src[:m.start()].count(chr(10)) + 1}"
+                 for p in _sources() for src in [p.read_text()] for m in CUPY_IMPORT.finditer(src)
+                 if p.relative_to(ROOT).as_posix() != "kernels/device.py"]
+    assert not offenders, f"import CuPy through hitml.kernels.device (cupy_module / array_module): {offenders}"
+
+
+def test_pattern_catches_each_spelling():
+    for line in ("import cupy", "    import cupy as cp", "from cupy import cuda", "import cupyx.scipy",
+                 'xp = __import__("cupy")', "importlib.import_module('cupy')"):
+        assert CUPY_IMPORT.search(line), line
+    for line in ("import cupy_like", "# import cupy here", "x: cupy.ndarray", "cp = cupy_module()"):
+        assert not CUPY_IMPORT.search(line), line
+
+
+def test_check_backend_one_message():
+    assert dev.check_backend(None) == "auto"
+    for bad in ("tpu", "GPU", 1, ""):
+        with pytest.raises(ValueError, match=r"backend must be one of \('cpu', 'gpu', 'auto'\)"):
+            dev.check_backend(bad)
+        with pytest.raises(ValueError, match=r"backend must be one of \('cpu', 'gpu', 'auto'\)"):
+            dev.resolve_backend(bad)
+
+
+def test_check_resolved_refuses_auto(monkeypatch):
+    assert dev.check_resolved("cpu") == "cpu"
+    with pytest.raises(ValueError, match='backend="auto" must be resolved first'):
+        dev.check_resolved("auto")
+    with pytest.raises(ValueError, match="backend must be one of"):
+        dev.check_resolved("tpu")
+    monkeypatch.setattr(dev, "_cupy_or_reason", lambda: (None, "CuPy sees no CUDA device"))
+    with pytest.raises(dev.GPUUnavailableError, match="CuPy sees no CUDA device"):
+        dev.check_resolved("gpu")
+
+
+def test_array_module_of_host_arrays():
+    assert dev.array_module(np.zeros(2)) is np
+    assert dev.array_module([1.0]) is np
+    assert dev.array_module("cpu") is np
+
+
+def test_backend_resolved_once_on_the_way_to_the_kernel(monkeypatch):
+    """TreeExplainer resolves "auto" when built; the kernel gets "cpu" or "gpu" and resolves nothing."""
+    shap = pytest.importorskip("shap")
+    xgb = pytest.importorskip("xgboost")
+    import hitml.kernels.treeshap as ts
+    import hitml.shap_ext._explainer as exp_mod
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 3))
+    model = xgb.XGBRegressor(n_estimators=3, max_depth=2, n_jobs=1).fit(X, X[:, 0] - X[:, 1])
+    calls = []
+    real_resolve = exp_mod.resolve_backend
+    monkeypatch.setattr(exp_mod, "resolve_backend", lambda b, *a: calls.append(b) or real_resolve(b, *a))
+    monkeypatch.setattr(dev, "resolve_backend", lambda *a, **k: pytest.fail("the kernel resolved the backend again"))
+    seen = []
+    real_values = ts.shap_values
+    monkeypatch.setattr(ts, "shap_values", lambda *a, **k: seen.append(k["backend"]) or real_values(*a, **k))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # "auto" without a GPU warns once per process
+        ex = exp_mod.TreeExplainer(model, backend="auto")
+    phi = ex.shap_values(X[:5])
+    assert calls == ["auto"] and seen == [ex.backend] and ex.backend in ("cpu", "gpu")
+    ref = shap.TreeExplainer(model).shap_values(X[:5])  # shap's own C++ TreeSHAP
+    np.testing.assert_allclose(phi, ref, rtol=1e-5, atol=1e-5)
+    paths = ex.paths
+    with pytest.raises(ValueError, match='backend="auto" must be resolved first'):
+        real_values(paths, X[:5], backend="auto")
