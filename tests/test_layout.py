@@ -98,3 +98,59 @@ def test_backend_resolved_once_on_the_way_to_the_kernel(monkeypatch):
     paths = ex.paths
     with pytest.raises(ValueError, match='backend="auto" must be resolved first'):
         real_values(paths, X[:5], backend="auto")
+
+
+def test_engine_options_are_checked_objects():
+    """Every engine's tuning is one typed options object (kernels._options.Options): a bad value or name raises."""
+    import dataclasses
+
+    from hitml.kernels._options import Options
+    from hitml.kernels.sketch.gpu_fast import GpuSketchOptions
+    from hitml.kernels.treeshap import cpu
+    from hitml.kernels.treeshap._gpu_core import GpuOptions
+
+    assert isinstance(cpu.options, cpu.CpuOptions)
+    for cls in (cpu.CpuOptions, GpuOptions, GpuSketchOptions):
+        assert issubclass(cls, Options) and dataclasses.is_dataclass(cls)
+    opts = cpu.CpuOptions()
+    assert (opts.row_kernel, opts.pattern_tables, opts.sibling_pairs) == ("quadrature", False, True)
+    with pytest.raises(ValueError, match=r"options.row_kernel must be one of \('quadrature', 'dp'\), got 'qd'"):
+        opts.row_kernel = "qd"
+    with pytest.raises(TypeError, match="options.pattern_tables must be True or False"):
+        opts.pattern_tables = "yes"
+    with pytest.raises(AttributeError, match="CpuOptions has no option 'ROW_KERNEL'; options: row_kernel"):
+        opts.ROW_KERNEL = "dp"
+    with pytest.raises(ValueError, match="row_kernel"):
+        cpu.CpuOptions(row_kernel="fast")
+    opts.row_kernel = "dp"
+    assert opts.row_kernel == "dp" and cpu.options.row_kernel == "quadrature"
+    with pytest.raises(ValueError, match=r"options.shap_sums must be one of"):
+        GpuOptions().shap_sums = "sum"
+    assert GpuSketchOptions(vals=np.int64(32)) == GpuSketchOptions(vals=32)  # normalised: one plan-cache key
+    assert hash(GpuSketchOptions(stages=3)) == hash(GpuSketchOptions(stages=3))
+    for bad in ({"vals": 17}, {"stages": 5}, {"minb": 0}, {"blocks_per_sm": 0}, {"bulk": "yes"}):
+        with pytest.raises(ValueError, match=f"options.{next(iter(bad))} must be"):
+            GpuSketchOptions(**bad)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        GpuSketchOptions().vals = 16
+
+
+def test_cpu_row_kernels_agree_with_shap():
+    """Both settings of cpu.options.row_kernel give shap's C++ TreeSHAP values (the option is read per call)."""
+    shap = pytest.importorskip("shap")
+    xgb = pytest.importorskip("xgboost")
+    from hitml.kernels.treeshap import cpu, extract_paths
+
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(300, 4))
+    model = xgb.XGBRegressor(n_estimators=5, max_depth=4, n_jobs=1).fit(X, X[:, 0] * X[:, 1] + X[:, 2])
+    ens = shap.TreeExplainer(model).model
+    ps = extract_paths(ens.children_left, ens.children_right, ens.children_default, ens.features, ens.thresholds,
+                       ens.values, ens.node_sample_weight, ens.base_offset, n_features=4)
+    ref = shap.TreeExplainer(model).shap_values(X[:20])
+    try:
+        for kernel in ("dp", "quadrature"):
+            cpu.options.row_kernel = kernel
+            np.testing.assert_allclose(cpu.shap_values(ps, X[:20])[:, :4, 0], ref, rtol=1e-5, atol=1e-5)
+    finally:
+        cpu.options.row_kernel = "quadrature"

@@ -4,14 +4,16 @@ device-to-host write (sketch_finish writes the result into pinned host memory). 
 buffer are kept per thread for the last geometry."""
 from __future__ import annotations
 
+import dataclasses
 import threading
 from functools import lru_cache
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
 from hitml.kernels._cuda import get_kernel
+from hitml.kernels._options import Options
 from hitml.kernels.device import cupy_module
 
 from .state import MomentSketch, _check_n_moments, _prepare_input
@@ -34,6 +36,58 @@ CACHE_BYTES = 64 << 20  # keep the per-thread buffers when they take at most thi
 _DIR = str(Path(__file__).resolve().parent)
 _local = threading.local()
 _HAS_DRIVER_LAUNCH = [None]  # cupy.cuda.driver.launchKernel is there (set on the first plan)
+
+
+@dataclasses.dataclass(frozen=True)
+class GpuSketchOptions(Options):
+    """Tuning of the GPU sketch's read kernel; every setting gives the same sketch. Checked when made (ValueError
+    naming the option and its allowed values; TypeError for a switch that is not True or False); hashable, so it keys
+    the launch plans.
+
+    vals: values per thread per tile (None: 32 for float32 up to 16 moments, else 16; above 16 a multiple of 16).
+    stages: tiles in flight per block (cp.async pipeline depth), 1 to 4. minb: blocks per SM the compiler must fit
+    (registers vs occupancy). fastpath: each warp sums its chunks of 16 values in straight-line code (finite values;
+    a second straight-line path masks NaN, inf and zero weights), else value by value. blocks_per_sm: blocks launched
+    per SM (None: minb). bulk: read the tiles through the bulk copy engine (sketch_bulk: no block-wide barrier per
+    tile), None = wherever it applies (sm_90+, one column tile, 16-byte aligned tiles), True = required (ValueError
+    where it does not apply), False = never (sketch_tiles, cp.async).
+    """
+
+    vals: int | None = None
+    stages: int = 2
+    minb: int = 2
+    fastpath: bool = True
+    blocks_per_sm: int | None = None
+    bulk: bool | None = None
+
+    choices: ClassVar[dict[str, tuple]] = {"bulk": (None, True, False)}
+    flags: ClassVar[tuple[str, ...]] = ("fastpath",)
+
+    def check(self, name: str, value: Any) -> Any:
+        def whole(v) -> bool:
+            return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+        if name == "vals" and value is not None:
+            if not (whole(value) and (1 <= value <= 16 or (value <= 64 and value % 16 == 0))):
+                raise ValueError(f"options.vals must be None or an integer in [1, 16] or 32, 48 or 64, got {value!r}")
+            return int(value)
+        if name == "stages":
+            if not (whole(value) and 1 <= value <= 4):
+                raise ValueError(f"options.stages must be an integer in [1, 4], got {value!r}")
+            return int(value)
+        if name == "minb":
+            if not (whole(value) and value >= 1):
+                raise ValueError(f"options.minb must be an integer >= 1, got {value!r}")
+            return int(value)
+        if name == "blocks_per_sm" and value is not None:
+            if not (whole(value) and value >= 1):
+                raise ValueError(f"options.blocks_per_sm must be None or an integer >= 1, got {value!r}")
+            return int(value)
+        if name == "fastpath":
+            return bool(value)
+        if name == "bulk" and value is not None:
+            return bool(value)
+        return value
 
 
 def sample_rows(n: int) -> np.ndarray:
@@ -87,9 +141,9 @@ def _allow_smem(kern, key: tuple, nbytes: int) -> None:
 
 
 @lru_cache(maxsize=64)
-def _plan(n, d, l, is_f32, has_w, cap, aligned16, w_aligned16, vals, stages, minb, fastpath, blocks_per_sm,
-          bulk, device_id) -> _Plan:
-    """Launch geometry and compiled kernels for one input shape, option set and device."""
+def _plan(n, d, l, is_f32, has_w, cap, aligned16, w_aligned16, o: GpuSketchOptions, device_id) -> _Plan:
+    """Launch geometry and compiled kernels for one input shape, option set (``o.vals`` given) and device."""
+    vals, stages, minb, bulk = o.vals, o.stages, o.minb, o.bulk
     dev = cupy_module().cuda.Device(device_id)
     sms = int(dev.attributes["MultiProcessorCount"])
     nt = 256 if l <= 16 else 128
@@ -115,7 +169,7 @@ def _plan(n, d, l, is_f32, has_w, cap, aligned16, w_aligned16, vals, stages, min
     tsp = _pow2_at_least(2 * (cap + 1)) if 0 < cap < k else 0
     if tsp > PREP_TABLE_MAX:
         tsp = 0  # every column is a candidate: tracked until its sets pass cap
-    bps = int(blocks_per_sm or minb)
+    bps = int(o.blocks_per_sm or minb)
     gx = max(bps * sms // gy, -(-n // (kr * MAX_ROWS_PER_THREAD)))
     gx = max(1, min(gx, -(-n // rt)))
     rpb = -(-n // gx)
@@ -133,7 +187,7 @@ def _plan(n, d, l, is_f32, has_w, cap, aligned16, w_aligned16, vals, stages, min
     capx = cap if cap <= EXTRACT_MAX else 0
     T = "float" if is_f32 else "double"
     hw = "true" if has_w else "false"
-    fp = "true" if fastpath else "false"
+    fp = "true" if o.fastpath else "false"
     read = "sketch_bulk" if use_bulk else "sketch_tiles"
     names = (f"sketch_prep<{T},{hw}>", f"{read}<{T},{l},{nt},{vals},{stages},{hw},{fp}>",
              f"sketch_finish<{l},{FINISH_THREADS}>")
@@ -299,25 +353,21 @@ def default_vals(is_f32: bool, l: int) -> int:
     return 32 if is_f32 and l <= 16 else 16
 
 
-def _prepare(X, sample_weight, n_moments, max_distinct, vals, stages, minb, fastpath, blocks_per_sm, bulk):
+def _with_vals(o: GpuSketchOptions, X, l: int) -> GpuSketchOptions:
+    """``o`` with its default ``vals`` filled in for X's dtype and l moments."""
+    return o if o.vals is not None else dataclasses.replace(o, vals=default_vals(X.dtype == np.float32, l))
+
+
+def _prepare(X, sample_weight, n_moments, max_distinct, o: GpuSketchOptions):
     """(l, X, w, has_w, cap, plan, buffers), or (l, empty sketch) for X without rows."""
     cp = cupy_module()
-    if vals is not None and not (isinstance(vals, (int, np.integer))
-                                 and (1 <= vals <= 16 or (vals <= 64 and vals % 16 == 0))):
-        raise ValueError(f"vals must be None or an integer in [1, 16] or 32, 48 or 64, got {vals!r}")
-    if not (isinstance(stages, (int, np.integer)) and 1 <= stages <= 4):
-        raise ValueError(f"stages must be an integer in [1, 4], got {stages!r}")
     l, X, w, has_w, empty = begin(X, sample_weight, n_moments, max_distinct)
     if empty is not None:
         return l, empty
-    if vals is None:
-        vals = default_vals(X.dtype == np.float32, l)
     n, d = X.shape
     cap = int(max_distinct)
-    if bulk not in (None, True, False):
-        raise ValueError(f"bulk must be None, True or False, got {bulk!r}")
-    p = _plan(n, d, l, X.dtype == np.float32, has_w, cap, X.data.ptr % 16 == 0, w.data.ptr % 16 == 0, int(vals),
-              int(stages), int(minb), bool(fastpath), blocks_per_sm, bulk, cp.cuda.Device().id)
+    p = _plan(n, d, l, X.dtype == np.float32, has_w, cap, X.data.ptr % 16 == 0, w.data.ptr % 16 == 0,
+              _with_vals(o, X, l), cp.cuda.Device().id)
     return l, X, w, has_w, cap, p, _buffers(cp, d, l, p)
 
 
@@ -326,26 +376,21 @@ def sketch_fast(X, sample_weight=None, *, n_moments: int = 15, max_distinct: int
                 bulk: bool | None = None) -> MomentSketch:
     """The moments and distinct sets of the CPU twin (cpu.sketch) within 1e-12 of each moment's scale.
 
-    vals: values per thread per tile (None: 32 for float32 up to 16 moments, else 16; above 16 a multiple of 16);
-    stages: tiles in flight per block (cp.async pipeline depth); minb: blocks per SM the compiler must fit
-    (registers vs occupancy); fastpath: each warp sums its chunks of 16 values in straight-line code (finite
-    values; a second straight-line path masks NaN, inf and zero weights), else value by value; blocks_per_sm: blocks
-    launched per SM (default minb); bulk: read the tiles through the bulk copy engine (sketch_bulk: no block-wide
-    barrier per tile), None = wherever it applies (sm_90+, one column tile, 16-byte aligned tiles), True = required
-    (ValueError where it does not apply), False = never (sketch_tiles, cp.async). All options give the same sketch.
+    vals, stages, minb, fastpath, blocks_per_sm, bulk: the read kernel's tuning, checked as a ``GpuSketchOptions``
+    (which describes them). All options give the same sketch.
     """
-    opts = (vals, stages, minb, fastpath, blocks_per_sm, bulk)
+    opts = GpuSketchOptions(vals, stages, minb, fastpath, blocks_per_sm, bulk)
     cp = cupy_module()
     rep = key = None
     if sample_weight is None and type(X) is cp.ndarray:  # a repeated call skips the checks and the planning
         key = (X.data.ptr, X.shape, X.strides, X.dtype, n_moments, max_distinct, opts,
-               tuple(map(type, (n_moments, max_distinct) + opts)), cp.cuda.runtime.getDevice(),
+               tuple(map(type, (n_moments, max_distinct))), cp.cuda.runtime.getDevice(),
                cp.cuda.get_current_stream().ptr)
         last, bufs = getattr(_local, "last", None), getattr(_local, "bufs", None)
         if last is not None and last.key == key and bufs is not None and bufs[1] is last.prep[6]:
             rep = last
     if rep is None:
-        prep = _prepare(X, sample_weight, n_moments, max_distinct, *opts)
+        prep = _prepare(X, sample_weight, n_moments, max_distinct, opts)
         if len(prep) == 2:
             return prep[1]
         if key is not None and prep[1] is X and prep[6].get("cached") and _HAS_DRIVER_LAUNCH[0]:
@@ -379,7 +424,7 @@ def sketch_fast(X, sample_weight=None, *, n_moments: int = 15, max_distinct: int
         vals_ = _host_sets(b["table"], nd, p.tsize, cap)
     redo = np.flatnonzero(A[l + 3])
     if redo.size:
-        _recentre(X, w, has_w, l, redo, mean, M, lo, hi, opts[:5] + (False if bulk is False else None,))
+        _recentre(X, w, has_w, l, redo, mean, M, lo, hi, dataclasses.replace(opts, bulk=False if opts.bulk is False else None))
     if not (W > 0).all():
         empty = W <= 0
         lo[empty] = np.nan
@@ -387,7 +432,7 @@ def sketch_fast(X, sample_weight=None, *, n_moments: int = 15, max_distinct: int
     return MomentSketch(W, mean, M, lo, hi, vals_, nd)
 
 
-def _recentre(X, w, has_w, l, redo, mean, M, lo, hi, opts) -> None:
+def _recentre(X, w, has_w, l, redo, mean, M, lo, hi, opts: GpuSketchOptions) -> None:
     """Sketch the columns ``redo`` again about their now known mean (a centre far from the mean, e.g. from a sample
     that is not representative, would amplify rounding in the shift); updates mean and M in place."""
     cp = cupy_module()
@@ -396,11 +441,8 @@ def _recentre(X, w, has_w, l, redo, mean, M, lo, hi, opts) -> None:
     c2[off] = 0.5 * lo[redo][off] + 0.5 * hi[redo][off]
     Xs = cp.ascontiguousarray(X[:, cp.asarray(redo)])
     n, d2 = Xs.shape
-    vals, stages, minb, fastpath, blocks_per_sm, bulk = opts
-    if vals is None:
-        vals = default_vals(Xs.dtype == np.float32, l)
-    p2 = _plan(n, d2, l, Xs.dtype == np.float32, has_w, 0, Xs.data.ptr % 16 == 0, w.data.ptr % 16 == 0, int(vals),
-               int(stages), int(minb), bool(fastpath), blocks_per_sm, bulk, cp.cuda.Device().id)
+    p2 = _plan(n, d2, l, Xs.dtype == np.float32, has_w, 0, Xs.data.ptr % 16 == 0, w.data.ptr % 16 == 0,
+               _with_vals(opts, Xs, l), cp.cuda.Device().id)
     b2 = _buffers(cp, d2, l, p2)
     _launch(Xs, w, has_w, l, 0, p2, b2, center=cp.asarray(c2))
     cp.cuda.get_current_stream().synchronize()
@@ -426,10 +468,7 @@ def _host_sets(table, nd: np.ndarray, tsize: int, cap: int) -> np.ndarray:
 def kernels_only(X, n_moments: int = 15, max_distinct: int = 256, **opts):
     """A callable that queues only the three kernels on X (no checks, allocation or transfer): for timing. opts as
     sketch_fast's, same defaults."""
-    kw = sketch_fast.__kwdefaults__
-    o = {k: opts.get(k, kw[k]) for k in ("vals", "stages", "minb", "fastpath", "blocks_per_sm", "bulk")}
-    prep = _prepare(X, None, n_moments, max_distinct, o["vals"], o["stages"], o["minb"], o["fastpath"],
-                    o["blocks_per_sm"], o["bulk"])
+    prep = _prepare(X, None, n_moments, max_distinct, GpuSketchOptions(**opts))
     l, X, w, has_w, cap, p, b = prep
     return lambda: _launch(X, w, has_w, l, cap, p, b)
 
