@@ -284,7 +284,7 @@ def main():
         res["gpu"]["sketch"] = rows
         # the three fast kernels alone (sketch_prep + the read kernel + sketch_finish: no checks, no transfer, no host
         # work), best options at l = 15
-        from hitml.kernels.sketch import gpu_fast
+        from hitml.kernels.sketch import _gpu_moments
 
         fast15 = [r for r in rows if "seconds" in r and r["variant"] == "fast" and r["n_moments"] == 15]
         for md in (256, 0):
@@ -292,7 +292,7 @@ def main():
             if not cand_rows:
                 continue
             o = {k: v for k, v in min(cand_rows, key=lambda r: r["seconds"])["options"].items() if k != "n_sample"}
-            t = gpu_time(gpu_fast.kernels_only(X, 15, md, **o), args.reps, cp)
+            t = gpu_time(_gpu_moments.kernels_only(X, 15, md, **o), args.reps, cp)
             res["gpu"].setdefault("fast_kernel_only", []).append(
                 {"max_distinct": md, "options": o, "seconds": t, "fraction_of_copy_bw": nbytes / t / bw})
             print(f"fast kernels only (max_distinct={md}, {o}): {t*1e3:.3f} ms, {nbytes/t/bw:.3f} of copy bw",

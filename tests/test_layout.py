@@ -105,7 +105,7 @@ def test_engine_options_are_checked_objects():
     import dataclasses
 
     from hitml.kernels._options import Options
-    from hitml.kernels.sketch.gpu_fast import GpuSketchOptions
+    from hitml.kernels.sketch._gpu_moments import GpuSketchOptions
     from hitml.kernels.treeshap import cpu
     from hitml.kernels.treeshap._gpu_core import GpuOptions
 

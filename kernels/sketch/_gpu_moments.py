@@ -1,4 +1,4 @@
-"""GPU moment sketch kernels (sketch_fast.cu): three launches (sample centres and candidate columns; one
+"""GPU moment sketch kernels (moments.cu): three launches (sample centres and candidate columns; one
 tiled read of X with distinct tracking folded in; sums -> mean, central sums and sorted distinct sets) and one
 device-to-host write (sketch_finish writes the result into pinned host memory). Device buffers and the pinned result
 buffer are kept per thread for the last geometry."""
@@ -18,15 +18,15 @@ from hitml.kernels.device import cupy_module
 
 from .state import MomentSketch, _check_n_moments, _prepare_input
 
-EMPTY_KEY = 0x7FF8DEAD0000BEEF  # sketch_fast.cu's empty slot of the global distinct tables
+EMPTY_KEY = 0x7FF8DEAD0000BEEF  # moments.cu's empty slot of the global distinct tables
 
 SAMPLE_ROWS = 4096  # sampled rows: the centre of each column, and which columns can have <= cap distinct values
-SAMPLE_RUN = 64  # sketch_fast.cu: the sample is SAMPLE_ROWS / SAMPLE_RUN runs of SAMPLE_RUN consecutive rows
-PREP_THREADS = 256  # sketch_fast.cu: PREP_THREADS * PREP_PER >= SAMPLE_ROWS
+SAMPLE_RUN = 64  # moments.cu: the sample is SAMPLE_ROWS / SAMPLE_RUN runs of SAMPLE_RUN consecutive rows
+PREP_THREADS = 256  # moments.cu: PREP_THREADS * PREP_PER >= SAMPLE_ROWS
 PREP_TABLE_MAX = 4096  # entries (8 bytes) of sketch_prep's sample set, >= 2 (cap + 1); its first half is a bitmap of
 # 32 bits per entry; caps needing more track every column
 TABLE_BUDGET = 32768  # bytes of shared memory per block for the per-block distinct sets
-MAX_SLOTS = 64  # sketch_fast.cu's shared slot arrays
+MAX_SLOTS = 64  # moments.cu's shared slot arrays
 SET_ALIASES = 4  # sketch_bulk's sets may also hold -0.0 and three NaN bit patterns (FastKey::nan_alias) as aliases
 MAX_ROWS_PER_THREAD = 8192  # more blocks beyond this, so no thread sums too many terms in one accumulator
 RECENTRE_TOL = 0.1  # re-sketch a column whose mean is farther than this many standard deviations from its centre
@@ -192,7 +192,7 @@ def _plan(n, d, l, is_f32, has_w, cap, aligned16, w_aligned16, o: GpuSketchOptio
     names = (f"sketch_prep<{T},{hw}>", f"{read}<{T},{l},{nt},{vals},{stages},{hw},{fp}>",
              f"sketch_finish<{l},{FINISH_THREADS}>")
     opts = (f"-I{_DIR}", f"-DFAST_MINB={int(minb)}")
-    kernels = tuple(get_kernel("sketch/sketch_fast.cu", nm, options=opts, name_expressions=names) for nm in names)
+    kernels = tuple(get_kernel("sketch/moments.cu", nm, options=opts, name_expressions=names) for nm in names)
     if _HAS_DRIVER_LAUNCH[0] is None:
         _HAS_DRIVER_LAUNCH[0] = hasattr(cupy_module().cuda.driver, "launchKernel") and all(
             hasattr(k, "kernel") for k in kernels)
@@ -371,7 +371,7 @@ def _prepare(X, sample_weight, n_moments, max_distinct, o: GpuSketchOptions):
     return l, X, w, has_w, cap, p, _buffers(cp, d, l, p)
 
 
-def sketch_fast(X, sample_weight=None, *, n_moments: int = 15, max_distinct: int = 256, vals: int | None = None,
+def sketch_moments(X, sample_weight=None, *, n_moments: int = 15, max_distinct: int = 256, vals: int | None = None,
                 stages: int = 2, minb: int = 2, fastpath: bool = True, blocks_per_sm: int | None = None,
                 bulk: bool | None = None) -> MomentSketch:
     """The moments and distinct sets of the CPU twin (cpu.sketch) within 1e-12 of each moment's scale.
@@ -424,7 +424,8 @@ def sketch_fast(X, sample_weight=None, *, n_moments: int = 15, max_distinct: int
         vals_ = _host_sets(b["table"], nd, p.tsize, cap)
     redo = np.flatnonzero(A[l + 3])
     if redo.size:
-        _recentre(X, w, has_w, l, redo, mean, M, lo, hi, dataclasses.replace(opts, bulk=False if opts.bulk is False else None))
+        again = dataclasses.replace(opts, bulk=False if opts.bulk is False else None)  # the columns may not align
+        _recentre(X, w, has_w, l, redo, mean, M, lo, hi, again)
     if not (W > 0).all():
         empty = W <= 0
         lo[empty] = np.nan
@@ -467,7 +468,7 @@ def _host_sets(table, nd: np.ndarray, tsize: int, cap: int) -> np.ndarray:
 
 def kernels_only(X, n_moments: int = 15, max_distinct: int = 256, **opts):
     """A callable that queues only the three kernels on X (no checks, allocation or transfer): for timing. opts as
-    sketch_fast's, same defaults."""
+    sketch_moments's, same defaults."""
     prep = _prepare(X, None, n_moments, max_distinct, GpuSketchOptions(**opts))
     l, X, w, has_w, cap, p, b = prep
     return lambda: _launch(X, w, has_w, l, cap, p, b)
@@ -482,7 +483,7 @@ def central_from_power_sums(W, S, center):
     d, l = S.shape
     part = np.concatenate([W[:, None], S, np.zeros((d, 2))], axis=1)
     res = cp.empty(d * (l + 5) + 1, cp.float64)
-    fin = get_kernel("sketch/sketch_fast.cu", f"sketch_finish<{l},{FINISH_THREADS}>", options=(f"-I{_DIR}",),
+    fin = get_kernel("sketch/moments.cu", f"sketch_finish<{l},{FINISH_THREADS}>", options=(f"-I{_DIR}",),
                      name_expressions=(f"sketch_finish<{l},{FINISH_THREADS}>",))
     dummy = cp.zeros(1, cp.int32)
     fin((d,), (FINISH_THREADS,), (cp.asarray(part), np.int32(1), np.int32(d), cp.asarray(center, np.float64), dummy,
