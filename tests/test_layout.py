@@ -3,6 +3,8 @@
 - CuPy is imported in one module, ``kernels/device.py``; every other module asks it (``cupy_module()``,
   ``array_module(x)``, ``is_cupy_array(x)``), GPU-only modules included.
 - The backend string is resolved once, by the adapter: ``kernels.treeshap`` takes only "cpu" or "gpu".
+- Every engine's tuning is one checked options object (``kernels._options.Options``).
+- Code only benchmarks or tests use lives in ``integration/`` or ``tests/``, not in the package.
 """
 from __future__ import annotations
 
@@ -43,6 +45,18 @@ def test_pattern_catches_each_spelling():
         assert CUPY_IMPORT.search(line), line
     for line in ("import cupy_like", "# import cupy here", "x: cupy.ndarray", "cp = cupy_module()"):
         assert not CUPY_IMPORT.search(line), line
+
+
+BENCH_ONLY = ("kernels_only", "central_from_power_sums", "next_fit_bins", "kendall_discordant", "naive_sketch",
+              "naive_from_power_sums")
+
+
+def test_bench_and_test_helpers_stay_out_of_the_package():
+    pattern = re.compile(r"\b(%s)\b|^\s*(from|import)\s+(integration|tests|_naive_sketch)\b" % "|".join(BENCH_ONLY),
+                         re.MULTILINE)
+    offenders = [f"{p.relative_to(ROOT)}: {m.group(0).strip()}" for p in _sources()
+                 for m in pattern.finditer(p.read_text())]
+    assert not offenders, f"bench/test-only code belongs in integration/ or tests/: {offenders}"
 
 
 def test_check_backend_one_message():

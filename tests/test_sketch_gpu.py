@@ -7,7 +7,7 @@ import pytest
 
 from hitml.kernels.sketch import cpu
 
-from _sketch_gpu import _assert_same
+from _sketch_gpu import _assert_same, central_from_power_sums, sample_rows
 
 pytestmark = pytest.mark.gpu
 VARIANTS = ["fast", "fast_tiles"]  # fast_tiles: bulk=False (the cp.async read)
@@ -207,7 +207,6 @@ def test_device_shift_matches_two_pass():
     for one column 0.5 (flagged)."""
     import math
 
-    from hitml.kernels.sketch import _gpu_moments
 
     rng = np.random.default_rng(3)
     n = 6000
@@ -234,16 +233,16 @@ def test_device_shift_matches_two_pass():
         ok = ~np.isnan(data[:, j])
         dl = data[ok, j] - centre[j]
         S[j] = [math.fsum(w[ok] * dl**k) for k in range(1, l + 1)]
-    m2, M2, redo = _gpu_moments.central_from_power_sums(W, S, centre)
+    m2, M2, redo = central_from_power_sums(W, S, centre)
     assert (np.abs(M2 - M) / scale)[:4].max() < 1e-12
     assert np.all(np.abs(m2 - mean) <= 1e-12 * (np.abs(mean) + np.sqrt(scale[:, 0] / W)))
     assert list(redo) == [False, False, False, False, True]
-    m0, M0, r0 = _gpu_moments.central_from_power_sums(np.zeros(2), np.zeros((2, 5)), np.array([1.5, -2.0]))
+    m0, M0, r0 = central_from_power_sums(np.zeros(2), np.zeros((2, 5)), np.array([1.5, -2.0]))
     assert (m0 == 0).all() and (M0 == 0).all() and not r0.any()  # empty columns
 
 
 def test_fast_recentres_unrepresentative_sample_and_all_missing_sample():
-    """A column whose sampled rows (_gpu_moments.sample_rows, the kernel's sample) hold only a spike (centre ~6 sd off:
+    """A column whose sampled rows (sample_rows, the kernel's sample) hold only a spike (centre ~6 sd off:
     re-sketched about its mean) and a column missing at every sampled row but valid elsewhere (centre from the whole
     column)."""
     import cupy as cp
@@ -253,7 +252,7 @@ def test_fast_recentres_unrepresentative_sample_and_all_missing_sample():
     rng = np.random.default_rng(1)
     m = 37
     n = _gpu_moments.SAMPLE_ROWS * m
-    rows = _gpu_moments.sample_rows(n)
+    rows = sample_rows(n)
     assert rows.size == _gpu_moments.SAMPLE_ROWS and np.unique(rows).size == rows.size and rows.max() < n
     spike = rng.normal(0, 1, n)
     spike[rows] = 50 + rng.normal(0, 0.01, rows.size)

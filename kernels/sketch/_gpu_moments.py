@@ -90,16 +90,6 @@ class GpuSketchOptions(Options):
         return value
 
 
-def sample_rows(n: int) -> np.ndarray:
-    """The rows sketch_prep samples from X of n rows (its sample_row): all of them up to SAMPLE_ROWS, else
-    SAMPLE_ROWS / SAMPLE_RUN runs of SAMPLE_RUN consecutive rows spread evenly."""
-    k = min(n, SAMPLE_ROWS)
-    i = np.arange(k, dtype=np.int64)
-    if n == k:
-        return i
-    return (i // SAMPLE_RUN) * n // (k // SAMPLE_RUN) + i % SAMPLE_RUN
-
-
 def _pow2_at_least(x: int) -> int:
     p = 1
     while p < x:
@@ -464,30 +454,3 @@ def _host_sets(table, nd: np.ndarray, tsize: int, cap: int) -> np.ndarray:
             k = keys[r][keys[r] != np.uint64(EMPTY_KEY)]
             vals[j, : k.size] = np.sort(k.view(np.float64))
     return vals
-
-
-def kernels_only(X, n_moments: int = 15, max_distinct: int = 256, **opts):
-    """A callable that queues only the three kernels on X (no checks, allocation or transfer): for timing. opts as
-    sketch_moments's, same defaults."""
-    prep = _prepare(X, None, n_moments, max_distinct, GpuSketchOptions(**opts))
-    l, X, w, has_w, cap, p, b = prep
-    return lambda: _launch(X, w, has_w, l, cap, p, b)
-
-
-def central_from_power_sums(W, S, center):
-    """Test hook: the finish kernel's shift on given power sums S (d, l) about ``center`` (d,) with weights W (d,):
-    returns (mean, M (d, l-1) for k = 2..l, redo flags)."""
-    cp = cupy_module()
-    W = np.asarray(W, np.float64)
-    S = np.asarray(S, np.float64)
-    d, l = S.shape
-    part = np.concatenate([W[:, None], S, np.zeros((d, 2))], axis=1)
-    res = cp.empty(d * (l + 5) + 1, cp.float64)
-    fin = get_kernel("sketch/moments.cu", f"sketch_finish<{l},{FINISH_THREADS}>", options=(f"-I{_DIR}",),
-                     name_expressions=(f"sketch_finish<{l},{FINISH_THREADS}>",))
-    dummy = cp.zeros(1, cp.int32)
-    fin((d,), (FINISH_THREADS,), (cp.asarray(part), np.int32(1), np.int32(d), cp.asarray(center, np.float64), dummy,
-                                  dummy, cp.zeros(1, cp.uint64), np.int32(1), np.int32(0), np.int32(0),
-                                  np.float64(RECENTRE_TOL), dummy, res))
-    R = res.get()[:-1].reshape(d, l + 5)
-    return R[:, 1], R[:, 2 : l + 1], R[:, l + 3] != 0

@@ -444,7 +444,7 @@ __device__ __forceinline__ bool track_insert(typename FastKey<T>::K key, int sl,
 // ------------------------------------------------------------------------ 1. centres, candidates, resets
 // Sample row i of k: all rows when k = n; else runs of SAMPLE_RUN consecutive rows at k / SAMPLE_RUN evenly spread
 // places (k a multiple of SAMPLE_RUN: a strided sample of single rows cost a TLB miss per value).
-// _gpu_moments.sample_rows mirrors it.
+// tests/_sketch_gpu.sample_rows mirrors it.
 #ifndef SAMPLE_RUN
 #define SAMPLE_RUN 64
 #endif
