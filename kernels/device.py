@@ -111,7 +111,7 @@ def check_backend(backend: str | None) -> str:
 
     Examples
     --------
-    >>> from hitml.kernels.device import check_backend
+    >>> from hitml.kernels import check_backend
     >>> check_backend(None)
     'auto'
     """
@@ -147,7 +147,7 @@ def check_resolved(backend: str) -> str:
 
     Examples
     --------
-    >>> from hitml.kernels.device import check_resolved
+    >>> from hitml.kernels import check_resolved
     >>> check_resolved("cpu")
     'cpu'
     """
@@ -322,8 +322,8 @@ def download(src: Any, out: np.ndarray | None = None, ready: Any = None) -> np.n
     """Copy a C-contiguous CuPy array to the host through two pinned staging buffers.
 
     Pageable device-to-host copies of large arrays run at a few GB/s; staging through pinned memory, with the next
-    slice's transfer overlapping the host copy of the previous one, runs near PCIe speed (on an H100: 2.8 -> 19.5 GB/s
-    for a 628 MB float64 result). The copy waits for ``ready`` (a CuPy event) where given, else for the work queued
+    slice's transfer overlapping the host copy of the previous one, runs near PCIe speed (docs/design/treeshap.md,
+    section 8). The copy waits for ``ready`` (a CuPy event) where given, else for the work queued
     on the current stream, so later work already queued there overlaps the transfer. Returns ``out``.
     """
     cp = cupy_module()
@@ -363,8 +363,8 @@ def download(src: Any, out: np.ndarray | None = None, ready: Any = None) -> np.n
 
 # Page-locked (pinned) host memory lent to NumPy arrays. A device-to-host copy into pinned memory runs at the link's
 # speed and queues without blocking the host; into pageable memory the driver copies through its own buffer, and
-# memory the process touches for the first time also pays a page fault per page (on the H100 host, 314 MB: 54 GB/s
-# pinned, 12 GB/s reused pageable, 3.3 GB/s fresh pageable). Blocks are recycled: an array's block returns to the
+# memory the process touches for the first time also pays a page fault per page (docs/design/treeshap.md, section 8,
+# has the rates). Blocks are recycled: an array's block returns to the
 # pool when the array and all its views are gone, so repeated calls write into memory that is resident already.
 _PINNED_MIN_BYTES = 1 << 16      # smaller arrays: a plain copy costs no more
 

@@ -5,6 +5,7 @@
 - The backend string is resolved once, by the adapter: ``kernels.treeshap`` takes only "cpu" or "gpu".
 - Every engine's tuning is one checked options object (``kernels._options.Options``).
 - Code only benchmarks or tests use lives in ``integration/`` or ``tests/``, not in the package.
+- Comments say why; measurement history (before -> after numbers, rates, dates, commits) lives in docs/design/.
 """
 from __future__ import annotations
 
@@ -57,6 +58,25 @@ def test_bench_and_test_helpers_stay_out_of_the_package():
     offenders = [f"{p.relative_to(ROOT)}: {m.group(0).strip()}" for p in _sources()
                  for m in pattern.finditer(p.read_text())]
     assert not offenders, f"bench/test-only code belongs in integration/ or tests/: {offenders}"
+
+
+HISTORY = re.compile(r"\d(\.\d+)?(e\d+)?\s*(->|\u2192)\s*\d|\d\s*(rows/s|GB/s|MB/s)\b|\b20\d\d-\d\d-\d\d\b"
+                     r"|\b(commit|rev)\s+[0-9a-f]{7,}|\b\d+(\.\d+)?x (faster|slower)\b")
+
+
+def test_no_measurement_history_in_source():
+    files = [p for p in _sources()] + [p for pkg in PACKAGES for p in sorted((ROOT / pkg).rglob("*.cu"))]
+    offenders = [f"{p.relative_to(ROOT)}:{i}: {line.strip()}" for p in files
+                 for i, line in enumerate(p.read_text().splitlines(), 1) if HISTORY.search(line)]
+    assert not offenders, f"move the numbers to docs/design/*.md and keep the why: {offenders}"
+
+
+def test_history_pattern_catches_each_form():
+    for line in ("# 289 -> 1319 rows/s", "# 2.8 -> 19.5 GB/s", "# at 3.6e6 rows/s", "# on 2026-11-20",
+                 "# see commit 9fe33de", "# 1.5x faster"):
+        assert HISTORY.search(line), line
+    for line in ("# (n, M+1) -> (n, M)", "x = a - 1 if b else -1", "# wider is slower"):
+        assert not HISTORY.search(line), line
 
 
 def test_check_backend_one_message():

@@ -1,4 +1,4 @@
-// Fast moment sketch (variant "fast", the default): three launches and no host round trip before the result.
+// The GPU moment sketch (moments and distinct sets): three launches and no host round trip before the result.
 //
 // 1. sketch_prep (one block per column): a sample of SAMPLE_ROWS rows (runs of SAMPLE_RUN consecutive rows spread
 //    evenly over X) gives the column's centre c_f (the weighted sample mean; the value itself where the sample is

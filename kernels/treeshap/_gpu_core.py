@@ -485,8 +485,8 @@ def driver(paths: PathSet, X, tree_limit, progress, desc: str, out_cols: tuple, 
     return out
 
 
-# NumPy output: a chunk is computed in pieces, each downloaded while the next computes (the transfer of a
-# 628 MB result costs about a third of the kernel time of fashion_mnist-medium SHAP values).
+# NumPy output: a chunk is computed in pieces, each downloaded while the next computes (the transfer of a large
+# result costs a sizeable share of the kernel time: docs/design/treeshap.md, section 8).
 _PIECES = 8
 _PIECE_MIN_BYTES = 32 << 20
 _PINNED_PIECE_MIN_BYTES = 8 << 20      # into pinned output: copies queue without a host wait, so smaller pieces pay

@@ -26,8 +26,7 @@ __all__ = ["shap_values", "interaction_values", "interventional_shap_values", "i
 _CHUNK_WORK = 2e8          # element-operations per chunk of rows (about a second or less)
 # progress=None shows a bar when a call's work, in the units of `work` below plus _OUT_WORK per output value (the
 # output's allocation, zeroing and the caller's copies), exceeds _QUIET_WORK per thread (x 0.6 from two threads on,
-# for imperfect scaling): about 2 s. One thread of the 2-core machine ran 1.5e9 units a second of SHAP values and
-# 1.1e9 of interactions on cal_housing-medium, and about 8 ns per output value on fashion_mnist-small.
+# for imperfect scaling): about 2 s on one thread (the rates behind both constants: docs/design/treeshap.md, section 8).
 _QUIET_WORK = 3e9
 _OUT_WORK = 12
 
@@ -180,9 +179,8 @@ _SPARSE_BYTES = 1 << 26   # outputs from 64 MiB on whose writes touch few of the
 def _zeros(shape: tuple, sparse: bool) -> np.ndarray:
     """np.zeros(shape), or, for a large output whose writes touch few of its pages (interactions of wide models with
     short paths), anonymous memory with transparent huge pages off: an untouched 4 KiB page then stays unallocated,
-    where NumPy's huge-page advice makes the first write to a 2 MiB page zero all of it (fashion_mnist-small, 49 MB
-    per row, about 1 MB of it written: 289 -> 1319 rows/s on one thread). Same values; reads of untouched pages
-    return zeros."""
+    where NumPy's huge-page advice makes the first write to a 2 MiB page zero all of it (docs/design/treeshap.md,
+    section 8). Same values; reads of untouched pages return zeros."""
     nbytes = int(np.prod(shape)) * 8
     if not sparse or nbytes < _SPARSE_BYTES or not hasattr(mmap, "MADV_NOHUGEPAGE"):
         return np.zeros(shape)
