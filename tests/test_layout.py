@@ -5,6 +5,7 @@
 - The backend string is resolved once, by the adapter: ``kernels.treeshap`` takes only "cpu" or "gpu".
 - Every engine's tuning is one checked options object (``kernels._options.Options``).
 - Code only benchmarks or tests use lives in ``integration/`` or ``tests/``, not in the package.
+- One export style in ``kernels/<family>/__init__.py``: eager relative imports, then ``__all__``; no ``__getattr__``.
 - Comments say why; measurement history (before -> after numbers, rates, dates, commits) lives in docs/design/.
 """
 from __future__ import annotations
@@ -188,3 +189,27 @@ def test_cpu_row_kernels_agree_with_shap():
             np.testing.assert_allclose(cpu.shap_values(ps, X[:20])[:, :4, 0], ref, rtol=1e-5, atol=1e-5)
     finally:
         cpu.options.row_kernel = "quadrature"
+
+
+def test_one_export_style_in_kernel_families():
+    import ast
+    import importlib
+
+    families = sorted(p.parent for p in (ROOT / "kernels").glob("*/__init__.py") if p.parent.name != "permutations")
+    assert {f.name for f in families} >= {"shapley", "shuffle", "sketch", "treeshap"}
+    for fam in families:
+        tree = ast.parse((fam / "__init__.py").read_text())
+        names = [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
+        assert "__getattr__" not in names, f"kernels/{fam.name}: lazy __getattr__ exports"
+        assert "globals()" not in (fam / "__init__.py").read_text(), f"kernels/{fam.name}: globals() exports"
+        body = [n for n in tree.body if not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))]
+        is_all = [isinstance(n, ast.Assign) and n.targets[0].id == "__all__" for n in body]
+        all_at = is_all.index(True)
+        defs = [i for i, n in enumerate(body) if isinstance(n, (ast.FunctionDef, ast.ClassDef, ast.Assign))
+                and not is_all[i]]
+        first_def = defs[0] if defs else len(body)
+        assert all(isinstance(n, (ast.Import, ast.ImportFrom)) for n in body[:all_at]), f"kernels/{fam.name}"
+        assert all_at < first_def, f"kernels/{fam.name}: __all__ comes right after the imports"
+        mod = importlib.import_module(f"hitml.kernels.{fam.name}")
+        missing = [n for n in mod.__all__ if not hasattr(mod, n)]
+        assert not missing, f"kernels/{fam.name} exports names it does not define: {missing}"

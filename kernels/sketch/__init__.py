@@ -1,10 +1,14 @@
 """Moment-based quantile sketches: mergeable per-feature state, CPU/GPU accumulation, solvers and cut points."""
 from __future__ import annotations
 
+from ..device import is_cupy_array, resolve_backend
+from .cuts import Cuts, cut_points
 from .sample import N_SAMPLE, RowSample
+from .solvers import quantiles
 from .state import MAX_MOMENTS, MomentSketch, merge_moments, update
 
-__all__ = ["MAX_MOMENTS", "N_SAMPLE", "RowSample", "MomentSketch", "merge_moments", "update", "sketch", "quantiles", "cut_points", "Cuts"]
+__all__ = ["MAX_MOMENTS", "N_SAMPLE", "RowSample", "MomentSketch", "merge_moments", "update", "sketch", "quantiles",
+           "cut_points", "Cuts"]
 
 
 def sketch(X, sample_weight=None, *, n_moments: int = 15, max_distinct: int = 256, n_sample: int = N_SAMPLE,
@@ -52,8 +56,6 @@ def sketch(X, sample_weight=None, *, n_moments: int = 15, max_distinct: int = 25
     >>> [len(v) <= 15 for v in cuts.values]
     [True, True]
     """
-    from hitml.kernels.device import is_cupy_array, resolve_backend
-
     be = resolve_backend(backend, X)
     if be == "gpu":
         from . import gpu
@@ -66,15 +68,3 @@ def sketch(X, sample_weight=None, *, n_moments: int = 15, max_distinct: int = 25
     if is_cupy_array(sample_weight):
         sample_weight = sample_weight.get()
     return cpu.sketch(X, sample_weight, n_moments=n_moments, max_distinct=max_distinct, n_sample=n_sample)
-
-
-def __getattr__(name):
-    if name == "quantiles":
-        from .solvers import quantiles
-
-        return quantiles
-    if name in ("cut_points", "Cuts"):
-        from . import cuts
-
-        return getattr(cuts, name)
-    raise AttributeError(name)
