@@ -3,6 +3,7 @@ every assignment is checked, so a misspelt name or a value outside the allowed o
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any, ClassVar
 
 import numpy as np
@@ -20,8 +21,14 @@ class Options:
     choices: ClassVar[dict[str, tuple]] = {}
     flags: ClassVar[tuple[str, ...]] = ()
 
+    @classmethod
+    @functools.cache
+    def option_names(cls) -> tuple[str, ...]:
+        """The options (the dataclass fields, without the class-level ``choices`` and ``flags``)."""
+        return tuple(f.name for f in dataclasses.fields(cls))  # type: ignore[arg-type]
+
     def _checked(self, name: str, value: Any) -> Any:
-        fields = [f.name for f in dataclasses.fields(self)]  # type: ignore[arg-type]
+        fields = self.option_names()
         if name not in fields:
             raise AttributeError(f"{type(self).__name__} has no option {name!r}; options: {', '.join(fields)}")
         if name in self.choices and value not in self.choices[name]:
@@ -35,8 +42,7 @@ class Options:
 
     def __post_init__(self) -> None:
         # a frozen subclass's __init__ bypasses __setattr__: its fields are checked here
-        for f in dataclasses.fields(self):  # type: ignore[arg-type]
-            name = f.name
+        for name in self.option_names():
             object.__setattr__(self, name, self._checked(name, getattr(self, name)))
 
     def check(self, name: str, value: Any) -> Any:

@@ -8,6 +8,7 @@ backend string once with ``resolve_backend``; kernel entry points that take an a
 from __future__ import annotations
 
 import functools
+import importlib
 import threading
 import warnings
 import weakref
@@ -216,6 +217,49 @@ def resolve_backend(backend: str | None = "auto", data: Any = None) -> str:
             stacklevel=2,
         )
     return "cpu"
+
+
+def engine_module(family: str, backend: str):
+    """The engine module (``cpu`` or ``gpu``) of a kernel family for a resolved backend, imported on first use.
+
+    Every kernel family picks its engine here, so the GPU engine (CuPy, CUDA sources) is only imported where a call
+    asks for it.
+
+    Parameters
+    ----------
+    family : str
+        The family's package, e.g. ``"hitml.kernels.treeshap"`` (its ``__name__``).
+    backend : {"cpu", "gpu"}
+        A resolved backend (:func:`check_resolved` checks it).
+
+    Returns
+    -------
+    module
+        ``<family>.cpu`` or ``<family>.gpu``.
+
+    Raises
+    ------
+    ValueError
+        For "auto" or any other name.
+    GPUUnavailableError
+        For "gpu" without a usable device.
+    NotImplementedError
+        Where the family has no module for that backend in this installation.
+
+    Examples
+    --------
+    >>> from hitml.kernels.device import engine_module
+    >>> engine_module("hitml.kernels.shuffle", "cpu").__name__
+    'hitml.kernels.shuffle.cpu'
+    """
+    name = f"{family}.{check_resolved(backend)}"
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name == name:
+            raise NotImplementedError(f"the {backend.upper()} engine ({name}) is not available in this installation; "
+                                      f"use backend={'cpu' if backend == 'gpu' else 'gpu'!r}") from exc
+        raise
 
 
 def is_cupy_array(x: Any) -> bool:

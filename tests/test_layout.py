@@ -213,3 +213,17 @@ def test_one_export_style_in_kernel_families():
         mod = importlib.import_module(f"hitml.kernels.{fam.name}")
         missing = [n for n in mod.__all__ if not hasattr(mod, n)]
         assert not missing, f"kernels/{fam.name} exports names it does not define: {missing}"
+
+
+def test_families_pick_their_engine_through_device():
+    """treeshap, sketch and shuffle dispatch through device.engine_module (no importlib or `from . import gpu` of their
+    own), and engine_module gives the family's cpu module for "cpu" and refuses "auto"."""
+    for fam in ("treeshap", "sketch", "shuffle"):
+        src = (ROOT / "kernels" / fam / "__init__.py").read_text()
+        assert "engine_module(__name__" in src, fam
+        assert not re.search(r"importlib|from \. import (cpu|gpu)|import_module", src), fam
+    assert dev.engine_module("hitml.kernels.sketch", "cpu").__name__ == "hitml.kernels.sketch.cpu"
+    with pytest.raises(ValueError, match="resolved first"):
+        dev.engine_module("hitml.kernels.sketch", "auto")
+    with pytest.raises(NotImplementedError, match=r"hitml\.kernels\.shapley\.cpu\) is not available"):
+        dev.engine_module("hitml.kernels.shapley", "cpu")  # a family without engine modules

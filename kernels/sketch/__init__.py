@@ -1,7 +1,7 @@
 """Moment-based quantile sketches: mergeable per-feature state, CPU/GPU accumulation, solvers and cut points."""
 from __future__ import annotations
 
-from ..device import is_cupy_array, resolve_backend
+from ..device import engine_module, is_cupy_array, resolve_backend, to_numpy
 from .cuts import Cuts, cut_points
 from .sample import N_SAMPLE, RowSample
 from .solvers import quantiles
@@ -57,14 +57,7 @@ def sketch(X, sample_weight=None, *, n_moments: int = 15, max_distinct: int = 25
     [True, True]
     """
     be = resolve_backend(backend, X)
-    if be == "gpu":
-        from . import gpu
-
-        return gpu.sketch(X, sample_weight, n_moments=n_moments, max_distinct=max_distinct, n_sample=n_sample)
-    from . import cpu
-
-    if is_cupy_array(X):
-        X = X.get()
-    if is_cupy_array(sample_weight):
-        sample_weight = sample_weight.get()
-    return cpu.sketch(X, sample_weight, n_moments=n_moments, max_distinct=max_distinct, n_sample=n_sample)
+    if be == "cpu":
+        X, sample_weight = (to_numpy(a) if is_cupy_array(a) else a for a in (X, sample_weight))
+    return engine_module(__name__, be).sketch(X, sample_weight, n_moments=n_moments, max_distinct=max_distinct,
+                                              n_sample=n_sample)

@@ -343,6 +343,13 @@ def default_vals(is_f32: bool, l: int) -> int:
     return 32 if is_f32 and l <= 16 else 16
 
 
+@lru_cache(maxsize=256)
+def _options(vals, stages, minb, fastpath, blocks_per_sm, bulk, types: tuple) -> GpuSketchOptions:
+    """GpuSketchOptions of these values, made (and checked) once per setting and value types: a repeated call's host
+    time stays a cache lookup."""
+    return GpuSketchOptions(vals, stages, minb, fastpath, blocks_per_sm, bulk)
+
+
 def _with_vals(o: GpuSketchOptions, X, l: int) -> GpuSketchOptions:
     """``o`` with its default ``vals`` filled in for X's dtype and l moments."""
     return o if o.vals is not None else dataclasses.replace(o, vals=default_vals(X.dtype == np.float32, l))
@@ -369,7 +376,8 @@ def sketch_moments(X, sample_weight=None, *, n_moments: int = 15, max_distinct: 
     vals, stages, minb, fastpath, blocks_per_sm, bulk: the read kernel's tuning, checked as a ``GpuSketchOptions``
     (which describes them). All options give the same sketch.
     """
-    opts = GpuSketchOptions(vals, stages, minb, fastpath, blocks_per_sm, bulk)
+    raw = (vals, stages, minb, fastpath, blocks_per_sm, bulk)
+    opts = _options(*raw, tuple(map(type, raw)))
     cp = cupy_module()
     rep = key = None
     if sample_weight is None and type(X) is cp.ndarray:  # a repeated call skips the checks and the planning

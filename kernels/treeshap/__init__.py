@@ -1,10 +1,8 @@
 """Exact path-based TreeSHAP: PathSet extraction plus CPU (Numba) and GPU (CuPy) engines behind one API."""
 from __future__ import annotations
 
-import importlib
-
 from .._progress import check_progress
-from ..device import check_resolved
+from ..device import engine_module
 from .paths import PathSet, extract_paths
 
 __all__ = ["PathSet", "extract_paths", "shap_values", "interaction_values", "interventional_shap_values",
@@ -13,16 +11,7 @@ __all__ = ["PathSet", "extract_paths", "shap_values", "interaction_values", "int
 
 def _engine(backend: str):
     """cpu.py or gpu.py for a backend the caller resolved already ("cpu" | "gpu"; the adapter resolves "auto")."""
-    if check_resolved(backend) == "cpu":
-        from . import cpu
-        return cpu
-    try:
-        return importlib.import_module(f"{__name__}.gpu")
-    except ModuleNotFoundError as exc:
-        if exc.name == f"{__name__}.gpu":
-            raise NotImplementedError("the GPU TreeSHAP engine (kernels.treeshap.gpu) is not available in this "
-                                      "installation; use backend='cpu'") from exc
-        raise
+    return engine_module(__name__, backend)
 
 
 def shap_values(paths: PathSet, X, *, backend: str = "cpu", tree_limit=None, progress=None):
