@@ -2,7 +2,8 @@
 
 - CuPy is imported in one module, ``kernels/device.py``; every other module asks it (``cupy_module()``,
   ``array_module(x)``, ``is_cupy_array(x)``), GPU-only modules included.
-- The backend string is resolved once, by the adapter: ``kernels.treeshap`` takes only "cpu" or "gpu".
+- The backend string is resolved once, by the adapter: ``kernels.treeshap`` takes only "cpu" or "gpu"; the kernel
+  families pick their engine module through ``device.engine_module``.
 - Every engine's tuning is one checked options object (``kernels._options.Options``).
 - Code only benchmarks or tests use lives in ``integration/`` or ``tests/``, not in the package.
 - One export style in ``kernels/<family>/__init__.py``: eager relative imports, then ``__all__``; no ``__getattr__``.
