@@ -9,7 +9,7 @@ sys.path.insert(0, "integration")
 from bench_sketch_speed import gpu_time, make_data
 from hitml.kernels.sketch import gpu as skgpu
 from hitml.kernels.sketch.cuts import cut_points
-from hitml.kernels.sketch.gpu_fast import sketch_fast
+from hitml.kernels.sketch._gpu_moments import sketch_moments
 
 warnings.simplefilter("ignore")
 X = make_data(cp, 10_000_000, 50)
@@ -21,7 +21,7 @@ def t(f, reps=20):
 
 
 print(f"sketch n_sample=4096 {t(lambda: skgpu.sketch(X)):.3f} ms; n_sample=0 {t(lambda: skgpu.sketch(X, n_sample=0)):.3f}"
-      f" ms; sketch_fast {t(lambda: sketch_fast(X)):.3f} ms")
+      f" ms; sketch_moments {t(lambda: sketch_moments(X)):.3f} ms")
 Xp, w, hw = skgpu._prepare_input(X, None, cp)
 
 

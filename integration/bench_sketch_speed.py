@@ -70,6 +70,15 @@ def numba_layer():
         return None
 
 
+def kernels_only(X, n_moments: int = 15, max_distinct: int = 256, **opts):
+    """A callable that queues only the sketch's three kernels on X (no checks, allocation or transfer): for timing.
+    opts as kernels.sketch._gpu_moments.sketch_moments's, same defaults."""
+    from hitml.kernels.sketch import _gpu_moments as gm
+
+    l, X, w, has_w, cap, p, b = gm._prepare(X, None, n_moments, max_distinct, gm.GpuSketchOptions(**opts))
+    return lambda: gm._launch(X, w, has_w, l, cap, p, b)
+
+
 def end_to_end_gpu(X, y, sk_kw, reps, cp, xgb, skgpu, skcpu):
     """Ours (sketch -> cuts -> ref -> QuantileDMatrix) vs XGBoost's own QuantileDMatrix, with stage times taken
     inside the same loop, and diagnostics for time the stages alone do not explain."""
@@ -284,15 +293,13 @@ def main():
         res["gpu"]["sketch"] = rows
         # the three fast kernels alone (sketch_prep + the read kernel + sketch_finish: no checks, no transfer, no host
         # work), best options at l = 15
-        from hitml.kernels.sketch import gpu_fast
-
         fast15 = [r for r in rows if "seconds" in r and r["variant"] == "fast" and r["n_moments"] == 15]
         for md in (256, 0):
             cand_rows = [r for r in fast15 if r["max_distinct"] == md]
             if not cand_rows:
                 continue
             o = {k: v for k, v in min(cand_rows, key=lambda r: r["seconds"])["options"].items() if k != "n_sample"}
-            t = gpu_time(gpu_fast.kernels_only(X, 15, md, **o), args.reps, cp)
+            t = gpu_time(kernels_only(X, 15, md, **o), args.reps, cp)
             res["gpu"].setdefault("fast_kernel_only", []).append(
                 {"max_distinct": md, "options": o, "seconds": t, "fraction_of_copy_bw": nbytes / t / bw})
             print(f"fast kernels only (max_distinct={md}, {o}): {t*1e3:.3f} ms, {nbytes/t/bw:.3f} of copy bw",

@@ -2,6 +2,8 @@
 from .device import (
     GPUUnavailableError,
     array_module,
+    check_backend,
+    check_resolved,
     gpu_available,
     is_cupy_array,
     resolve_backend,
@@ -11,6 +13,8 @@ from .device import (
 __all__ = [
     "GPUUnavailableError",
     "array_module",
+    "check_backend",
+    "check_resolved",
     "gpu_available",
     "is_cupy_array",
     "resolve_backend",

@@ -1,10 +1,14 @@
 """Backend resolution ("cpu" | "gpu" | "auto"), the array module, and GPU memory budgets.
 
-This is the one place that imports CuPy; every adapter and kernel asks here.
+This is the one place that imports CuPy; every adapter and kernel asks here (``cupy_module()`` for the module,
+``array_module(x)`` for the module of an array, ``is_cupy_array(x)`` to test one). An adapter resolves the user's
+backend string once with ``resolve_backend``; kernel entry points that take an already resolved name check it with
+``check_resolved``. ``tests/test_layout.py`` enforces the rule.
 """
 from __future__ import annotations
 
 import functools
+import importlib
 import threading
 import warnings
 import weakref
@@ -84,6 +88,78 @@ def cupy_module():
 _warned_fallback = False
 
 
+def check_backend(backend: str | None) -> str:
+    """Validate a backend name without resolving it: "cpu", "gpu" or "auto" (None means "auto").
+
+    Parameters
+    ----------
+    backend : {"auto", "cpu", "gpu"} or None
+        What the caller asked for.
+
+    Returns
+    -------
+    str
+        The name, None mapped to "auto".
+
+    Raises
+    ------
+    ValueError
+        For any other value; the one message every backend argument gives.
+
+    See Also
+    --------
+    resolve_backend : validates, then picks "cpu" or "gpu".
+
+    Examples
+    --------
+    >>> from hitml.kernels import check_backend
+    >>> check_backend(None)
+    'auto'
+    """
+    if backend is None:
+        return "auto"
+    if not isinstance(backend, str) or backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    return backend
+
+
+def check_resolved(backend: str) -> str:
+    """A backend name that was resolved already: "cpu", or "gpu" with a usable device.
+
+    Kernel entry points that an adapter calls after :func:`resolve_backend` take only these two names, so "auto" is
+    resolved once, in the adapter.
+
+    Parameters
+    ----------
+    backend : {"cpu", "gpu"}
+        The resolved name.
+
+    Returns
+    -------
+    str
+        ``backend``.
+
+    Raises
+    ------
+    ValueError
+        For "auto" (resolve it first) or any other value.
+    GPUUnavailableError
+        For "gpu" without a usable device.
+
+    Examples
+    --------
+    >>> from hitml.kernels import check_resolved
+    >>> check_resolved("cpu")
+    'cpu'
+    """
+    if check_backend(backend) == "auto":
+        raise ValueError('backend="auto" must be resolved first (hitml.kernels.resolve_backend); '
+                         'this entry point takes "cpu" or "gpu"')
+    if backend == "gpu":
+        cupy_module()
+    return backend
+
+
 def resolve_backend(backend: str | None = "auto", data: Any = None) -> str:
     """Map "cpu" | "gpu" | "auto" (None means "auto") to "cpu" or "gpu".
 
@@ -125,10 +201,7 @@ def resolve_backend(backend: str | None = "auto", data: Any = None) -> str:
     'cpu'
     """
     global _warned_fallback
-    if backend is None:
-        backend = "auto"
-    if not isinstance(backend, str) or backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    backend = check_backend(backend)
     if backend == "cpu":
         return "cpu"
     if backend == "gpu":
@@ -144,6 +217,49 @@ def resolve_backend(backend: str | None = "auto", data: Any = None) -> str:
             stacklevel=2,
         )
     return "cpu"
+
+
+def engine_module(family: str, backend: str):
+    """The engine module (``cpu`` or ``gpu``) of a kernel family for a resolved backend, imported on first use.
+
+    Every kernel family picks its engine here, so the GPU engine (CuPy, CUDA sources) is only imported where a call
+    asks for it.
+
+    Parameters
+    ----------
+    family : str
+        The family's package, e.g. ``"hitml.kernels.treeshap"`` (its ``__name__``).
+    backend : {"cpu", "gpu"}
+        A resolved backend (:func:`check_resolved` checks it).
+
+    Returns
+    -------
+    module
+        ``<family>.cpu`` or ``<family>.gpu``.
+
+    Raises
+    ------
+    ValueError
+        For "auto" or any other name.
+    GPUUnavailableError
+        For "gpu" without a usable device.
+    NotImplementedError
+        Where the family has no module for that backend in this installation.
+
+    Examples
+    --------
+    >>> from hitml.kernels.device import engine_module
+    >>> engine_module("hitml.kernels.shuffle", "cpu").__name__
+    'hitml.kernels.shuffle.cpu'
+    """
+    name = f"{family}.{check_resolved(backend)}"
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name == name:
+            raise NotImplementedError(f"the {backend.upper()} engine ({name}) is not available in this installation; "
+                                      f"use backend={'cpu' if backend == 'gpu' else 'gpu'!r}") from exc
+        raise
 
 
 def is_cupy_array(x: Any) -> bool:
@@ -250,8 +366,8 @@ def download(src: Any, out: np.ndarray | None = None, ready: Any = None) -> np.n
     """Copy a C-contiguous CuPy array to the host through two pinned staging buffers.
 
     Pageable device-to-host copies of large arrays run at a few GB/s; staging through pinned memory, with the next
-    slice's transfer overlapping the host copy of the previous one, runs near PCIe speed (on an H100: 2.8 -> 19.5 GB/s
-    for a 628 MB float64 result). The copy waits for ``ready`` (a CuPy event) where given, else for the work queued
+    slice's transfer overlapping the host copy of the previous one, runs near PCIe speed (docs/design/treeshap.md,
+    section 8). The copy waits for ``ready`` (a CuPy event) where given, else for the work queued
     on the current stream, so later work already queued there overlaps the transfer. Returns ``out``.
     """
     cp = cupy_module()
@@ -291,8 +407,8 @@ def download(src: Any, out: np.ndarray | None = None, ready: Any = None) -> np.n
 
 # Page-locked (pinned) host memory lent to NumPy arrays. A device-to-host copy into pinned memory runs at the link's
 # speed and queues without blocking the host; into pageable memory the driver copies through its own buffer, and
-# memory the process touches for the first time also pays a page fault per page (on the H100 host, 314 MB: 54 GB/s
-# pinned, 12 GB/s reused pageable, 3.3 GB/s fresh pageable). Blocks are recycled: an array's block returns to the
+# memory the process touches for the first time also pays a page fault per page (docs/design/treeshap.md, section 8,
+# has the rates). Blocks are recycled: an array's block returns to the
 # pool when the array and all its views are gone, so repeated calls write into memory that is resident already.
 _PINNED_MIN_BYTES = 1 << 16      # smaller arrays: a plain copy costs no more
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from hitml.kernels.device import is_cupy_array, resolve_backend
+from hitml.kernels.device import array_module, check_backend, resolve_backend
 
 __all__ = ["dask_shap_values", "is_dask_collection", "ship_explainer", "ShippedExplainer"]
 
@@ -81,10 +81,7 @@ def _explain_part(shipped: ShippedExplainer, block: Any, y: Any, backend: str, i
                   tree_limit: int | None, check_additivity: bool, tail: tuple) -> Any:
     """One partition's values on this worker; an empty partition gives an empty block (the engine rejects none)."""
     if len(block) == 0:
-        xp = np
-        if is_cupy_array(block):
-            import cupy as xp
-        return xp.empty((0,) + tail, dtype=np.float64)
+        return array_module(block).empty((0,) + tail, dtype=np.float64)
     ex = _worker_explainer(shipped, backend)
     if interactions:
         return ex.shap_interaction_values(block, y, tree_limit=tree_limit)
@@ -167,8 +164,7 @@ def dask_shap_values(explainer: Any, X: Any, y: Any = None, *, interactions: boo
             raise NotImplementedError("SHAP interaction values are computed with feature_perturbation="
                                       "'tree_path_dependent' only (create the explainer without background data)")
     be = backend if backend is not None else explainer.requested_backend
-    if be not in ("cpu", "gpu", "auto"):
-        raise ValueError(f"backend must be 'cpu', 'gpu' or 'auto', got {be!r}")
+    be = check_backend(be)
     parts, rows, meta, n_cols = _as_parts(X, lengths)
     ys = _y_parts(y, len(parts), rows)
     tail = _output_tail(explainer, n_cols, interactions)
@@ -176,11 +172,7 @@ def dask_shap_values(explainer: Any, X: Any, y: Any = None, *, interactions: boo
         raise TypeError("shipped must be the value returned by ship_explainer(explainer)")
     ref = ship_explainer(explainer) if shipped is None else shipped
     task = dask.delayed(_explain_part, pure=True)
-    out_meta = np.empty((0,) * (1 + len(tail)))
-    if is_cupy_array(meta):  # CuPy partitions give CuPy blocks
-        import cupy as cp
-
-        out_meta = cp.empty((0,) * (1 + len(tail)))
+    out_meta = array_module(meta).empty((0,) * (1 + len(tail)))  # CuPy partitions give CuPy blocks
     blocks = [da.from_delayed(task(ref, p, yp, be, interactions, tree_limit, check_additivity, tail),
                               shape=(r,) + tail, dtype=np.float64, meta=out_meta)
               for p, yp, r in zip(parts, ys, rows)]

@@ -11,7 +11,7 @@ from shap.explainers._tree import DEPRECATED_APPROX, TreeEnsemble
 from shap.utils._exceptions import DimensionError, ExplainerError, InvalidModelError
 
 from hitml.kernels._progress import check_progress
-from hitml.kernels.device import is_cupy_array, resolve_backend, to_numpy
+from hitml.kernels.device import array_module, is_cupy_array, resolve_backend, to_numpy
 
 from ._categories import categorical_splits
 from ._dask import dask_shap_values, is_dask_collection
@@ -441,8 +441,7 @@ class TreeExplainer(_ShapTreeExplainer):
             shape += (self.model.num_outputs,)
         elif self.model.model_output == "probability_doubled" and not interactions:
             shape += (2,)
-        xp = __import__("cupy") if is_cupy_array(Xm) else np
-        return xp.zeros(shape)
+        return array_module(Xm).zeros(shape)
 
     def _in_frame_order(self, out: Any, X: Any, flat: bool, interactions: bool) -> Any:
         """Values in the frame's column order where the library reads a frame by name (CatBoost)."""
@@ -464,9 +463,7 @@ class TreeExplainer(_ShapTreeExplainer):
             raise DimensionError(f"The number of labels ({y_arr.shape[0]}) does not match the number of samples to "
                                  f"explain ({Xm.shape[0]})!")
         if is_cupy_array(Xm) and not is_cupy_array(y_arr):
-            import cupy
-
-            y_arr = cupy.asarray(y_arr)
+            y_arr = array_module(Xm).asarray(y_arr)
         return y_arr
 
     def _format(self, phi: Any, flat: bool) -> Any:
@@ -479,8 +476,7 @@ class TreeExplainer(_ShapTreeExplainer):
         if flat:
             out = out[0]
         if self.model.model_output == "probability_doubled":
-            xp = np if not is_cupy_array(out) else __import__("cupy")
-            out = xp.stack([-out, out], axis=-1)
+            out = array_module(out).stack([-out, out], axis=-1)
         return out
 
     def shap_interaction_values(self, X: Any, y: Any = None, tree_limit: int | None = None) -> Any:

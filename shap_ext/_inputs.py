@@ -6,7 +6,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hitml.kernels.device import is_cupy_array
+from hitml.kernels.device import array_module, is_cupy_array
 
 __all__ = ["InputReader", "encode_frame", "model_n_features", "to_matrix"]
 
@@ -258,7 +258,7 @@ class InputReader:
         cats = self.cat_features is not None and len(self.cat_features)
         if self.missing is None and not zero and not cats:
             return arr
-        xp = np if isinstance(arr, np.ndarray) else __import__("cupy")
+        xp = array_module(arr)
         arr = arr.copy()
         if self.missing is not None:
             arr[arr == self.missing] = np.nan

@@ -6,7 +6,7 @@ from typing import Any
 
 import shap
 
-from hitml.kernels.device import BACKENDS
+from hitml.kernels.device import check_backend
 
 from ._explainer import _DEFAULT, TreeExplainer
 
@@ -197,8 +197,7 @@ def enable(backend: str = "auto") -> None:
     >>> shap_ext.enable("cpu")
     >>> shap_ext.disable()
     """
-    if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    backend = check_backend(backend)
     install()
     _DEFAULT["backend"] = backend
 

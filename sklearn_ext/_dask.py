@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 from sklearn.model_selection._split import _validate_shuffle_split
 
-from hitml.kernels.device import is_cupy_array
+from hitml.kernels.device import cupy_module, is_cupy_array
 from hitml.kernels.shuffle import as_generator, padded_bits, philox_round_keys, variable_philox_inverse
 
 __all__ = ["dask_shuffle", "dask_train_test_split", "is_dask_collection", "destination_keys"]
@@ -41,8 +41,7 @@ def _take(block: Any, idx: np.ndarray) -> Any:
     if hasattr(block, "iloc"):
         return block.iloc[idx]
     if is_cupy_array(block):
-        import cupy as cp
-
+        cp = cupy_module()
         return cp.take(block, cp.asarray(idx), axis=0)
     return np.take(np.asarray(block), idx, axis=0)
 
@@ -54,9 +53,7 @@ def _concat(parts: list[Any]) -> Any:
 
         return pd.concat(parts) if len(parts) > 1 else first
     if is_cupy_array(first):
-        import cupy as cp
-
-        return cp.concatenate(parts, axis=0)
+        return cupy_module().concatenate(parts, axis=0)
     return np.concatenate(parts, axis=0)
 
 

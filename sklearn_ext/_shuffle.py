@@ -8,7 +8,7 @@ import numpy as np
 from sklearn.utils import _safe_indexing, check_consistent_length
 from sklearn.utils._param_validation import InvalidParameterError
 
-from hitml.kernels.device import is_cupy_array, resolve_backend
+from hitml.kernels.device import cupy_module, is_cupy_array, resolve_backend
 from hitml.kernels.shuffle import as_generator
 from hitml.kernels.shuffle import cpu as _cpu
 
@@ -34,8 +34,7 @@ def _permutation(n: int, gen: np.random.Generator, backend: str):
 def _take(a: Any, idx):
     """Rows ``idx`` of ``a``: CuPy arrays are indexed on the GPU; everything else through sklearn's _safe_indexing."""
     if is_cupy_array(a):
-        import cupy as cp
-
+        cp = cupy_module()
         return cp.take(a, cp.asarray(idx), axis=0)
     if is_cupy_array(idx):
         idx = idx.get()

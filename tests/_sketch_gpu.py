@@ -38,3 +38,38 @@ def _assert_same(g, c, X, w, l, tol=1e-12):
     np.testing.assert_array_equal(g.n_distinct, c.n_distinct)
     for j in np.flatnonzero(c.n_distinct >= 0):
         np.testing.assert_array_equal(g.distinct[j, : c.n_distinct[j]], c.distinct[j, : c.n_distinct[j]])
+
+
+def sample_rows(n: int) -> np.ndarray:
+    """The rows moments.cu's sketch_prep samples from X of n rows (its sample_row), computed on the host: all of them
+    up to SAMPLE_ROWS, else SAMPLE_ROWS / SAMPLE_RUN runs of SAMPLE_RUN consecutive rows spread evenly."""
+    from hitml.kernels.sketch._gpu_moments import SAMPLE_ROWS, SAMPLE_RUN
+
+    k = min(n, SAMPLE_ROWS)
+    i = np.arange(k, dtype=np.int64)
+    if n == k:
+        return i
+    return (i // SAMPLE_RUN) * n // (k // SAMPLE_RUN) + i % SAMPLE_RUN
+
+
+def central_from_power_sums(W, S, center):
+    """moments.cu's finish kernel alone, on given power sums S (d, l) about ``center`` (d,) with weights W (d,):
+    returns (mean, M (d, l-1) for k = 2..l, redo flags)."""
+    import cupy as cp
+
+    from hitml.kernels._cuda import get_kernel
+    from hitml.kernels.sketch import _gpu_moments as gm
+
+    W = np.asarray(W, np.float64)
+    S = np.asarray(S, np.float64)
+    d, l = S.shape
+    part = np.concatenate([W[:, None], S, np.zeros((d, 2))], axis=1)
+    res = cp.empty(d * (l + 5) + 1, cp.float64)
+    name = f"sketch_finish<{l},{gm.FINISH_THREADS}>"
+    fin = get_kernel("sketch/moments.cu", name, options=(f"-I{gm._DIR}",), name_expressions=(name,))
+    dummy = cp.zeros(1, cp.int32)
+    fin((d,), (gm.FINISH_THREADS,), (cp.asarray(part), np.int32(1), np.int32(d), cp.asarray(center, np.float64),
+                                     dummy, dummy, cp.zeros(1, cp.uint64), np.int32(1), np.int32(0), np.int32(0),
+                                     np.float64(gm.RECENTRE_TOL), dummy, res))
+    R = res.get()[:-1].reshape(d, l + 5)
+    return R[:, 1], R[:, 2 : l + 1], R[:, l + 3] != 0

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-CU_SOURCES = {"hitml/kernels/treeshap/treeshap.cu", "hitml/kernels/sketch/sketch_fast.cu",
+CU_SOURCES = {"hitml/kernels/treeshap/treeshap.cu", "hitml/kernels/sketch/moments.cu",
               "hitml/kernels/shuffle/shuffle.cu"}
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from hitml.kernels.sketch import cpu
 
-from _sketch_gpu import _assert_same
+from _sketch_gpu import _assert_same, central_from_power_sums, sample_rows
 
 pytestmark = pytest.mark.gpu
 VARIANTS = ["fast", "fast_tiles"]  # fast_tiles: bulk=False (the cp.async read)
@@ -163,7 +163,7 @@ def test_fast_no_tracking_and_large_cap():
     the device sort's limit (sets sorted on the host) with a column of 4500 distinct values."""
     import cupy as cp
 
-    from hitml.kernels.sketch import gpu, gpu_fast
+    from hitml.kernels.sketch import gpu, _gpu_moments
 
     rng = np.random.default_rng(12)
     n = 30_000
@@ -173,7 +173,7 @@ def test_fast_no_tracking_and_large_cap():
     c = cpu.sketch(X, n_moments=10, max_distinct=0)
     _assert_same(g, c, X, None, 10)
     assert list(g.n_distinct) == [-1, 0, -1, -1]
-    cap = gpu_fast.EXTRACT_MAX + 904
+    cap = _gpu_moments.EXTRACT_MAX + 904
     g = gpu.sketch(cp.asarray(X), n_moments=10, max_distinct=cap)
     c = cpu.sketch(X, n_moments=10, max_distinct=cap)
     _assert_same(g, c, X, None, 10)
@@ -207,7 +207,6 @@ def test_device_shift_matches_two_pass():
     for one column 0.5 (flagged)."""
     import math
 
-    from hitml.kernels.sketch import gpu_fast
 
     rng = np.random.default_rng(3)
     n = 6000
@@ -234,27 +233,27 @@ def test_device_shift_matches_two_pass():
         ok = ~np.isnan(data[:, j])
         dl = data[ok, j] - centre[j]
         S[j] = [math.fsum(w[ok] * dl**k) for k in range(1, l + 1)]
-    m2, M2, redo = gpu_fast.central_from_power_sums(W, S, centre)
+    m2, M2, redo = central_from_power_sums(W, S, centre)
     assert (np.abs(M2 - M) / scale)[:4].max() < 1e-12
     assert np.all(np.abs(m2 - mean) <= 1e-12 * (np.abs(mean) + np.sqrt(scale[:, 0] / W)))
     assert list(redo) == [False, False, False, False, True]
-    m0, M0, r0 = gpu_fast.central_from_power_sums(np.zeros(2), np.zeros((2, 5)), np.array([1.5, -2.0]))
+    m0, M0, r0 = central_from_power_sums(np.zeros(2), np.zeros((2, 5)), np.array([1.5, -2.0]))
     assert (m0 == 0).all() and (M0 == 0).all() and not r0.any()  # empty columns
 
 
 def test_fast_recentres_unrepresentative_sample_and_all_missing_sample():
-    """A column whose sampled rows (gpu_fast.sample_rows, the kernel's sample) hold only a spike (centre ~6 sd off:
+    """A column whose sampled rows (sample_rows, the kernel's sample) hold only a spike (centre ~6 sd off:
     re-sketched about its mean) and a column missing at every sampled row but valid elsewhere (centre from the whole
     column)."""
     import cupy as cp
 
-    from hitml.kernels.sketch import gpu, gpu_fast
+    from hitml.kernels.sketch import gpu, _gpu_moments
 
     rng = np.random.default_rng(1)
     m = 37
-    n = gpu_fast.SAMPLE_ROWS * m
-    rows = gpu_fast.sample_rows(n)
-    assert rows.size == gpu_fast.SAMPLE_ROWS and np.unique(rows).size == rows.size and rows.max() < n
+    n = _gpu_moments.SAMPLE_ROWS * m
+    rows = sample_rows(n)
+    assert rows.size == _gpu_moments.SAMPLE_ROWS and np.unique(rows).size == rows.size and rows.max() < n
     spike = rng.normal(0, 1, n)
     spike[rows] = 50 + rng.normal(0, 0.01, rows.size)
     hole = rng.normal(1000, 1, n)
@@ -275,7 +274,7 @@ def test_bulk_read_many_tracked_columns(weighted):
     to the cp.async read."""
     import cupy as cp
 
-    from hitml.kernels.sketch import gpu, gpu_fast
+    from hitml.kernels.sketch import gpu, _gpu_moments
 
     if int(cp.cuda.Device().compute_capability) < 90:
         pytest.skip("the bulk copy engine needs sm_90+")
@@ -298,7 +297,7 @@ def test_bulk_read_many_tracked_columns(weighted):
     _assert_same(t, c, X, w, 15)
     assert (c.n_distinct[:60] > 0).all() and (c.n_distinct[60:70] == -1).sum() >= 5 and (c.n_distinct[70:] == -1).all()
     with pytest.raises(ValueError, match="bulk"):  # d odd and X one row into its buffer: tiles not 16-byte aligned
-        gpu_fast.sketch_fast(cp.asarray(np.ones((1001, 5)))[1:], bulk=True)
+        _gpu_moments.sketch_moments(cp.asarray(np.ones((1001, 5)))[1:], bulk=True)
 
 
 def _nan_patterns(dtype):

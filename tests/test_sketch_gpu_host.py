@@ -16,15 +16,15 @@ def test_fast_driver_launch_equals_kernel_calls(monkeypatch):
     sketch, equal to the CPU twin; a new geometry rebuilds the prepacked parameters."""
     import cupy as cp
 
-    from hitml.kernels.sketch import gpu_fast
+    from hitml.kernels.sketch import _gpu_moments
 
     rng = np.random.default_rng(8)
     X = np.column_stack([rng.normal(size=100_000), np.round(rng.normal(size=100_000) * 4)]).astype(np.float32)
     c = cpu.sketch(X, None, n_moments=15, max_distinct=128)
-    a = gpu_fast.sketch_fast(cp.asarray(X), n_moments=15, max_distinct=128)
-    a2 = gpu_fast.sketch_fast(cp.asarray(X[:60_001]), n_moments=15, max_distinct=128)  # other n: other parameters
-    monkeypatch.setattr(gpu_fast, "_HAS_DRIVER_LAUNCH", [False])
-    b = gpu_fast.sketch_fast(cp.asarray(X), n_moments=15, max_distinct=128)
+    a = _gpu_moments.sketch_moments(cp.asarray(X), n_moments=15, max_distinct=128)
+    a2 = _gpu_moments.sketch_moments(cp.asarray(X[:60_001]), n_moments=15, max_distinct=128)  # other n: other parameters
+    monkeypatch.setattr(_gpu_moments, "_HAS_DRIVER_LAUNCH", [False])
+    b = _gpu_moments.sketch_moments(cp.asarray(X), n_moments=15, max_distinct=128)
     for s in (a, b):
         _assert_same(s, c, X, None, 15)
     for f in ("weight", "mean", "M", "vmin", "vmax", "distinct", "n_distinct"):
@@ -38,24 +38,24 @@ def test_fast_repeated_call_reuses_plan_not_results():
     planned afresh."""
     import cupy as cp
 
-    from hitml.kernels.sketch import gpu_fast
+    from hitml.kernels.sketch import _gpu_moments
 
     rng = np.random.default_rng(12)
     X = np.column_stack([rng.normal(size=80_000), np.round(rng.normal(size=80_000) * 3)]).astype(np.float32)
     Xd = cp.asarray(X)
     for _ in range(3):  # the first call plans, the second captures a graph, the third launches it
-        _assert_same(gpu_fast.sketch_fast(Xd), cpu.sketch(X, None), X, None, 15)
-    assert gpu_fast._local.last.graph is not gpu_fast._UNTRIED
+        _assert_same(_gpu_moments.sketch_moments(Xd), cpu.sketch(X, None), X, None, 15)
+    assert _gpu_moments._local.last.graph is not _gpu_moments._UNTRIED
     Xd[7, 1] = cp.inf
     with pytest.raises(ValueError, match="inf"):
-        gpu_fast.sketch_fast(Xd)
+        _gpu_moments.sketch_moments(Xd)
     X[:, 1] = np.round(rng.normal(size=80_000) * 5)
     Xd[...] = cp.asarray(X)
-    _assert_same(gpu_fast.sketch_fast(Xd), cpu.sketch(X, None), X, None, 15)
+    _assert_same(_gpu_moments.sketch_moments(Xd), cpu.sketch(X, None), X, None, 15)
     X64 = X[:50_000].astype(np.float64)
-    _assert_same(gpu_fast.sketch_fast(cp.asarray(X64)), cpu.sketch(X64, None), X64, None, 15)
+    _assert_same(_gpu_moments.sketch_moments(cp.asarray(X64)), cpu.sketch(X64, None), X64, None, 15)
     with pytest.raises(ValueError, match="n_moments"):
-        gpu_fast.sketch_fast(Xd, n_moments=1)
+        _gpu_moments.sketch_moments(Xd, n_moments=1)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

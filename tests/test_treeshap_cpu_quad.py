@@ -12,11 +12,11 @@ from hitml.kernels.treeshap import _cpu_quad as quad
 def dp_kernel(monkeypatch):
     """Run a call with the DP kernel: ``dp_kernel(fn, *args)``."""
     def run(fn, *args, **kw):
-        monkeypatch.setattr(cpu, "ROW_KERNEL", "dp")
+        monkeypatch.setattr(cpu.options, "row_kernel", "dp")
         try:
             return fn(*args, **kw)
         finally:
-            monkeypatch.setattr(cpu, "ROW_KERNEL", "quadrature")
+            monkeypatch.setattr(cpu.options, "row_kernel", "quadrature")
     return run
 
 
@@ -160,7 +160,7 @@ def test_xgboost_multiclass_interactions_match_native():
 
 def test_pattern_tables_match_dp(dp_kernel, monkeypatch):
     """Short paths from pattern tables, the rest by quadrature, in one call: equal to the DP."""
-    monkeypatch.setattr(cpu, "PATTERN_TABLES", True)
+    monkeypatch.setattr(cpu.options, "pattern_tables", True)
     rng = np.random.default_rng(11)
     ps = _random_paths(rng, 200, 15, 2, 9)
     off = cpu._t.plan_tables(ps.path_ptr)

@@ -338,12 +338,12 @@ def test_sibling_pairs_match_unpaired(monkeypatch):
         assert (mode == 1).sum() >= P // 8
         paired = interventional_shap_values(ps, X[100:160], X[:80], progress=False)
         banz = interventional_banzhaf_values(ps, X[100:160], X[:80], progress=False)
-        monkeypatch.setattr(cpu, "SIBLING_PAIRS", False)
+        monkeypatch.setattr(cpu.options, "sibling_pairs", False)
         np.testing.assert_allclose(paired, interventional_shap_values(ps, X[100:160], X[:80], progress=False),
                                    rtol=1e-12, atol=1e-12)
         np.testing.assert_allclose(banz, interventional_banzhaf_values(ps, X[100:160], X[:80], progress=False),
                                    rtol=1e-12, atol=1e-12)
-        monkeypatch.setattr(cpu, "SIBLING_PAIRS", True)
+        monkeypatch.setattr(cpu.options, "sibling_pairs", True)
 
 
 def test_weights_with_output_transform_equal_repeated_rows():

@@ -6,7 +6,21 @@ import time
 import numpy as np
 import pytest
 
-from hitml.kernels.treeshap.pack import bfd_bins, next_fit_bins, plan_packing, utilisation
+from hitml.kernels.treeshap.pack import bfd_bins, plan_packing, utilisation
+
+
+def next_fit_bins(sizes: np.ndarray, capacity: int = 32) -> np.ndarray:
+    """Next-fit in input order (the paper's NF baseline), for comparison."""
+    sizes = np.asarray(sizes, dtype=np.int64)
+    out = np.empty(sizes.size, dtype=np.int64)
+    b, room = -1, 0
+    for i, s in enumerate(sizes.tolist()):
+        if s > room:
+            b += 1
+            room = capacity
+        out[i] = b
+        room -= s
+    return out
 
 
 def _bfd_reference(sizes, cap):

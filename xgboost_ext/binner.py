@@ -11,7 +11,7 @@ from sklearn.utils.validation import (_check_feature_names, _check_n_features, _
 
 from xgboost.core import XGBoostError
 
-from hitml.kernels.device import is_cupy_array, to_numpy
+from hitml.kernels.device import check_backend, is_cupy_array, to_numpy
 from hitml.kernels.sketch import MomentSketch, sketch
 from hitml.kernels.sketch.cuts import Cuts, cut_points, exact_cut_points
 from hitml.kernels.sketch.robust import SketchFallbackWarning
@@ -108,8 +108,7 @@ class QuantileBinner(TransformerMixin, BaseEstimator):
             raise ValueError(f"method must be one of {METHODS}, got {self.method!r}")
         if isinstance(self.n_sample, bool) or not isinstance(self.n_sample, (int, np.integer)) or self.n_sample < 0:
             raise ValueError(f"n_sample must be a non-negative integer, got {self.n_sample!r}")
-        if self.backend not in ("cpu", "gpu", "auto"):
-            raise ValueError(f"backend must be 'cpu', 'gpu' or 'auto', got {self.backend!r}")
+        check_backend(self.backend)
 
     def _validate(self, X, reset: bool):
         """The numeric columns as a float array (NumPy or CuPy) and the category columns' codes (n, n_cat) as float

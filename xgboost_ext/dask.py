@@ -5,7 +5,7 @@ from typing import Any
 
 import numpy as np
 
-from hitml.kernels.device import is_cupy_array
+from hitml.kernels.device import array_module, is_cupy_array
 from hitml.kernels.sketch import N_SAMPLE, MomentSketch, sketch
 
 from .binner import QuantileBinner
@@ -76,11 +76,7 @@ def snap_partitions(X, binner: QuantileBinner):
     if len(X.chunks[1]) != 1:
         X = X.rechunk({1: -1})
     cuts = binner.cuts_
-    meta = np.empty((0, 0), np.float32)
-    if is_cupy_array(X._meta):  # CuPy partitions are snapped on their GPU and stay there
-        import cupy
-
-        meta = cupy.empty((0, 0), np.float32)
+    meta = array_module(X._meta).empty((0, 0), np.float32)  # CuPy partitions are snapped on their GPU and stay there
     return X.map_blocks(lambda b: snap(_host_or_device(b), cuts), dtype=np.float32, meta=meta)
 
 

@@ -7,7 +7,7 @@ import numpy as np
 import xgboost as xgb
 from xgboost.core import XGBoostError
 
-from hitml.kernels.device import is_cupy_array
+from hitml.kernels.device import array_module, is_cupy_array
 from hitml.kernels.sketch.cuts import Cuts
 
 
@@ -263,10 +263,8 @@ def snap(X, binner_or_cuts):
             k = np.minimum(np.searchsorted(c, col, side="right"), lows.size - 1)
             out.data[a:b] = np.where(np.isnan(col), np.float32(np.nan), lows[k])
         return out.tocsr() if sp.isspmatrix_csr(X) or getattr(X, "format", "") == "csr" else out
-    if is_cupy_array(X):
-        import cupy as xp
-    else:
-        xp = np
+    xp = array_module(X)
+    if xp is np:
         X = np.asarray(X)
         if X.ndim == 1 and cuts.n_features == 1:  # a 1-D input is one column to XGBoost
             X = X[:, None]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import cpu
+from ..device import engine_module, resolve_backend
 from ._bijection import lcg, variable_philox, variable_philox_inverse
 from ._keys import as_generator, base_key, batch_round_keys, lcg_params, padded_bits, philox_round_keys
 from .uniformity import chi2_uniformity_test, mallows_mmd_test
@@ -19,15 +19,8 @@ __all__ = [
 
 
 def _impl(backend: str | None, data: Any = None):
-    from ..device import is_cupy_array, resolve_backend
-
-    if backend is None or backend == "auto":
-        backend = "gpu" if is_cupy_array(data) else resolve_backend("auto")
-    if resolve_backend(backend) == "gpu":
-        from . import gpu
-
-        return gpu
-    return cpu
+    """cpu.py or gpu.py; "auto" (or None) picks the GPU for CuPy ``data`` or where CuPy sees a device."""
+    return engine_module(__name__, resolve_backend(backend, data))
 
 
 def permutation(m: int, seed: Any = None, *, backend: str = "cpu", rounds: int = 24, bijection: str = "philox"):

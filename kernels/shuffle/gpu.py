@@ -21,8 +21,8 @@ _SRC = "shuffle/shuffle.cu"
 _BLOCK = 256  # threads per block (BLOCK in shuffle.cu)
 # one array of 8-byte words (u64 keys, and each pass of split pairs) on padded domains of at least 2^_PIPE_BITS runs on
 # bij_shuffle_ctl: persistent blocks of _BLOCK threads plus a control warp that looks back while the others evaluate the
-# next tile; at most _PIPE_BLOCKS blocks per SM (at least the resident count). H100, kernel time: u64 keys at
-# 2^23 + 1 5-9% less than one tile per block; u32 keys 2% more (so they stay on bij_shuffle); equal at 2^28.
+# next tile; at most _PIPE_BLOCKS blocks per SM (at least the resident count). It pays for u64 keys, not for u32 keys
+# (so they stay on bij_shuffle): docs/design/shuffle.md.
 _PIPE_BITS = 21
 _PIPE_BLOCKS = 7
 _WORDS = {16: "V16", 8: "unsigned long long", 4: "unsigned int", 2: "unsigned short", 1: "unsigned char", 0: "None"}
@@ -81,7 +81,7 @@ class _Plan:
         self.take = rounds is not None and (row_bytes >= 256 or (row_bytes > 16 and b < 22))
         # one-word key-value pairs whose two sources together overflow the L2 while each alone fits it about: two
         # single-array passes (the second evaluates the bijection again), so that each random gather reads from a
-        # source the L2 mostly holds (u64 pairs on an H100: 15% less kernel time at m = 2^23, 6% at 2^23 + 1)
+        # source the L2 mostly holds (less kernel time for u64 pairs: docs/design/shuffle.md)
         l2 = _l2_bytes(cp.cuda.runtime.getDevice()) if len(arrays) == 2 else 0
         self.split = (rounds is not None and len(arrays) == 2 and ds[0] == ds[1] == 1
                       and arrays[0].nbytes + arrays[1].nbytes > l2 and max(a.nbytes for a in arrays) <= 2 * l2)

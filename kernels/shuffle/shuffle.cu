@@ -25,7 +25,7 @@ typedef unsigned int u32;
 #define PREFETCH 1  // one-word rows: sources loaded into registers before the look-back
 #endif
 #ifndef LB_K
-#define LB_K 1  // status words per lane and look-back step (32 * LB_K tiles per step; 4 was 16% slower, docs/shuffle.md)
+#define LB_K 1  // status words per lane and look-back step (32 * LB_K tiles per step; wider is slower: docs/design/shuffle.md)
 #endif
 #define MAX_ROUNDS 64
 #define FULL_MASK 0xffffffffu

@@ -114,11 +114,6 @@ def _paired_discordant(p):
     return out
 
 
-def kendall_discordant(a, b) -> int:
-    """Number of discordant pairs between two permutations (the Kendall tau distance)."""
-    return int(_paired_discordant(np.stack([np.asarray(a, np.int64), np.asarray(b, np.int64)]))[0])
-
-
 def _log_mgf_inversions(n: int, t: float) -> float:
     """log E[exp(t * inv(sigma))] for sigma uniform on S_n, t < 0: prod_j (1 - e^{tj}) / (j (1 - e^{t}))."""
     j = np.arange(1, n + 1, dtype=np.float64)

@@ -1,10 +1,14 @@
 """Moment-based quantile sketches: mergeable per-feature state, CPU/GPU accumulation, solvers and cut points."""
 from __future__ import annotations
 
+from ..device import engine_module, is_cupy_array, resolve_backend, to_numpy
+from .cuts import Cuts, cut_points
 from .sample import N_SAMPLE, RowSample
+from .solvers import quantiles
 from .state import MAX_MOMENTS, MomentSketch, merge_moments, update
 
-__all__ = ["MAX_MOMENTS", "N_SAMPLE", "RowSample", "MomentSketch", "merge_moments", "update", "sketch", "quantiles", "cut_points", "Cuts"]
+__all__ = ["MAX_MOMENTS", "N_SAMPLE", "RowSample", "MomentSketch", "merge_moments", "update", "sketch", "quantiles",
+           "cut_points", "Cuts"]
 
 
 def sketch(X, sample_weight=None, *, n_moments: int = 15, max_distinct: int = 256, n_sample: int = N_SAMPLE,
@@ -52,29 +56,8 @@ def sketch(X, sample_weight=None, *, n_moments: int = 15, max_distinct: int = 25
     >>> [len(v) <= 15 for v in cuts.values]
     [True, True]
     """
-    from hitml.kernels.device import is_cupy_array, resolve_backend
-
     be = resolve_backend(backend, X)
-    if be == "gpu":
-        from . import gpu
-
-        return gpu.sketch(X, sample_weight, n_moments=n_moments, max_distinct=max_distinct, n_sample=n_sample)
-    from . import cpu
-
-    if is_cupy_array(X):
-        X = X.get()
-    if is_cupy_array(sample_weight):
-        sample_weight = sample_weight.get()
-    return cpu.sketch(X, sample_weight, n_moments=n_moments, max_distinct=max_distinct, n_sample=n_sample)
-
-
-def __getattr__(name):
-    if name == "quantiles":
-        from .solvers import quantiles
-
-        return quantiles
-    if name in ("cut_points", "Cuts"):
-        from . import cuts
-
-        return getattr(cuts, name)
-    raise AttributeError(name)
+    if be == "cpu":
+        X, sample_weight = (to_numpy(a) if is_cupy_array(a) else a for a in (X, sample_weight))
+    return engine_module(__name__, be).sketch(X, sample_weight, n_moments=n_moments, max_distinct=max_distinct,
+                                              n_sample=n_sample)

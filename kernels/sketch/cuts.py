@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..device import array_module
 from .robust import (ATOM_SCREEN, SketchFallbackWarning, _finish, finish_rows, quantile_cuts, quantile_cuts_columns,
                      sample_screen, sort_sample)
 from .solvers import METHODS, quantiles
@@ -162,7 +163,7 @@ def cut_points(sk: MomentSketch, max_bin: int = 256, method: str = "maxent", *, 
             elif values[j] is not None:
                 continue
             elif data is not None:
-                values[j] = quantile_cuts(data[:, j], sample_weight, max_bin, lo32[j], hi32[j], _xp(data))
+                values[j] = quantile_cuts(data[:, j], sample_weight, max_bin, lo32[j], hi32[j], array_module(data))
                 source[j] = "data"
             else:
                 xs, ws = sk.sample.column(j)
@@ -178,16 +179,6 @@ def cut_points(sk: MomentSketch, max_bin: int = 256, method: str = "maxent", *, 
         warnings.warn("the sketch keeps no row sample: the moment cuts are unchecked (heavy tails, sentinels or point "
                       "masses can leave bins holding most of the weight)", SketchFallbackWarning, stacklevel=2)
     return Cuts(values, lo32, hi32, exact, source)
-
-
-def _xp(a):
-    from hitml.kernels.device import is_cupy_array
-
-    if is_cupy_array(a):
-        import cupy
-
-        return cupy
-    return np
 
 
 def exact_cut_points(X, sample_weight=None, max_bin: int = 256) -> Cuts:

@@ -1,4 +1,4 @@
-"""GPU moment sketch, the public entry: sketch_fast.cu's moments and distinct sets plus the row sample (sample.cu)."""
+"""GPU moment sketch, the public entry: moments.cu's moments and distinct sets plus the row sample (sample.cu)."""
 from __future__ import annotations
 
 import functools
@@ -10,7 +10,7 @@ from hitml.kernels._cuda import get_kernel
 from hitml.kernels.device import cupy_module
 
 from . import sample as rs
-from .gpu_fast import sketch_fast
+from ._gpu_moments import sketch_moments
 from .state import MomentSketch, _prepare_input
 
 THREADS = 256  # sample.cu's sample_salt reduces in a 256-entry shared array
@@ -18,12 +18,12 @@ _local = threading.local()
 
 
 def sketch(X, sample_weight=None, *, n_moments: int = 15, max_distinct: int = 256, n_sample: int = rs.N_SAMPLE,
-           **fast_opts) -> MomentSketch:
+           **tuning) -> MomentSketch:
     """Sketch the columns of X (NumPy or CuPy, (n, d)) on the GPU; NaN is missing, inf raises ValueError.
 
     Moments and distinct sets equal the CPU twin's within 1e-12 of each moment's scale, and the row sample (n_sample
-    rows, 0: none) is the CPU twin's bit for bit. ``fast_opts`` tune the read kernel (gpu_fast.sketch_fast: vals,
-    stages, minb, fastpath, blocks_per_sm, bulk); all give the same sketch.
+    rows, 0: none) is the CPU twin's bit for bit. ``tuning`` (vals, stages, minb, fastpath, blocks_per_sm, bulk) tunes
+    the read kernel, checked as a ``_gpu_moments.GpuSketchOptions``; all settings give the same sketch.
     """
     n_sample = rs.check_n_sample(n_sample)
     cp = cupy_module()
@@ -32,11 +32,11 @@ def sketch(X, sample_weight=None, *, n_moments: int = 15, max_distinct: int = 25
         Xp, w, has_w = _prepare_input(X, sample_weight, cp)
         if Xp.shape[0]:
             pending = _queue_sample(cp, Xp, w, has_w, n_sample)
-        # the caller's array where it is used as given: sketch_fast's repeated-call path (no checks, one graph
+        # the caller's array where it is used as given: sketch_moments's repeated-call path (no checks, one graph
         # launch) keys on that very object, and _prepare_input may hand back a new view of it
         if not (type(X) is cp.ndarray and X.dtype == Xp.dtype and X.flags.c_contiguous):
             X = Xp
-    sk = sketch_fast(X, sample_weight, n_moments=n_moments, max_distinct=max_distinct, **fast_opts)
+    sk = sketch_moments(X, sample_weight, n_moments=n_moments, max_distinct=max_distinct, **tuning)
     if n_sample:  # result() waits for the side stream: then the sample sits in pinned host memory
         sk.sample = pending() if pending is not None else rs.RowSample.empty(X.shape[1], n_sample)
     return sk

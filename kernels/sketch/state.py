@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..device import cupy_module
 from .sample import N_SAMPLE, RowSample
 
 MAX_MOMENTS = 24  # the largest l the kernels are built for
@@ -27,10 +28,10 @@ def _one_weight(xp):
 
 @functools.lru_cache(maxsize=None)
 def _device_one(device_id: int):
-    import cupy  # only reached with CuPy input
+    cp = cupy_module()  # only reached with CuPy input
 
-    with cupy.cuda.Device(device_id):
-        return cupy.ones(1)
+    with cp.cuda.Device(device_id):
+        return cp.ones(1)
 
 
 def _prepare_input(X, sample_weight, xp=np):

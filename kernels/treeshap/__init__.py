@@ -1,10 +1,8 @@
 """Exact path-based TreeSHAP: PathSet extraction plus CPU (Numba) and GPU (CuPy) engines behind one API."""
 from __future__ import annotations
 
-import importlib
-
 from .._progress import check_progress
-from ..device import resolve_backend
+from ..device import engine_module
 from .paths import PathSet, extract_paths
 
 __all__ = ["PathSet", "extract_paths", "shap_values", "interaction_values", "interventional_shap_values",
@@ -12,17 +10,8 @@ __all__ = ["PathSet", "extract_paths", "shap_values", "interaction_values", "int
 
 
 def _engine(backend: str):
-    name = resolve_backend(backend)
-    if name == "cpu":
-        from . import cpu
-        return cpu
-    try:
-        return importlib.import_module(f"{__name__}.gpu")
-    except ModuleNotFoundError as exc:
-        if exc.name == f"{__name__}.gpu":
-            raise NotImplementedError("the GPU TreeSHAP engine (kernels.treeshap.gpu) is not available in this "
-                                      "installation; use backend='cpu'") from exc
-        raise
+    """cpu.py or gpu.py for a backend the caller resolved already ("cpu" | "gpu"; the adapter resolves "auto")."""
+    return engine_module(__name__, backend)
 
 
 def shap_values(paths: PathSet, X, *, backend: str = "cpu", tree_limit=None, progress=None):

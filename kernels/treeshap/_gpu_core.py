@@ -7,11 +7,13 @@ import functools
 import math
 import weakref
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 
 from .. import device
 from .._cuda import get_kernel
+from .._options import Options
 from .._progress import progress_bar, progress_enabled
 from ..device import cupy_module, download, free_gpu_bytes, is_cupy_array
 from ._inputs import as_model_input, check_tree_limit
@@ -22,13 +24,10 @@ _SRC = "treeshap/treeshap.cu"
 _WARP = 32
 _THREADS = 256
 _CACHE: dict[tuple[int, int | None], "_Packed"] = {}
-_CHOICES = {"shap_variant": ("auto", "dp", "smem", "table", "split"), "inter_variant": ("auto", "dp", "table", "split"),
-            "shap_row_kernel": ("dp", "quadrature"), "inter_row_kernel": ("quadrature", "dp"),
-            "shap_sums": ("auto", "block", "direct")}
 
 
 @dataclass
-class GpuOptions:
+class GpuOptions(Options):
     """Options of the GPU engine (``hitml.kernels.treeshap.gpu.options``); docs/gpu_treeshap.md describes them.
 
     deterministic: outputs summed in 64-bit fixed point, so the same input gives the same bytes on every call (False:
@@ -50,18 +49,18 @@ class GpuOptions:
     shap_sums: str = "auto"
     pinned_bytes: int = 4 << 30
 
-    def __setattr__(self, name: str, value) -> None:
-        if name not in self.__dataclass_fields__:
-            raise AttributeError(f"GpuOptions has no option {name!r}; options: {', '.join(self.__dataclass_fields__)}")
-        if name in _CHOICES and value not in _CHOICES[name]:
-            raise ValueError(f"options.{name} must be one of {_CHOICES[name]}, got {value!r}")
+    choices: ClassVar[dict[str, tuple]] = {
+        "shap_variant": ("auto", "dp", "smem", "table", "split"), "inter_variant": ("auto", "dp", "table", "split"),
+        "shap_row_kernel": ("dp", "quadrature"), "inter_row_kernel": ("quadrature", "dp"),
+        "shap_sums": ("auto", "block", "direct")}
+    flags: ClassVar[tuple[str, ...]] = ("deterministic",)
+
+    def check(self, name: str, value):
         if name == "memory_budget" and value is not None and int(value) < 1:
             raise ValueError(f"options.memory_budget must be a positive number of bytes or None, got {value!r}")
         if name == "pinned_bytes" and (isinstance(value, bool) or int(value) != value or value < 0):
             raise ValueError(f"options.pinned_bytes must be a number of bytes >= 0, got {value!r}")
-        if name == "deterministic" and not isinstance(value, (bool, np.bool_)):
-            raise TypeError(f"options.deterministic must be True or False, got {value!r}")
-        object.__setattr__(self, name, value)
+        return value
 
 
 options = GpuOptions()
@@ -486,8 +485,8 @@ def driver(paths: PathSet, X, tree_limit, progress, desc: str, out_cols: tuple, 
     return out
 
 
-# NumPy output: a chunk is computed in pieces, each downloaded while the next computes (the transfer of a
-# 628 MB result costs about a third of the kernel time of fashion_mnist-medium SHAP values).
+# NumPy output: a chunk is computed in pieces, each downloaded while the next computes (the transfer of a large
+# result costs a sizeable share of the kernel time: docs/design/treeshap.md, section 8).
 _PIECES = 8
 _PIECE_MIN_BYTES = 32 << 20
 _PINNED_PIECE_MIN_BYTES = 8 << 20      # into pinned output: copies queue without a host wait, so smaller pieces pay

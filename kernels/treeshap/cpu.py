@@ -3,10 +3,13 @@ from __future__ import annotations
 
 import mmap
 import weakref
+from dataclasses import dataclass
+from typing import ClassVar
 
 import numba
 import numpy as np
 
+from .._options import Options
 from .._progress import check_progress, progress_bar
 from . import _cpu_interventional as _kw
 from . import _cpu_kernels as _k
@@ -18,25 +21,39 @@ from ._inputs import as_model_input, check_transform, check_tree_limit
 from .paths import PathSet
 
 __all__ = ["shap_values", "interaction_values", "interventional_shap_values", "interventional_interaction_values",
-           "interventional_banzhaf_values"]
+           "interventional_banzhaf_values", "options", "CpuOptions"]
 
 _CHUNK_WORK = 2e8          # element-operations per chunk of rows (about a second or less)
 # progress=None shows a bar when a call's work, in the units of `work` below plus _OUT_WORK per output value (the
 # output's allocation, zeroing and the caller's copies), exceeds _QUIET_WORK per thread (x 0.6 from two threads on,
-# for imperfect scaling): about 2 s. One thread of the 2-core machine ran 1.5e9 units a second of SHAP values and
-# 1.1e9 of interactions on cal_housing-medium, and about 8 ns per output value on fashion_mnist-small.
+# for imperfect scaling): about 2 s on one thread (the rates behind both constants: docs/design/treeshap.md, section 8).
 _QUIET_WORK = 3e9
 _OUT_WORK = 12
-# per-row kernel of path-dependent SHAP and interactions: "quadrature" (Gauss-Legendre, rows in SIMD blocks) or
-# "dp" (the EXTEND/UNWIND dynamic programme, one row at a time; kept as an independent check in the tests)
-ROW_KERNEL = "quadrature"
-# SHAP values of short paths from pattern tables that fit in cache (quadrature kernel only). Off: on one thread the
-# per-lane table gathers measured slower than the vectorised quadrature (cal_housing-small 2.7e6 against 3.6e6
-# rows/s, adult-small 1.8e6 against 1.9e6, adult-medium 1.9e3 both); kept selectable and tested.
-PATTERN_TABLES = False
-# interventional values: one table lookup for both leaves of a sibling pair split at one threshold (the GPU twin looks
-# each leaf up alone, so the two differ by rounding, about 1e-16 relative)
-SIBLING_PAIRS = True
+
+
+@dataclass
+class CpuOptions(Options):
+    """Options of the CPU engine (``hitml.kernels.treeshap.cpu.options``), the twin of the GPU engine's ``GpuOptions``;
+    a value outside the allowed ones raises. docs/cpu_treeshap.md describes them.
+
+    row_kernel: the per-row kernel of path-dependent SHAP and interactions, "quadrature" (Gauss-Legendre, rows in SIMD
+      blocks) or "dp" (the EXTEND/UNWIND dynamic programme, one row at a time; kept as an independent check).
+    pattern_tables: SHAP values of short paths from pattern tables that fit in cache (quadrature kernel only); off
+      because the per-lane table gathers are slower than the vectorised quadrature on the CPU (docs/design/treeshap.md,
+      measurements); kept selectable and tested.
+    sibling_pairs: interventional values look both leaves of a sibling pair split at one threshold up at once (the GPU
+      twin looks each leaf up alone, so the two differ by rounding, about 1e-16 relative).
+    """
+
+    row_kernel: str = "quadrature"
+    pattern_tables: bool = False
+    sibling_pairs: bool = True
+
+    choices: ClassVar[dict[str, tuple]] = {"row_kernel": ("quadrature", "dp")}
+    flags: ClassVar[tuple[str, ...]] = ("pattern_tables", "sibling_pairs")
+
+
+options = CpuOptions()
 
 
 _PATH_DTYPES = (np.int64, np.int32, np.float64, np.float64, np.bool_, np.int64, np.int32, np.uint32, np.bool_)
@@ -119,8 +136,8 @@ def _path_groups(ps: PathSet) -> tuple[np.ndarray, ...]:
 
 
 def _tables(ps: PathSet, tq: np.ndarray, wq: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(tab_off, tab) of the pattern tables of ``ps`` (none when PATTERN_TABLES is off)."""
-    if not PATTERN_TABLES:
+    """(tab_off, tab) of the pattern tables of ``ps`` (none when options.pattern_tables is off)."""
+    if not options.pattern_tables:
         return np.full(ps.n_paths, -1, np.int64), np.zeros(1)
     off = _t.plan_tables(ps.path_ptr)
     lens = np.diff(ps.path_ptr)
@@ -137,7 +154,7 @@ def shap_values(paths: PathSet, X, *, tree_limit=None, progress=None) -> np.ndar
     out = np.zeros((n, M + 1, ps.n_outputs))
     L = ps.max_length
     args = _path_args(ps) + _values(ps) + (L,)
-    if ROW_KERNEL == "quadrature":
+    if options.row_kernel == "quadrature":
         work = len(ps.feature) * (2 * L + 4) // 2 + ps.n_paths
         tq, wq = _q.gauss_legendre((L + 1) // 2)
         groups = _path_groups(ps)
@@ -162,9 +179,8 @@ _SPARSE_BYTES = 1 << 26   # outputs from 64 MiB on whose writes touch few of the
 def _zeros(shape: tuple, sparse: bool) -> np.ndarray:
     """np.zeros(shape), or, for a large output whose writes touch few of its pages (interactions of wide models with
     short paths), anonymous memory with transparent huge pages off: an untouched 4 KiB page then stays unallocated,
-    where NumPy's huge-page advice makes the first write to a 2 MiB page zero all of it (fashion_mnist-small, 49 MB
-    per row, about 1 MB of it written: 289 -> 1319 rows/s on one thread). Same values; reads of untouched pages
-    return zeros."""
+    where NumPy's huge-page advice makes the first write to a 2 MiB page zero all of it (docs/design/treeshap.md,
+    section 8). Same values; reads of untouched pages return zeros."""
     nbytes = int(np.prod(shape)) * 8
     if not sparse or nbytes < _SPARSE_BYTES or not hasattr(mmap, "MADV_NOHUGEPAGE"):
         return np.zeros(shape)
@@ -187,7 +203,7 @@ def interaction_values(paths: PathSet, X, *, tree_limit=None, progress=None) -> 
     L = ps.max_length
     args = _path_args(ps) + _values(ps) + (L,)
     desc = "TreeSHAP interactions"
-    if ROW_KERNEL != "quadrature":
+    if options.row_kernel != "quadrature":
         out = np.zeros((n, M + 1, M + 1, K))
         work = len(ps.feature) * (2 * L * L + 2 * L + 2) + ps.n_paths + (M + 1) ** 2 * K
         _run(lambda a, b: _k.interaction_kernel(X[a:b], *args, out[a:b]), n, work, desc, progress)
@@ -237,7 +253,7 @@ def _pattern_engine(ps: PathSet, X: np.ndarray, R: np.ndarray, weights, metric: 
     mode = np.zeros(ps.n_paths, np.int8)          # sibling pairs (values only): 1 left, 2 right
     pair_k = np.zeros(ps.n_paths, np.int64)
     pair_bit = np.zeros(ps.n_paths, np.int64)
-    if not interactions and SIBLING_PAIRS:
+    if not interactions and options.sibling_pairs:
         chunk_id = np.full(ps.n_paths + 1, -1, np.int64)
         for c, chunk in enumerate(plan.chunks):
             chunk_id[chunk] = c

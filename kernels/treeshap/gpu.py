@@ -30,15 +30,15 @@ __all__ = ["shap_values", "interaction_values", "interventional_shap_values", "p
 TABLE_DMAX = 12
 TABLE_BYTES = 16 << 30             # an absolute cap on the tables of one model
 TABLE_FREE_SHARE = 0.25            # half of the free memory measured faster, but left other GPU work too little
-SPLIT_MIN_SHARE = 0.2              # split beat dp on adult-large (2.9x) and fashion_mnist-large (1.3x, share < 0.5)
+SPLIT_MIN_SHARE = 0.2              # split beat dp on the large models even where short paths hold under half
 _QUAD_SIZES = (4, 8, 16)           # {shap,inter}_quad{4,8,16}: rules of <= 4 / 8 / 16 nodes, paths of 2x that many
 _SMEM_MAX_OUTPUTS = 512            # smem variant only when M * K <= this (8 warps x 512 doubles = 32 KiB per block)
 # How "auto" plans (both kinds): dmax is the largest path length <= TABLE_DMAX whose tables fit the cap (TABLE_BYTES,
 # and TABLE_FREE_SHARE of the free device memory when the model is first explained); "table" when every path is that
 # short, else "split" when those paths hold at least SPLIT_MIN_SHARE of the path elements, else "dp" (the per-row
 # kernel alone). A forced "table" or "split" falls back the same way. The per-row kernel: quadrature wins for
-# interactions (3.5x on adult-large); for SHAP values it wins on paths of <= 8 elements and loses 1.3-1.4x on longer
-# ones, and only long paths reach the per-row kernel where tables fit, so SHAP values default to the DP.
+# interactions; for SHAP values it wins on paths of <= 8 elements and loses on longer ones, and only long paths reach
+# the per-row kernel where tables fit, so SHAP values default to the DP.
 
 
 def _table_bytes(m: np.ndarray, kind: str) -> np.ndarray:
@@ -171,7 +171,7 @@ def _setup(pk, kind: str):
 
 def _block_sums(pk, kind: str) -> bool:
     """Whether SHAP terms of packing pk are summed per block in shared memory (options.shap_sums; "auto" does
-    wherever it applies: 1.3-1.9x faster kernels on the medium models). The block kernels take paths with one leaf
+    wherever it applies: fewer atomics, faster kernels, docs/gpu_treeshap.md). The block kernels take paths with one leaf
     value each (boosting); forests' leaves with a value per class keep the direct kernels."""
     return kind == "shap" and pk.one_value and options.shap_sums != "direct"
 

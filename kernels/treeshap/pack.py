@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-__all__ = ["bfd_bins", "bfd_bins_by_run", "next_fit_bins", "PackPlan", "plan_packing"]
+__all__ = ["bfd_bins", "bfd_bins_by_run", "PackPlan", "plan_packing"]
 
 
 def bfd_bins(sizes: np.ndarray, capacity: int = 32) -> np.ndarray:
@@ -140,20 +140,6 @@ def _move(by_res: list[np.ndarray], bins: np.ndarray, take: np.ndarray, r: int, 
             by_res[res] = np.concatenate([cur, b])
         else:  # two sorted runs: a stable sort merges them in linear time
             by_res[res] = np.sort(np.concatenate([cur, b]), kind="stable")
-
-
-def next_fit_bins(sizes: np.ndarray, capacity: int = 32) -> np.ndarray:
-    """Next-fit in input order (the paper's NF baseline), for comparison."""
-    sizes = np.asarray(sizes, dtype=np.int64)
-    out = np.empty(sizes.size, dtype=np.int64)
-    b, room = -1, 0
-    for i, s in enumerate(sizes.tolist()):
-        if s > room:
-            b += 1
-            room = capacity
-        out[i] = b
-        room -= s
-    return out
 
 
 def utilisation(sizes: np.ndarray, bins: np.ndarray, capacity: int = 32) -> float:

@@ -186,7 +186,7 @@ __device__ __forceinline__ bool warp_task(long long n_rows, const long long* bin
   long long gw = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
   // Row blocks ("banks") are taken in groups of bgroup: within a group, neighbouring warps take the same bin for
   // different banks, so warps running at once add into different rows' outputs (fewer atomics on one address), while
-  // the outputs of one group stay within the L2 cache (the host sizes bgroup; 1 = bins first, as before).
+  // the outputs of one group stay within the L2 cache (the host sizes bgroup; 1 = bins first).
   long long n_banks = (n_rows + rpw - 1) / rpw;
   long long G = bgroup < n_banks ? (long long)bgroup : n_banks;
   long long rg = gw / (G * n_bins);

@@ -1,30 +1,32 @@
-"""GPU moment sketch kernels (sketch_fast.cu): three launches (sample centres and candidate columns; one
+"""GPU moment sketch kernels (moments.cu): three launches (sample centres and candidate columns; one
 tiled read of X with distinct tracking folded in; sums -> mean, central sums and sorted distinct sets) and one
 device-to-host write (sketch_finish writes the result into pinned host memory). Device buffers and the pinned result
 buffer are kept per thread for the last geometry."""
 from __future__ import annotations
 
+import dataclasses
 import threading
 from functools import lru_cache
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
 from hitml.kernels._cuda import get_kernel
+from hitml.kernels._options import Options
 from hitml.kernels.device import cupy_module
 
 from .state import MomentSketch, _check_n_moments, _prepare_input
 
-EMPTY_KEY = 0x7FF8DEAD0000BEEF  # sketch_fast.cu's empty slot of the global distinct tables
+EMPTY_KEY = 0x7FF8DEAD0000BEEF  # moments.cu's empty slot of the global distinct tables
 
 SAMPLE_ROWS = 4096  # sampled rows: the centre of each column, and which columns can have <= cap distinct values
-SAMPLE_RUN = 64  # sketch_fast.cu: the sample is SAMPLE_ROWS / SAMPLE_RUN runs of SAMPLE_RUN consecutive rows
-PREP_THREADS = 256  # sketch_fast.cu: PREP_THREADS * PREP_PER >= SAMPLE_ROWS
+SAMPLE_RUN = 64  # moments.cu: the sample is SAMPLE_ROWS / SAMPLE_RUN runs of SAMPLE_RUN consecutive rows
+PREP_THREADS = 256  # moments.cu: PREP_THREADS * PREP_PER >= SAMPLE_ROWS
 PREP_TABLE_MAX = 4096  # entries (8 bytes) of sketch_prep's sample set, >= 2 (cap + 1); its first half is a bitmap of
 # 32 bits per entry; caps needing more track every column
 TABLE_BUDGET = 32768  # bytes of shared memory per block for the per-block distinct sets
-MAX_SLOTS = 64  # sketch_fast.cu's shared slot arrays
+MAX_SLOTS = 64  # moments.cu's shared slot arrays
 SET_ALIASES = 4  # sketch_bulk's sets may also hold -0.0 and three NaN bit patterns (FastKey::nan_alias) as aliases
 MAX_ROWS_PER_THREAD = 8192  # more blocks beyond this, so no thread sums too many terms in one accumulator
 RECENTRE_TOL = 0.1  # re-sketch a column whose mean is farther than this many standard deviations from its centre
@@ -36,14 +38,56 @@ _local = threading.local()
 _HAS_DRIVER_LAUNCH = [None]  # cupy.cuda.driver.launchKernel is there (set on the first plan)
 
 
-def sample_rows(n: int) -> np.ndarray:
-    """The rows sketch_prep samples from X of n rows (its sample_row): all of them up to SAMPLE_ROWS, else
-    SAMPLE_ROWS / SAMPLE_RUN runs of SAMPLE_RUN consecutive rows spread evenly."""
-    k = min(n, SAMPLE_ROWS)
-    i = np.arange(k, dtype=np.int64)
-    if n == k:
-        return i
-    return (i // SAMPLE_RUN) * n // (k // SAMPLE_RUN) + i % SAMPLE_RUN
+@dataclasses.dataclass(frozen=True)
+class GpuSketchOptions(Options):
+    """Tuning of the GPU sketch's read kernel; every setting gives the same sketch. Checked when made (ValueError
+    naming the option and its allowed values; TypeError for a switch that is not True or False); hashable, so it keys
+    the launch plans.
+
+    vals: values per thread per tile (None: 32 for float32 up to 16 moments, else 16; above 16 a multiple of 16).
+    stages: tiles in flight per block (cp.async pipeline depth), 1 to 4. minb: blocks per SM the compiler must fit
+    (registers vs occupancy). fastpath: each warp sums its chunks of 16 values in straight-line code (finite values;
+    a second straight-line path masks NaN, inf and zero weights), else value by value. blocks_per_sm: blocks launched
+    per SM (None: minb). bulk: read the tiles through the bulk copy engine (sketch_bulk: no block-wide barrier per
+    tile), None = wherever it applies (sm_90+, one column tile, 16-byte aligned tiles), True = required (ValueError
+    where it does not apply), False = never (sketch_tiles, cp.async).
+    """
+
+    vals: int | None = None
+    stages: int = 2
+    minb: int = 2
+    fastpath: bool = True
+    blocks_per_sm: int | None = None
+    bulk: bool | None = None
+
+    choices: ClassVar[dict[str, tuple]] = {"bulk": (None, True, False)}
+    flags: ClassVar[tuple[str, ...]] = ("fastpath",)
+
+    def check(self, name: str, value: Any) -> Any:
+        def whole(v) -> bool:
+            return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+        if name == "vals" and value is not None:
+            if not (whole(value) and (1 <= value <= 16 or (value <= 64 and value % 16 == 0))):
+                raise ValueError(f"options.vals must be None or an integer in [1, 16] or 32, 48 or 64, got {value!r}")
+            return int(value)
+        if name == "stages":
+            if not (whole(value) and 1 <= value <= 4):
+                raise ValueError(f"options.stages must be an integer in [1, 4], got {value!r}")
+            return int(value)
+        if name == "minb":
+            if not (whole(value) and value >= 1):
+                raise ValueError(f"options.minb must be an integer >= 1, got {value!r}")
+            return int(value)
+        if name == "blocks_per_sm" and value is not None:
+            if not (whole(value) and value >= 1):
+                raise ValueError(f"options.blocks_per_sm must be None or an integer >= 1, got {value!r}")
+            return int(value)
+        if name == "fastpath":
+            return bool(value)
+        if name == "bulk" and value is not None:
+            return bool(value)
+        return value
 
 
 def _pow2_at_least(x: int) -> int:
@@ -87,9 +131,9 @@ def _allow_smem(kern, key: tuple, nbytes: int) -> None:
 
 
 @lru_cache(maxsize=64)
-def _plan(n, d, l, is_f32, has_w, cap, aligned16, w_aligned16, vals, stages, minb, fastpath, blocks_per_sm,
-          bulk, device_id) -> _Plan:
-    """Launch geometry and compiled kernels for one input shape, option set and device."""
+def _plan(n, d, l, is_f32, has_w, cap, aligned16, w_aligned16, o: GpuSketchOptions, device_id) -> _Plan:
+    """Launch geometry and compiled kernels for one input shape, option set (``o.vals`` given) and device."""
+    vals, stages, minb, bulk = o.vals, o.stages, o.minb, o.bulk
     dev = cupy_module().cuda.Device(device_id)
     sms = int(dev.attributes["MultiProcessorCount"])
     nt = 256 if l <= 16 else 128
@@ -115,7 +159,7 @@ def _plan(n, d, l, is_f32, has_w, cap, aligned16, w_aligned16, vals, stages, min
     tsp = _pow2_at_least(2 * (cap + 1)) if 0 < cap < k else 0
     if tsp > PREP_TABLE_MAX:
         tsp = 0  # every column is a candidate: tracked until its sets pass cap
-    bps = int(blocks_per_sm or minb)
+    bps = int(o.blocks_per_sm or minb)
     gx = max(bps * sms // gy, -(-n // (kr * MAX_ROWS_PER_THREAD)))
     gx = max(1, min(gx, -(-n // rt)))
     rpb = -(-n // gx)
@@ -133,12 +177,12 @@ def _plan(n, d, l, is_f32, has_w, cap, aligned16, w_aligned16, vals, stages, min
     capx = cap if cap <= EXTRACT_MAX else 0
     T = "float" if is_f32 else "double"
     hw = "true" if has_w else "false"
-    fp = "true" if fastpath else "false"
+    fp = "true" if o.fastpath else "false"
     read = "sketch_bulk" if use_bulk else "sketch_tiles"
     names = (f"sketch_prep<{T},{hw}>", f"{read}<{T},{l},{nt},{vals},{stages},{hw},{fp}>",
              f"sketch_finish<{l},{FINISH_THREADS}>")
     opts = (f"-I{_DIR}", f"-DFAST_MINB={int(minb)}")
-    kernels = tuple(get_kernel("sketch/sketch_fast.cu", nm, options=opts, name_expressions=names) for nm in names)
+    kernels = tuple(get_kernel("sketch/moments.cu", nm, options=opts, name_expressions=names) for nm in names)
     if _HAS_DRIVER_LAUNCH[0] is None:
         _HAS_DRIVER_LAUNCH[0] = hasattr(cupy_module().cuda.driver, "launchKernel") and all(
             hasattr(k, "kernel") for k in kernels)
@@ -299,53 +343,52 @@ def default_vals(is_f32: bool, l: int) -> int:
     return 32 if is_f32 and l <= 16 else 16
 
 
-def _prepare(X, sample_weight, n_moments, max_distinct, vals, stages, minb, fastpath, blocks_per_sm, bulk):
+@lru_cache(maxsize=256)
+def _options(vals, stages, minb, fastpath, blocks_per_sm, bulk, types: tuple) -> GpuSketchOptions:
+    """GpuSketchOptions of these values, made (and checked) once per setting and value types: a repeated call's host
+    time stays a cache lookup."""
+    return GpuSketchOptions(vals, stages, minb, fastpath, blocks_per_sm, bulk)
+
+
+def _with_vals(o: GpuSketchOptions, X, l: int) -> GpuSketchOptions:
+    """``o`` with its default ``vals`` filled in for X's dtype and l moments."""
+    return o if o.vals is not None else dataclasses.replace(o, vals=default_vals(X.dtype == np.float32, l))
+
+
+def _prepare(X, sample_weight, n_moments, max_distinct, o: GpuSketchOptions):
     """(l, X, w, has_w, cap, plan, buffers), or (l, empty sketch) for X without rows."""
     cp = cupy_module()
-    if vals is not None and not (isinstance(vals, (int, np.integer))
-                                 and (1 <= vals <= 16 or (vals <= 64 and vals % 16 == 0))):
-        raise ValueError(f"vals must be None or an integer in [1, 16] or 32, 48 or 64, got {vals!r}")
-    if not (isinstance(stages, (int, np.integer)) and 1 <= stages <= 4):
-        raise ValueError(f"stages must be an integer in [1, 4], got {stages!r}")
     l, X, w, has_w, empty = begin(X, sample_weight, n_moments, max_distinct)
     if empty is not None:
         return l, empty
-    if vals is None:
-        vals = default_vals(X.dtype == np.float32, l)
     n, d = X.shape
     cap = int(max_distinct)
-    if bulk not in (None, True, False):
-        raise ValueError(f"bulk must be None, True or False, got {bulk!r}")
-    p = _plan(n, d, l, X.dtype == np.float32, has_w, cap, X.data.ptr % 16 == 0, w.data.ptr % 16 == 0, int(vals),
-              int(stages), int(minb), bool(fastpath), blocks_per_sm, bulk, cp.cuda.Device().id)
+    p = _plan(n, d, l, X.dtype == np.float32, has_w, cap, X.data.ptr % 16 == 0, w.data.ptr % 16 == 0,
+              _with_vals(o, X, l), cp.cuda.Device().id)
     return l, X, w, has_w, cap, p, _buffers(cp, d, l, p)
 
 
-def sketch_fast(X, sample_weight=None, *, n_moments: int = 15, max_distinct: int = 256, vals: int | None = None,
+def sketch_moments(X, sample_weight=None, *, n_moments: int = 15, max_distinct: int = 256, vals: int | None = None,
                 stages: int = 2, minb: int = 2, fastpath: bool = True, blocks_per_sm: int | None = None,
                 bulk: bool | None = None) -> MomentSketch:
     """The moments and distinct sets of the CPU twin (cpu.sketch) within 1e-12 of each moment's scale.
 
-    vals: values per thread per tile (None: 32 for float32 up to 16 moments, else 16; above 16 a multiple of 16);
-    stages: tiles in flight per block (cp.async pipeline depth); minb: blocks per SM the compiler must fit
-    (registers vs occupancy); fastpath: each warp sums its chunks of 16 values in straight-line code (finite
-    values; a second straight-line path masks NaN, inf and zero weights), else value by value; blocks_per_sm: blocks
-    launched per SM (default minb); bulk: read the tiles through the bulk copy engine (sketch_bulk: no block-wide
-    barrier per tile), None = wherever it applies (sm_90+, one column tile, 16-byte aligned tiles), True = required
-    (ValueError where it does not apply), False = never (sketch_tiles, cp.async). All options give the same sketch.
+    vals, stages, minb, fastpath, blocks_per_sm, bulk: the read kernel's tuning, checked as a ``GpuSketchOptions``
+    (which describes them). All options give the same sketch.
     """
-    opts = (vals, stages, minb, fastpath, blocks_per_sm, bulk)
+    raw = (vals, stages, minb, fastpath, blocks_per_sm, bulk)
+    opts = _options(*raw, tuple(map(type, raw)))
     cp = cupy_module()
     rep = key = None
     if sample_weight is None and type(X) is cp.ndarray:  # a repeated call skips the checks and the planning
         key = (X.data.ptr, X.shape, X.strides, X.dtype, n_moments, max_distinct, opts,
-               tuple(map(type, (n_moments, max_distinct) + opts)), cp.cuda.runtime.getDevice(),
+               tuple(map(type, (n_moments, max_distinct))), cp.cuda.runtime.getDevice(),
                cp.cuda.get_current_stream().ptr)
         last, bufs = getattr(_local, "last", None), getattr(_local, "bufs", None)
         if last is not None and last.key == key and bufs is not None and bufs[1] is last.prep[6]:
             rep = last
     if rep is None:
-        prep = _prepare(X, sample_weight, n_moments, max_distinct, *opts)
+        prep = _prepare(X, sample_weight, n_moments, max_distinct, opts)
         if len(prep) == 2:
             return prep[1]
         if key is not None and prep[1] is X and prep[6].get("cached") and _HAS_DRIVER_LAUNCH[0]:
@@ -379,7 +422,8 @@ def sketch_fast(X, sample_weight=None, *, n_moments: int = 15, max_distinct: int
         vals_ = _host_sets(b["table"], nd, p.tsize, cap)
     redo = np.flatnonzero(A[l + 3])
     if redo.size:
-        _recentre(X, w, has_w, l, redo, mean, M, lo, hi, opts[:5] + (False if bulk is False else None,))
+        again = dataclasses.replace(opts, bulk=False if opts.bulk is False else None)  # the columns may not align
+        _recentre(X, w, has_w, l, redo, mean, M, lo, hi, again)
     if not (W > 0).all():
         empty = W <= 0
         lo[empty] = np.nan
@@ -387,7 +431,7 @@ def sketch_fast(X, sample_weight=None, *, n_moments: int = 15, max_distinct: int
     return MomentSketch(W, mean, M, lo, hi, vals_, nd)
 
 
-def _recentre(X, w, has_w, l, redo, mean, M, lo, hi, opts) -> None:
+def _recentre(X, w, has_w, l, redo, mean, M, lo, hi, opts: GpuSketchOptions) -> None:
     """Sketch the columns ``redo`` again about their now known mean (a centre far from the mean, e.g. from a sample
     that is not representative, would amplify rounding in the shift); updates mean and M in place."""
     cp = cupy_module()
@@ -396,11 +440,8 @@ def _recentre(X, w, has_w, l, redo, mean, M, lo, hi, opts) -> None:
     c2[off] = 0.5 * lo[redo][off] + 0.5 * hi[redo][off]
     Xs = cp.ascontiguousarray(X[:, cp.asarray(redo)])
     n, d2 = Xs.shape
-    vals, stages, minb, fastpath, blocks_per_sm, bulk = opts
-    if vals is None:
-        vals = default_vals(Xs.dtype == np.float32, l)
-    p2 = _plan(n, d2, l, Xs.dtype == np.float32, has_w, 0, Xs.data.ptr % 16 == 0, w.data.ptr % 16 == 0, int(vals),
-               int(stages), int(minb), bool(fastpath), blocks_per_sm, bulk, cp.cuda.Device().id)
+    p2 = _plan(n, d2, l, Xs.dtype == np.float32, has_w, 0, Xs.data.ptr % 16 == 0, w.data.ptr % 16 == 0,
+               _with_vals(opts, Xs, l), cp.cuda.Device().id)
     b2 = _buffers(cp, d2, l, p2)
     _launch(Xs, w, has_w, l, 0, p2, b2, center=cp.asarray(c2))
     cp.cuda.get_current_stream().synchronize()
@@ -421,33 +462,3 @@ def _host_sets(table, nd: np.ndarray, tsize: int, cap: int) -> np.ndarray:
             k = keys[r][keys[r] != np.uint64(EMPTY_KEY)]
             vals[j, : k.size] = np.sort(k.view(np.float64))
     return vals
-
-
-def kernels_only(X, n_moments: int = 15, max_distinct: int = 256, **opts):
-    """A callable that queues only the three kernels on X (no checks, allocation or transfer): for timing. opts as
-    sketch_fast's, same defaults."""
-    kw = sketch_fast.__kwdefaults__
-    o = {k: opts.get(k, kw[k]) for k in ("vals", "stages", "minb", "fastpath", "blocks_per_sm", "bulk")}
-    prep = _prepare(X, None, n_moments, max_distinct, o["vals"], o["stages"], o["minb"], o["fastpath"],
-                    o["blocks_per_sm"], o["bulk"])
-    l, X, w, has_w, cap, p, b = prep
-    return lambda: _launch(X, w, has_w, l, cap, p, b)
-
-
-def central_from_power_sums(W, S, center):
-    """Test hook: the finish kernel's shift on given power sums S (d, l) about ``center`` (d,) with weights W (d,):
-    returns (mean, M (d, l-1) for k = 2..l, redo flags)."""
-    cp = cupy_module()
-    W = np.asarray(W, np.float64)
-    S = np.asarray(S, np.float64)
-    d, l = S.shape
-    part = np.concatenate([W[:, None], S, np.zeros((d, 2))], axis=1)
-    res = cp.empty(d * (l + 5) + 1, cp.float64)
-    fin = get_kernel("sketch/sketch_fast.cu", f"sketch_finish<{l},{FINISH_THREADS}>", options=(f"-I{_DIR}",),
-                     name_expressions=(f"sketch_finish<{l},{FINISH_THREADS}>",))
-    dummy = cp.zeros(1, cp.int32)
-    fin((d,), (FINISH_THREADS,), (cp.asarray(part), np.int32(1), np.int32(d), cp.asarray(center, np.float64), dummy,
-                                  dummy, cp.zeros(1, cp.uint64), np.int32(1), np.int32(0), np.int32(0),
-                                  np.float64(RECENTRE_TOL), dummy, res))
-    R = res.get()[:-1].reshape(d, l + 5)
-    return R[:, 1], R[:, 2 : l + 1], R[:, l + 3] != 0

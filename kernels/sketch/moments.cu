@@ -1,4 +1,4 @@
-// Fast moment sketch (variant "fast", the default): three launches and no host round trip before the result.
+// The GPU moment sketch (moments and distinct sets): three launches and no host round trip before the result.
 //
 // 1. sketch_prep (one block per column): a sample of SAMPLE_ROWS rows (runs of SAMPLE_RUN consecutive rows spread
 //    evenly over X) gives the column's centre c_f (the weighted sample mean; the value itself where the sample is
@@ -28,7 +28,7 @@
 //    the insert path.
 // 3. sketch_finish (one block per column): adds the block partials, turns the power sums about c into the mean and
 //    the central sums (binomial shift by delta = S_1 / W), flags a column for re-sketching about its mean when
-//    |delta| > tol * sd (a centre that far off would amplify rounding in the shift; gpu_fast.py does it), and
+//    |delta| > tol * sd (a centre that far off would amplify rounding in the shift; _gpu_moments.py does it), and
 //    writes the sorted distinct set, all into one buffer in pinned host memory (no copy back).
 //
 // float32 input: CuPy compiles with -ftz=true, which flushes subnormal floats in C++ float -> double conversions and in
@@ -443,8 +443,8 @@ __device__ __forceinline__ bool track_insert(typename FastKey<T>::K key, int sl,
 
 // ------------------------------------------------------------------------ 1. centres, candidates, resets
 // Sample row i of k: all rows when k = n; else runs of SAMPLE_RUN consecutive rows at k / SAMPLE_RUN evenly spread
-// places (k a multiple of SAMPLE_RUN: a strided sample of single rows cost a TLB miss per value). gpu_fast.sample_rows
-// mirrors it.
+// places (k a multiple of SAMPLE_RUN: a strided sample of single rows cost a TLB miss per value).
+// tests/_sketch_gpu.sample_rows mirrors it.
 #ifndef SAMPLE_RUN
 #define SAMPLE_RUN 64
 #endif

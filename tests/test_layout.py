@@ -1,0 +1,230 @@
+"""The package's one-door rules (docs/design/layout.md), checked by reading the source and by calling the doors.
+
+- CuPy is imported in one module, ``kernels/device.py``; every other module asks it (``cupy_module()``,
+  ``array_module(x)``, ``is_cupy_array(x)``), GPU-only modules included.
+- The backend string is resolved once, by the adapter: ``kernels.treeshap`` takes only "cpu" or "gpu"; the kernel
+  families pick their engine module through ``device.engine_module``.
+- Every engine's tuning is one checked options object (``kernels._options.Options``).
+- Code only benchmarks or tests use lives in ``integration/`` or ``tests/``, not in the package.
+- One export style in ``kernels/<family>/__init__.py``: eager relative imports, then ``__all__``; no ``__getattr__``.
+- Comments say why; measurement history (before -> after numbers, rates, dates, commits) lives in docs/design/.
+"""
+from __future__ import annotations
+
+import re
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import hitml.kernels.device as dev
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("kernels", "shap_ext", "xgboost_ext", "sklearn_ext")
+CUPY_IMPORT = re.compile(r"^\s*(import|from)\s+cupyx?\b|(__import__|import_module)\(\s*['\"]cupy", re.MULTILINE)
+
+
+def _sources():
+    for pkg in PACKAGES:
+        yield from sorted((ROOT / pkg).rglob("*.py"))
+
+
+def test_sources_found():
+    files = [p.relative_to(ROOT).as_posix() for p in _sources()]
+    assert "kernels/device.py" in files and "shap_ext/_explainer.py" in files and len(files) > 40
+
+
+def test_cupy_is_imported_only_in_device():
+    offenders = [f"{p.relative_to(ROOT)}:{src[:m.start()].count(chr(10)) + 1}"
+                 for p in _sources() for src in [p.read_text()] for m in CUPY_IMPORT.finditer(src)
+                 if p.relative_to(ROOT).as_posix() != "kernels/device.py"]
+    assert not offenders, f"import CuPy through hitml.kernels.device (cupy_module / array_module): {offenders}"
+
+
+def test_pattern_catches_each_spelling():
+    for line in ("import cupy", "    import cupy as cp", "from cupy import cuda", "import cupyx.scipy",
+                 'xp = __import__("cupy")', "importlib.import_module('cupy')"):
+        assert CUPY_IMPORT.search(line), line
+    for line in ("import cupy_like", "# import cupy here", "x: cupy.ndarray", "cp = cupy_module()"):
+        assert not CUPY_IMPORT.search(line), line
+
+
+BENCH_ONLY = ("kernels_only", "central_from_power_sums", "next_fit_bins", "kendall_discordant", "naive_sketch",
+              "naive_from_power_sums")
+
+
+def test_bench_and_test_helpers_stay_out_of_the_package():
+    pattern = re.compile(r"\b(%s)\b|^\s*(from|import)\s+(integration|tests|_naive_sketch)\b" % "|".join(BENCH_ONLY),
+                         re.MULTILINE)
+    offenders = [f"{p.relative_to(ROOT)}: {m.group(0).strip()}" for p in _sources()
+                 for m in pattern.finditer(p.read_text())]
+    assert not offenders, f"bench/test-only code belongs in integration/ or tests/: {offenders}"
+
+
+HISTORY = re.compile(r"\d(\.\d+)?(e\d+)?\s*(->|\u2192)\s*\d|\d\s*(rows/s|GB/s|MB/s)\b|\b20\d\d-\d\d-\d\d\b"
+                     r"|\b(commit|rev)\s+[0-9a-f]{7,}|\b\d+(\.\d+)?x (faster|slower)\b")
+
+
+def test_no_measurement_history_in_source():
+    files = [p for p in _sources()] + [p for pkg in PACKAGES for p in sorted((ROOT / pkg).rglob("*.cu"))]
+    offenders = [f"{p.relative_to(ROOT)}:{i}: {line.strip()}" for p in files
+                 for i, line in enumerate(p.read_text().splitlines(), 1) if HISTORY.search(line)]
+    assert not offenders, f"move the numbers to docs/design/*.md and keep the why: {offenders}"
+
+
+def test_history_pattern_catches_each_form():
+    for line in ("# 289 -> 1319 rows/s", "# 2.8 -> 19.5 GB/s", "# at 3.6e6 rows/s", "# on 2026-11-20",
+                 "# see commit 9fe33de", "# 1.5x faster"):
+        assert HISTORY.search(line), line
+    for line in ("# (n, M+1) -> (n, M)", "x = a - 1 if b else -1", "# wider is slower"):
+        assert not HISTORY.search(line), line
+
+
+def test_check_backend_one_message():
+    assert dev.check_backend(None) == "auto"
+    for bad in ("tpu", "GPU", 1, ""):
+        with pytest.raises(ValueError, match=r"backend must be one of \('cpu', 'gpu', 'auto'\)"):
+            dev.check_backend(bad)
+        with pytest.raises(ValueError, match=r"backend must be one of \('cpu', 'gpu', 'auto'\)"):
+            dev.resolve_backend(bad)
+
+
+def test_check_resolved_refuses_auto(monkeypatch):
+    assert dev.check_resolved("cpu") == "cpu"
+    with pytest.raises(ValueError, match='backend="auto" must be resolved first'):
+        dev.check_resolved("auto")
+    with pytest.raises(ValueError, match="backend must be one of"):
+        dev.check_resolved("tpu")
+    monkeypatch.setattr(dev, "_cupy_or_reason", lambda: (None, "CuPy sees no CUDA device"))
+    with pytest.raises(dev.GPUUnavailableError, match="CuPy sees no CUDA device"):
+        dev.check_resolved("gpu")
+
+
+def test_array_module_of_host_arrays():
+    assert dev.array_module(np.zeros(2)) is np
+    assert dev.array_module([1.0]) is np
+    assert dev.array_module("cpu") is np
+
+
+def test_backend_resolved_once_on_the_way_to_the_kernel(monkeypatch):
+    """TreeExplainer resolves "auto" when built; the kernel gets "cpu" or "gpu" and resolves nothing."""
+    shap = pytest.importorskip("shap")
+    xgb = pytest.importorskip("xgboost")
+    import hitml.kernels.treeshap as ts
+    import hitml.shap_ext._explainer as exp_mod
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 3))
+    model = xgb.XGBRegressor(n_estimators=3, max_depth=2, n_jobs=1).fit(X, X[:, 0] - X[:, 1])
+    calls = []
+    real_resolve = exp_mod.resolve_backend
+    monkeypatch.setattr(exp_mod, "resolve_backend", lambda b, *a: calls.append(b) or real_resolve(b, *a))
+    monkeypatch.setattr(dev, "resolve_backend", lambda *a, **k: pytest.fail("the kernel resolved the backend again"))
+    seen = []
+    real_values = ts.shap_values
+    monkeypatch.setattr(ts, "shap_values", lambda *a, **k: seen.append(k["backend"]) or real_values(*a, **k))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # "auto" without a GPU warns once per process
+        ex = exp_mod.TreeExplainer(model, backend="auto")
+    phi = ex.shap_values(X[:5])
+    assert calls == ["auto"] and seen == [ex.backend] and ex.backend in ("cpu", "gpu")
+    ref = shap.TreeExplainer(model).shap_values(X[:5])  # shap's own C++ TreeSHAP
+    np.testing.assert_allclose(phi, ref, rtol=1e-5, atol=1e-5)
+    paths = ex.paths
+    with pytest.raises(ValueError, match='backend="auto" must be resolved first'):
+        real_values(paths, X[:5], backend="auto")
+
+
+def test_engine_options_are_checked_objects():
+    """Every engine's tuning is one typed options object (kernels._options.Options): a bad value or name raises."""
+    import dataclasses
+
+    from hitml.kernels._options import Options
+    from hitml.kernels.sketch._gpu_moments import GpuSketchOptions
+    from hitml.kernels.treeshap import cpu
+    from hitml.kernels.treeshap._gpu_core import GpuOptions
+
+    assert isinstance(cpu.options, cpu.CpuOptions)
+    for cls in (cpu.CpuOptions, GpuOptions, GpuSketchOptions):
+        assert issubclass(cls, Options) and dataclasses.is_dataclass(cls)
+    opts = cpu.CpuOptions()
+    assert (opts.row_kernel, opts.pattern_tables, opts.sibling_pairs) == ("quadrature", False, True)
+    with pytest.raises(ValueError, match=r"options.row_kernel must be one of \('quadrature', 'dp'\), got 'qd'"):
+        opts.row_kernel = "qd"
+    with pytest.raises(TypeError, match="options.pattern_tables must be True or False"):
+        opts.pattern_tables = "yes"
+    with pytest.raises(AttributeError, match="CpuOptions has no option 'ROW_KERNEL'; options: row_kernel"):
+        opts.ROW_KERNEL = "dp"
+    with pytest.raises(ValueError, match="row_kernel"):
+        cpu.CpuOptions(row_kernel="fast")
+    opts.row_kernel = "dp"
+    assert opts.row_kernel == "dp" and cpu.options.row_kernel == "quadrature"
+    with pytest.raises(ValueError, match=r"options.shap_sums must be one of"):
+        GpuOptions().shap_sums = "sum"
+    assert GpuSketchOptions(vals=np.int64(32)) == GpuSketchOptions(vals=32)  # normalised: one plan-cache key
+    assert hash(GpuSketchOptions(stages=3)) == hash(GpuSketchOptions(stages=3))
+    for bad in ({"vals": 17}, {"stages": 5}, {"minb": 0}, {"blocks_per_sm": 0}, {"bulk": "yes"}):
+        with pytest.raises(ValueError, match=f"options.{next(iter(bad))} must be"):
+            GpuSketchOptions(**bad)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        GpuSketchOptions().vals = 16
+
+
+def test_cpu_row_kernels_agree_with_shap():
+    """Both settings of cpu.options.row_kernel give shap's C++ TreeSHAP values (the option is read per call)."""
+    shap = pytest.importorskip("shap")
+    xgb = pytest.importorskip("xgboost")
+    from hitml.kernels.treeshap import cpu, extract_paths
+
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(300, 4))
+    model = xgb.XGBRegressor(n_estimators=5, max_depth=4, n_jobs=1).fit(X, X[:, 0] * X[:, 1] + X[:, 2])
+    ens = shap.TreeExplainer(model).model
+    ps = extract_paths(ens.children_left, ens.children_right, ens.children_default, ens.features, ens.thresholds,
+                       ens.values, ens.node_sample_weight, ens.base_offset, n_features=4)
+    ref = shap.TreeExplainer(model).shap_values(X[:20])
+    try:
+        for kernel in ("dp", "quadrature"):
+            cpu.options.row_kernel = kernel
+            np.testing.assert_allclose(cpu.shap_values(ps, X[:20])[:, :4, 0], ref, rtol=1e-5, atol=1e-5)
+    finally:
+        cpu.options.row_kernel = "quadrature"
+
+
+def test_one_export_style_in_kernel_families():
+    import ast
+    import importlib
+
+    families = sorted(p.parent for p in (ROOT / "kernels").glob("*/__init__.py") if p.parent.name != "permutations")
+    assert {f.name for f in families} >= {"shapley", "shuffle", "sketch", "treeshap"}
+    for fam in families:
+        tree = ast.parse((fam / "__init__.py").read_text())
+        names = [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
+        assert "__getattr__" not in names, f"kernels/{fam.name}: lazy __getattr__ exports"
+        assert "globals()" not in (fam / "__init__.py").read_text(), f"kernels/{fam.name}: globals() exports"
+        body = [n for n in tree.body if not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))]
+        is_all = [isinstance(n, ast.Assign) and n.targets[0].id == "__all__" for n in body]
+        all_at = is_all.index(True)
+        defs = [i for i, n in enumerate(body) if isinstance(n, (ast.FunctionDef, ast.ClassDef, ast.Assign))
+                and not is_all[i]]
+        first_def = defs[0] if defs else len(body)
+        assert all(isinstance(n, (ast.Import, ast.ImportFrom)) for n in body[:all_at]), f"kernels/{fam.name}"
+        assert all_at < first_def, f"kernels/{fam.name}: __all__ comes right after the imports"
+        mod = importlib.import_module(f"hitml.kernels.{fam.name}")
+        missing = [n for n in mod.__all__ if not hasattr(mod, n)]
+        assert not missing, f"kernels/{fam.name} exports names it does not define: {missing}"
+
+
+def test_families_pick_their_engine_through_device():
+    """treeshap, sketch and shuffle dispatch through device.engine_module (no importlib or `from . import gpu` of their
+    own), and engine_module gives the family's cpu module for "cpu" and refuses "auto"."""
+    for fam in ("treeshap", "sketch", "shuffle"):
+        src = (ROOT / "kernels" / fam / "__init__.py").read_text()
+        assert "engine_module(__name__" in src, fam
+        assert not re.search(r"importlib|from \. import (cpu|gpu)|import_module", src), fam
+    assert dev.engine_module("hitml.kernels.sketch", "cpu").__name__ == "hitml.kernels.sketch.cpu"
+    with pytest.raises(ValueError, match="resolved first"):
+        dev.engine_module("hitml.kernels.sketch", "auto")
+    with pytest.raises(NotImplementedError, match=r"hitml\.kernels\.shapley\.cpu\) is not available"):
+        dev.engine_module("hitml.kernels.shapley", "cpu")  # a family without engine modules
