@@ -12,7 +12,7 @@ from xgboost.core import XGBoostError
 
 from hitml.kernels.device import is_cupy_array, to_numpy
 from hitml.kernels.sketch import MomentSketch, sketch
-from hitml.kernels.sketch.cuts import Cuts, cut_points, exact_cut_points
+from hitml.kernels.sketch.cuts import Cuts, check_max_bin, cut_points, exact_cut_points
 from hitml.kernels.sketch.robust import SketchFallbackWarning
 
 from ._compat import check_feature_names, check_feature_names_in, check_n_features, check_sample_weight
@@ -103,8 +103,7 @@ class QuantileBinner(TransformerMixin, BaseEstimator):
 
     # ------------------------------------------------------------------------------------------ validation
     def _check_params(self) -> None:
-        if not isinstance(self.max_bin, (int, np.integer)) or isinstance(self.max_bin, bool) or self.max_bin < 2:
-            raise ValueError(f"max_bin must be an integer >= 2, got {self.max_bin!r}")
+        check_max_bin(self.max_bin)
         if self.method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}, got {self.method!r}")
         if isinstance(self.n_sample, bool) or not isinstance(self.n_sample, (int, np.integer)) or self.n_sample < 0:

@@ -13,7 +13,7 @@ from hitml.kernels.sketch import MomentSketch
 
 from ._compat import DMatrixHook, check_dmatrix_hook
 from .binner import QuantileBinner
-from .hook import reference_dmatrix
+from .hook import check_same_max_bin, reference_dmatrix
 
 
 class _BinnedMixin(DMatrixHook):
@@ -29,8 +29,7 @@ class _BinnedMixin(DMatrixHook):
             binner = QuantileBinner(max_bin=self.max_bin if self.max_bin is not None else 256)
         else:
             binner = clone(self.binner)
-        if self.max_bin is not None and self.max_bin != binner.max_bin:
-            raise ValueError(f"max_bin={self.max_bin} differs from the binner's max_bin={binner.max_bin}")
+        check_same_max_bin(self.max_bin, binner.max_bin)
         ft = self.feature_types
         if ft is not None and not hasattr(X, "iloc") and isinstance(binner.categorical_features, str):
             # category codes marked by feature_types="c" (NumPy or sparse input) are XGBoost's to bin
@@ -52,7 +51,7 @@ class _BinnedMixin(DMatrixHook):
         our = getattr(self, "_hitml_ref", None)
         if our is not None:  # training matrix: our ref; eval matrices: the training matrix as ref, our max_bin
             return xgb.QuantileDMatrix(**kwargs, ref=our if ref is None else ref, nthread=self.n_jobs,
-                                       max_bin=self.binner_.max_bin)
+                                       max_bin=int(self.binner_.max_bin))  # XGBoost's JSON takes no NumPy int
         return None
 
     def get_xgb_params(self) -> dict[str, Any]:
