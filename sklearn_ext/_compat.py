@@ -35,10 +35,17 @@ from sklearn.utils.validation import _check_feature_names_in as check_feature_na
 from sklearn.utils import _safe_indexing as safe_indexing
 
 __all__ = [
-    "approximate_mode", "check_feature_names_in", "default_test_size", "HasMethods", "Interval",
+    "approximate_mode", "check_feature_names_in", "declares_classifier", "default_test_size", "HasMethods", "Interval",
     "InvalidParameterError", "KFoldHook", "num_samples", "RealNotInt", "safe_indexing", "ShuffleSplitHook",
     "StrOptions", "validate_parameter_constraints", "validate_params", "validate_shuffle_split",
 ]
+
+
+def declares_classifier(est: Any) -> bool:
+    """``est._estimator_type == "classifier"``: how a model outside scikit-learn's tag system (``is_classifier``
+    raises on it) says it classifies. scikit-learn's convention before 1.6; its own estimators no longer set it
+    (1.9.1), CatBoost's still do (1.2.10). A model without it counts as no classifier (read through ``predict``)."""
+    return getattr(est, "_estimator_type", None) == "classifier"
 
 
 def default_test_size(splitter: Any) -> float:
