@@ -8,7 +8,8 @@ import xgboost as xgb
 from xgboost.core import XGBoostError
 
 from hitml.kernels.device import is_cupy_array
-from hitml.kernels.sketch.cuts import Cuts, check_max_bin
+from hitml.kernels.sketch.cuts import Cuts
+from hitml.kernels.sketch.cuts import check_max_bin  # one line of its own: a separate change edits the imports above
 
 
 def check_same_max_bin(max_bin: Any, binner_max_bin: Any) -> int:
