@@ -9,7 +9,7 @@ from xgboost.core import XGBoostError
 
 from hitml.kernels.device import is_cupy_array
 from hitml.kernels.sketch.cuts import Cuts
-from hitml.kernels.sketch.cuts import check_max_bin  # one line of its own: a separate change edits the imports above
+from hitml.kernels.sketch.cuts import check_max_bin
 
 
 def check_same_max_bin(max_bin: Any, binner_max_bin: Any) -> int:
