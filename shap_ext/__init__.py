@@ -22,9 +22,20 @@ Examples
 """
 from __future__ import annotations
 
-from ._explainer import GPUTreeExplainer, LargeBackgroundWarning, TreeExplainer
-from ._patch import disable, enable, install, uninstall
+from hitml.kernels._exports import lazy_exports
+
+from ._patch import install
+
+# name -> private module that defines it (hitml.kernels._exports); ._patch (and with it ._explainer) loads here,
+# since the import installs the backend= hook on shap.
+__all__, __getattr__, __dir__ = lazy_exports(__name__, {
+    "GPUTreeExplainer": "._explainer",
+    "LargeBackgroundWarning": "._explainer",
+    "TreeExplainer": "._explainer",
+    "disable": "._patch",
+    "enable": "._patch",
+    "install": "._patch",
+    "uninstall": "._patch",
+})
 
 install()
-
-__all__ = ["GPUTreeExplainer", "LargeBackgroundWarning", "TreeExplainer", "disable", "enable", "install", "uninstall"]

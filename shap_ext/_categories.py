@@ -6,6 +6,8 @@ from typing import Any
 
 import numpy as np
 
+from ._compat import hgb_predictors, hgb_preprocessor
+
 __all__ = ["CategoricalSplits", "categorical_splits", "hist_gradient_boosting_layout"]
 
 
@@ -129,7 +131,7 @@ def hist_gradient_boosting_layout(model: Any) -> tuple[np.ndarray, list[np.ndarr
     codes of the known categories of encoded categorical feature ``f``. Rows reach the engine through the model's
     own encoder (``InputReader``), so category sets are kept as codes, whatever the labels (numbers or strings).
     """
-    pre = getattr(model, "_preprocessor", None)
+    pre = hgb_preprocessor(model)
     if pre is None or getattr(model, "is_categorical_", None) is None:
         return None
     is_cat = np.asarray(model.is_categorical_, dtype=bool)
@@ -153,7 +155,7 @@ def _hist_gradient_boosting_splits(model: Any, shape: tuple[int, int]) -> Catego
     left_sets: dict[tuple[int, int], list[int]] = {}
     swap = np.zeros(shape, dtype=bool)
     t = 0
-    for predictors in model._predictors:
+    for predictors in hgb_predictors(model):
         for pred in predictors:
             nodes = pred.nodes
             for node in np.nonzero(nodes["is_categorical"] & ~nodes["is_leaf"].astype(bool))[0]:
@@ -179,7 +181,7 @@ def categorical_splits(ensemble: Any, model: Any = None) -> CategoricalSplits:
     shap's float bitmask cannot hold). Anything else with ``threshold_types == 1``: shap's bitmask.
     """
     shape = ensemble.children_left.shape
-    if "HistGradientBoosting" in type(model).__name__ and getattr(model, "_preprocessor", None) is not None:
+    if "HistGradientBoosting" in type(model).__name__ and hgb_preprocessor(model) is not None:
         return _hist_gradient_boosting_splits(model, shape)
     model_type = getattr(ensemble, "model_type", "internal")
     original = getattr(ensemble, "original_model", None)

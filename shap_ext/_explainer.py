@@ -7,13 +7,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import shap
-from shap.explainers._tree import DEPRECATED_APPROX, TreeEnsemble
-from shap.utils._exceptions import DimensionError, ExplainerError, InvalidModelError
 
 from hitml.kernels._progress import check_progress
 from hitml.kernels.device import array_module, is_cupy_array, resolve_backend, to_numpy
 
 from ._categories import categorical_splits
+from ._compat import DEPRECATED_APPROX, DimensionError, ExplainerError, InvalidModelError, TreeEnsemble
 from ._dask import dask_shap_values, is_dask_collection
 from ._inputs import InputReader, model_n_features, to_matrix
 from ._catboost import native_expected_value, native_margin, native_values, symmetric_trees, warn_not_additive

@@ -8,6 +8,8 @@ import pandas as pd
 
 from hitml.kernels.device import array_module, is_cupy_array
 
+from ._compat import check_feature_names, hgb_preprocess, hgb_preprocessor, lightgbm_frame
+
 __all__ = ["InputReader", "encode_frame", "model_n_features", "to_matrix"]
 
 
@@ -215,7 +217,7 @@ class InputReader:
             elif lib == "sklearn":
                 names = getattr(model, "feature_names_in_", None)
                 self.names = None if names is None else [str(n) for n in names]
-                if "HistGradientBoosting" in type(model).__name__ and getattr(model, "_preprocessor", None) is not None:
+                if "HistGradientBoosting" in type(model).__name__ and hgb_preprocessor(model) is not None:
                     is_cat = np.asarray(model.is_categorical_, dtype=bool)
                     self.hgb_layout = np.concatenate([np.flatnonzero(is_cat), np.flatnonzero(~is_cat)])
             elif lib == "catboost":
@@ -246,7 +248,7 @@ class InputReader:
             cat_cols = [j for j, n in enumerate(self.names) if infos.get(n, {}).get("values")]
             return dict(zip(cat_cols, self.booster.pandas_categorical))
         if self.hgb_layout is not None:
-            enc = self.model._preprocessor.named_transformers_["encoder"]
+            enc = hgb_preprocessor(self.model).named_transformers_["encoder"]
             return {int(c): [v for v in cats if not pd.isna(v)] for c, cats in zip(self.hgb_layout, enc.categories_)}
         return {}
 
@@ -301,7 +303,7 @@ class InputReader:
 
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="X does not have valid feature names")
-            return self._hgb_back(self.model._preprocess_X(arr, reset=False))
+            return self._hgb_back(hgb_preprocess(self.model, arr))
 
     def _hgb_back(self, enc: np.ndarray) -> np.ndarray:
         out = np.empty(enc.shape, dtype=np.float64)
@@ -349,8 +351,6 @@ class InputReader:
     def _lightgbm_frame(self, df: pd.DataFrame, what: str) -> np.ndarray:
         import warnings
 
-        from lightgbm.basic import _data_from_pandas
-
         cols = [str(c) for c in df.columns]
         if misplaced(cols, self.names) and not _duplicates(cols):
             warnings.warn(
@@ -359,18 +359,13 @@ class InputReader:
                 f"features {self.names}, not for {cols}. Order the columns as the model's.", UserWarning, stacklevel=4)
         if df.shape[0] == 0:
             return encode_frame(df, what).to_numpy()
-        arr = _data_from_pandas(df, "auto", "auto", self.booster.pandas_categorical)[0]
+        arr = lightgbm_frame(df, self.booster.pandas_categorical)
         return np.asarray(arr, dtype=np.float64)
 
     def _sklearn_frame(self, df: pd.DataFrame, what: str) -> np.ndarray:
         dup = _duplicates(df.columns)
         if not dup and self.hgb_layout is None and misplaced(df.columns, self.names):
-            try:
-                from sklearn.utils.validation import _check_feature_names
-            except ImportError:  # scikit-learn < 1.6: a method
-                self.model._check_feature_names(df, reset=False)
-            else:
-                _check_feature_names(self.model, df, reset=False)
+            check_feature_names(self.model, df)
         if self.hgb_layout is None:
             return encode_frame(df, what).to_numpy()
         if df.shape[0] == 0:
@@ -379,7 +374,7 @@ class InputReader:
         if dup or (self.names is not None and cols != self.names and not misplaced(cols, self.names)):
             # duplicate or unknown names: read by position, as shap reads such a frame (scikit-learn would refuse)
             return self.array(df.to_numpy())
-        return self._hgb_back(self.model._preprocess_X(df, reset=False))
+        return self._hgb_back(hgb_preprocess(self.model, df))
 
     def _catboost_frame(self, df: pd.DataFrame, what: str) -> np.ndarray:
         order = self.catboost_names(df)

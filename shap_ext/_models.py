@@ -6,11 +6,9 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from shap.explainers._tree import TreeEnsemble
-from shap.utils._exceptions import InvalidModelError
-
 from ._categories import hist_gradient_boosting_layout
 from ._catboost import CatBoostModel, NotParseable, is_catboost
+from ._compat import InvalidModelError, TreeEnsemble
 from ._native import LibraryEnsemble
 from ._treelite import as_treelite_model, is_treelite_like
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from shap.explainers._tree import TreeEnsemble
+from ._compat import (TreeEnsemble, average_path_length, hgb_encoded_raw, hgb_preprocessor, hgb_raw_predict,
+                      xgb_dmatrix_props)
 
 __all__ = ["LibraryEnsemble", "frame_margin", "library_margin", "transform_margin"]
 
@@ -26,7 +27,7 @@ def _xgboost(ens: Any, X: np.ndarray, tree_limit: int) -> np.ndarray:
     import xgboost
 
     booster = ens.original_model
-    props = dict(getattr(ens, "_xgb_dmatrix_props", {}))
+    props = xgb_dmatrix_props(ens)
     props.pop("missing", None)  # the explainer has already turned XGBoost's `missing` value into NaN
     if booster.feature_types is not None:
         props["feature_types"] = booster.feature_types
@@ -44,10 +45,8 @@ def _lightgbm(ens: Any, X: np.ndarray, tree_limit: int) -> np.ndarray:
 
 def _isolation_forest_depth(model: Any, X: np.ndarray) -> np.ndarray:
     """Mean path length E[h(x)] (what shap's IsolationForest trees sum to), from scikit-learn's score_samples."""
-    from sklearn.ensemble._iforest import _average_path_length
-
     score = model.score_samples(X)  # -2 ** (-E[h] / c(max_samples))
-    return -np.log2(-score) * _average_path_length(np.asarray([model.max_samples_]))[0]
+    return -np.log2(-score) * average_path_length(np.asarray([model.max_samples_]))[0]
 
 
 def _hgb_encoded_raw(model: Any, X: np.ndarray) -> np.ndarray:
@@ -56,10 +55,7 @@ def _hgb_encoded_raw(model: Any, X: np.ndarray) -> np.ndarray:
     is_cat = np.asarray(model.is_categorical_, dtype=bool)
     layout = np.concatenate([np.flatnonzero(is_cat), np.flatnonzero(~is_cat)])
     enc = np.asarray(X, dtype=np.float64)[:, layout]
-    raw = np.zeros((len(enc), model.n_trees_per_iteration_), dtype=model._baseline_prediction.dtype, order="F")
-    raw += model._baseline_prediction
-    model._predict_iterations(enc, model._predictors, raw, False, 1)
-    return raw
+    return hgb_encoded_raw(model, enc)
 
 
 def _sklearn(model: Any, X: np.ndarray) -> np.ndarray | None:
@@ -68,10 +64,10 @@ def _sklearn(model: Any, X: np.ndarray) -> np.ndarray | None:
     if name == "IsolationForest":
         return _isolation_forest_depth(model, X)
     if name in ("HistGradientBoostingRegressor", "HistGradientBoostingClassifier"):
-        if getattr(model, "_preprocessor", None) is not None and isinstance(X, np.ndarray):
+        if hgb_preprocessor(model) is not None and isinstance(X, np.ndarray):
             raw = _hgb_encoded_raw(model, X)
         else:
-            raw = model._raw_predict(X)  # before the link (poisson/gamma: log scale); (n, K)
+            raw = hgb_raw_predict(model, X)  # before the link (poisson/gamma: log scale); (n, K)
         return raw[:, 0] if raw.shape[1] == 1 else raw
     if name == "GradientBoostingClassifier":
         return model.decision_function(X)

@@ -8,6 +8,7 @@ import shap
 
 from hitml.kernels.device import check_backend
 
+from ._compat import TreeEnsemble
 from ._explainer import _DEFAULT, TreeExplainer
 
 __all__ = ["disable", "enable", "install", "uninstall"]
@@ -66,7 +67,7 @@ def _explainer_new(cls, *args: Any, **kwargs: Any):
 
 
 def _is_tree_model(model: Any, masker: Any) -> bool:
-    if isinstance(model, shap.explainers._tree.TreeEnsemble):
+    if isinstance(model, TreeEnsemble):
         return True
     try:  # shap's own test: linear models win first in shap.Explainer's "auto" choice
         if shap.explainers.LinearExplainer.supports_model_with_masker(model, masker):

@@ -1,9 +1,10 @@
 """scikit-learn drop-ins: GPU-capable shuffles, splitters and permutation importance; Shapley samplers as estimators."""
 from __future__ import annotations
 
-import importlib
+from hitml.kernels._exports import lazy_exports
 
-# name -> private module that defines it; modules load on first use so each stays independent.
+# name -> private module that defines it; modules load on first use (hitml.kernels._exports), so each stays
+# independent.
 _EXPORTS = {
     "shuffle": "._shuffle",
     "train_test_split": "._split",
@@ -18,16 +19,4 @@ _EXPORTS = {
     "dask_train_test_split": "._dask",
 }
 
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str):
-    if name in _EXPORTS:
-        value = getattr(importlib.import_module(_EXPORTS[name], __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__():
-    return __all__
+__all__, __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

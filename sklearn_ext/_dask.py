@@ -6,10 +6,11 @@ import sys
 from typing import Any
 
 import numpy as np
-from sklearn.model_selection._split import _validate_shuffle_split
 
 from hitml.kernels.device import cupy_module, is_cupy_array
 from hitml.kernels.shuffle import as_generator, padded_bits, philox_round_keys, variable_philox_inverse
+
+from ._compat import validate_shuffle_split
 
 __all__ = ["dask_shuffle", "dask_train_test_split", "is_dask_collection", "destination_keys"]
 
@@ -294,7 +295,7 @@ def dask_train_test_split(*arrays: Any, test_size: Any = None, train_size: Any =
                                   "sklearn_ext.StratifiedShuffleSplit on the indices, or split in memory")
     srcs = _sources(arrays)
     n = srcs[0].n
-    n_train, n_test = _validate_shuffle_split(n, test_size, train_size, default_test_size=0.25)
+    n_train, n_test = validate_shuffle_split(n, test_size, train_size, default_test_size=0.25)
     out = []
     if shuffle:
         plan = _Plan(srcs[0], random_state, npartitions)

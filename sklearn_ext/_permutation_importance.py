@@ -8,13 +8,14 @@ import numpy as np
 from sklearn.base import is_classifier, is_regressor
 from sklearn.metrics import check_scoring, get_scorer_names
 from sklearn.utils import Bunch, check_array, check_consistent_length
-from sklearn.utils._param_validation import (HasMethods, Interval, InvalidParameterError, RealNotInt, StrOptions,
-                                             validate_parameter_constraints)
 
 from hitml.kernels._progress import progress_bar
 from hitml.kernels.device import cupy_module, is_cupy_array, resolve_backend
 from hitml.kernels.shuffle import as_generator, base_key, batch_round_keys
 from hitml.kernels.shuffle import cpu as _cpu
+
+from ._compat import (HasMethods, Interval, InvalidParameterError, RealNotInt, StrOptions,
+                      validate_parameter_constraints)
 
 _FAST = ("r2", "neg_mean_squared_error", "neg_root_mean_squared_error", "neg_mean_absolute_error", "accuracy",
          "neg_log_loss")

@@ -5,13 +5,13 @@ import numbers
 from typing import Any
 
 import numpy as np
-from sklearn.utils import _safe_indexing, check_consistent_length
-from sklearn.utils._param_validation import InvalidParameterError
+from sklearn.utils import check_consistent_length
 
 from hitml.kernels.device import cupy_module, is_cupy_array, resolve_backend
 from hitml.kernels.shuffle import as_generator
 from hitml.kernels.shuffle import cpu as _cpu
 
+from ._compat import InvalidParameterError, safe_indexing
 from ._dask import dask_shuffle, is_dask_collection
 
 
@@ -38,7 +38,7 @@ def _take(a: Any, idx):
         return cp.take(a, cp.asarray(idx), axis=0)
     if is_cupy_array(idx):
         idx = idx.get()
-    return _safe_indexing(a, idx)
+    return safe_indexing(a, idx)
 
 
 def _host(idx) -> np.ndarray:

@@ -8,20 +8,18 @@ import numpy as np
 from sklearn.model_selection import KFold as _SkKFold
 from sklearn.model_selection import ShuffleSplit as _SkShuffleSplit
 from sklearn.model_selection import StratifiedShuffleSplit as _SkStratifiedShuffleSplit
-from sklearn.model_selection._split import _validate_shuffle_split
 from sklearn.utils import check_array, indexable
-from sklearn.utils._param_validation import Interval, RealNotInt, StrOptions, validate_params
-from sklearn.utils.extmath import _approximate_mode
-from sklearn.utils.validation import _num_samples
 
 from hitml.kernels.device import to_numpy
 from hitml.kernels.shuffle import as_generator
 
+from ._compat import (ShuffleSplitHook, Interval, RealNotInt, StrOptions, KFoldHook, approximate_mode, default_test_size,
+                      num_samples, validate_params, validate_shuffle_split)
 from ._dask import dask_train_test_split, is_dask_collection
 from ._shuffle import _backend, _host, _permutation, _take
 
 
-class KFold(_SkKFold):
+class KFold(KFoldHook, _SkKFold):
     """sklearn.model_selection.KFold; with shuffle=True the sample order is the bijective shuffle of ``random_state``.
 
     Folds are contiguous slices of that order with sklearn's sizes (the first n % n_splits folds one larger).
@@ -57,8 +55,8 @@ class KFold(_SkKFold):
         super().__init__(n_splits=n_splits, shuffle=shuffle, random_state=random_state)
         self.backend = backend
 
-    def _iter_test_indices(self, X, y=None, groups=None):
-        n = _num_samples(X)
+    def _hitml_indices(self, X, y=None, groups=None):
+        n = num_samples(X)
         if self.shuffle:
             indices = _host(_permutation(n, as_generator(self.random_state), _backend([X], self.backend)))
         else:
@@ -71,7 +69,7 @@ class KFold(_SkKFold):
             current += size
 
 
-class ShuffleSplit(_SkShuffleSplit):
+class ShuffleSplit(ShuffleSplitHook, _SkShuffleSplit):
     """sklearn.model_selection.ShuffleSplit: each split takes test = perm[:n_test], train = perm[n_test:n_test+n_train].
 
     ``perm`` is a fresh bijective shuffle per split. Sizes are scikit-learn's; the rows are not scikit-learn's for the
@@ -104,10 +102,10 @@ class ShuffleSplit(_SkShuffleSplit):
         super().__init__(n_splits=n_splits, test_size=test_size, train_size=train_size, random_state=random_state)
         self.backend = backend
 
-    def _iter_indices(self, X, y=None, groups=None):
-        n = _num_samples(X)
-        n_train, n_test = _validate_shuffle_split(n, self.test_size, self.train_size,
-                                                  default_test_size=self._default_test_size)
+    def _hitml_indices(self, X, y=None, groups=None):
+        n = num_samples(X)
+        n_train, n_test = validate_shuffle_split(n, self.test_size, self.train_size,
+                                                  default_test_size=default_test_size(self))
         gen = as_generator(self.random_state)
         be = _backend([X], self.backend)
         for _ in range(self.n_splits):
@@ -115,7 +113,7 @@ class ShuffleSplit(_SkShuffleSplit):
             yield perm[n_test:n_test + n_train], perm[:n_test]
 
 
-class StratifiedShuffleSplit(_SkStratifiedShuffleSplit):
+class StratifiedShuffleSplit(ShuffleSplitHook, _SkStratifiedShuffleSplit):
     """sklearn.model_selection.StratifiedShuffleSplit with per-class orders from the bijective shuffle.
 
     Class allocations follow sklearn (the approximate mode of the multivariate hypergeometric, ties broken at random).
@@ -150,11 +148,11 @@ class StratifiedShuffleSplit(_SkStratifiedShuffleSplit):
         super().__init__(n_splits=n_splits, test_size=test_size, train_size=train_size, random_state=random_state)
         self.backend = backend
 
-    def _iter_indices(self, X, y, groups=None):
-        n = _num_samples(X)
+    def _hitml_indices(self, X, y, groups=None):
+        n = num_samples(X)
         y = check_array(to_numpy(y), input_name="y", ensure_2d=False, dtype=None)
-        n_train, n_test = _validate_shuffle_split(n, self.test_size, self.train_size,
-                                                  default_test_size=self._default_test_size)
+        n_train, n_test = validate_shuffle_split(n, self.test_size, self.train_size,
+                                                  default_test_size=default_test_size(self))
         if y.ndim == 2:
             y = np.array([" ".join(row.astype("str")) for row in y])
         classes, y_indices, class_counts = np.unique(y, return_inverse=True, return_counts=True)
@@ -174,8 +172,8 @@ class StratifiedShuffleSplit(_SkStratifiedShuffleSplit):
         be = _backend([X], self.backend)
         tie_rng = np.random.RandomState(int(gen.integers(0, 2**32)))
         for _ in range(self.n_splits):
-            n_i = _approximate_mode(class_counts, n_train, tie_rng)
-            t_i = _approximate_mode(class_counts - n_i, n_test, tie_rng)
+            n_i = approximate_mode(class_counts, n_train, tie_rng)
+            t_i = approximate_mode(class_counts - n_i, n_test, tie_rng)
             train, test = [], []
             for i in range(n_classes):
                 perm = class_indices[i][_host(_permutation(int(class_counts[i]), gen, be))]
@@ -250,8 +248,8 @@ def train_test_split(*arrays, test_size=None, train_size=None, random_state=None
         return dask_train_test_split(*arrays, test_size=test_size, train_size=train_size,
                                      random_state=random_state, shuffle=shuffle, stratify=stratify)
     arrays = indexable(*arrays)
-    n = _num_samples(arrays[0])
-    n_train, n_test = _validate_shuffle_split(n, test_size, train_size, default_test_size=0.25)
+    n = num_samples(arrays[0])
+    n_train, n_test = validate_shuffle_split(n, test_size, train_size, default_test_size=0.25)
     if shuffle is False:
         if stratify is not None:
             raise ValueError("Stratified train/test split is not implemented for shuffle=False")

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import re
 
 import numpy as np
 import pytest
@@ -201,6 +202,62 @@ def test_dropin_bad_params(Xy):
         XGBRegressor(tree_method="approx", n_estimators=2).fit(X, y)
     with pytest.raises(ValueError, match="max_bin"):
         XGBRegressor(binner=QuantileBinner(max_bin=16), max_bin=64, n_estimators=2).fit(X, y)
+
+
+# max_bin values at XGBoost's edges: below 2, 2, its default 256, above it, floats, bools, NumPy and str integers
+MAX_BINS = [0, 1, 2, 256, 257, -3, 2.0, 16.0, 2.5, True, False, np.int64(16), np.int32(2), "16"]
+
+
+def _xgboost_takes(max_bin) -> bool:
+    """XGBoost's own answer (the reference): does its scikit-learn estimator train with this max_bin?"""
+    X = np.random.default_rng(0).normal(size=(50, 2))
+    try:
+        xgb.XGBRegressor(max_bin=max_bin, n_estimators=1, n_jobs=1).fit(X, X[:, 0])
+    except (xgb.core.XGBoostError, TypeError, ValueError):
+        return False
+    return True
+
+
+@pytest.mark.parametrize("max_bin", MAX_BINS, ids=repr)
+def test_max_bin_follows_xgboost_rule(Xy, max_bin):
+    """Every entry point takes exactly the max_bin values XGBoost takes, and names a refused one in one message."""
+    from hitml.kernels.sketch import cut_points, sketch
+
+    X, y = Xy[0][:500], Xy[1][:500]
+    takes = _xgboost_takes(max_bin)
+    assert takes == (isinstance(max_bin, (int, np.integer)) and not isinstance(max_bin, bool) and max_bin >= 2)
+    refused = pytest.raises(ValueError, match=r"max_bin must be an integer >= 2 \(as XGBoost's\), got ")
+    entry_points = [
+        lambda: QuantileBinner(max_bin=max_bin).fit(X),
+        lambda: cut_points(sketch(X), max_bin=max_bin),
+        lambda: XGBRegressor(max_bin=max_bin, n_estimators=1, n_jobs=1).fit(X, y),
+        lambda: XGBRegressor(binner=QuantileBinner(max_bin=16), max_bin=max_bin, n_estimators=1).fit(X, y),
+        lambda: quantile_dmatrix(X, binner=QuantileBinner(max_bin=16).fit(X), max_bin=max_bin),
+    ]
+    for i, call in enumerate(entry_points):
+        if not takes:
+            with refused:
+                call()
+        elif i >= 3 and max_bin != 16:  # a max_bin XGBoost takes, other than the binner's
+            with pytest.raises(ValueError, match=re.escape(f"max_bin={max_bin!r} differs from the binner's max_bin=16")):
+                call()
+        else:
+            call()
+    if takes:  # the bins XGBoost sees stay within max_bin
+        b = QuantileBinner(max_bin=max_bin).fit(X)
+        assert int(b.cuts_.n_bins.max()) <= max_bin
+        reg = XGBRegressor(max_bin=max_bin, n_estimators=1, n_jobs=1).fit(X, y)
+        assert reg.get_xgb_params()["max_bin"] == int(max_bin)
+
+
+def test_max_bin_not_given_is_the_binners():
+    from hitml.xgboost_ext.hook import check_same_max_bin
+
+    assert check_same_max_bin(None, 64) == 64 and check_same_max_bin(np.int64(64), 64) == 64
+    with pytest.raises(ValueError, match="max_bin=65 differs from the binner's max_bin=64"):
+        check_same_max_bin(65, 64)
+    with pytest.raises(ValueError, match=r"max_bin must be an integer >= 2 \(as XGBoost's\), got 64.0"):
+        check_same_max_bin(64.0, 64)  # equal in value, but XGBoost refuses a float
 
 
 @pytest.mark.gpu

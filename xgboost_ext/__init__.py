@@ -6,9 +6,9 @@ to ``xgboost.train`` and ``XGBRegressor`` / ``XGBClassifier`` to XGBoost's sciki
 """
 from __future__ import annotations
 
-import importlib
+from hitml.kernels._exports import lazy_exports
 
-# name -> private module that defines it; modules load on first use (as in hitml.sklearn_ext).
+# name -> private module that defines it; modules load on first use (hitml.kernels._exports).
 _EXPORTS = {
     "QuantileBinner": ".binner",
     "quantile_dmatrix": ".hook",
@@ -22,16 +22,4 @@ _EXPORTS = {
     "XGBClassifier": ".sklearn",
 }
 
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str):
-    if name in _EXPORTS:
-        value = getattr(importlib.import_module(_EXPORTS[name], __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__():
-    return __all__
+__all__, __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

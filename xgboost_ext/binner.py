@@ -6,15 +6,16 @@ import warnings
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils import check_array
-from sklearn.utils.validation import (_check_feature_names, _check_n_features, _check_sample_weight, check_is_fitted,
-                                      validate_data)
+from sklearn.utils.validation import check_is_fitted, validate_data
 
 from xgboost.core import XGBoostError
 
 from hitml.kernels.device import check_backend, is_cupy_array, to_numpy
 from hitml.kernels.sketch import MomentSketch, sketch
-from hitml.kernels.sketch.cuts import Cuts, cut_points, exact_cut_points
+from hitml.kernels.sketch.cuts import Cuts, check_max_bin, cut_points, exact_cut_points
 from hitml.kernels.sketch.robust import SketchFallbackWarning
+
+from ._compat import check_feature_names, check_feature_names_in, check_n_features, check_sample_weight
 
 METHODS = ("maxent", "legendre", "exact")
 
@@ -102,8 +103,7 @@ class QuantileBinner(TransformerMixin, BaseEstimator):
 
     # ------------------------------------------------------------------------------------------ validation
     def _check_params(self) -> None:
-        if not isinstance(self.max_bin, (int, np.integer)) or isinstance(self.max_bin, bool) or self.max_bin < 2:
-            raise ValueError(f"max_bin must be an integer >= 2, got {self.max_bin!r}")
+        check_max_bin(self.max_bin)
         if self.method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}, got {self.method!r}")
         if isinstance(self.n_sample, bool) or not isinstance(self.n_sample, (int, np.integer)) or self.n_sample < 0:
@@ -179,12 +179,12 @@ class QuantileBinner(TransformerMixin, BaseEstimator):
 
         frame = hasattr(X, "iloc")
         if frame:
-            _check_feature_names(self, X, reset=reset)
-            _check_n_features(self, X, reset=reset)
+            check_feature_names(self, X, reset=reset)
+            check_n_features(self, X, reset=reset)
             cols = list(X.columns)
         else:
             X = check_array(X, dtype=(np.float64, np.float32), ensure_all_finite=False, ensure_min_samples=int(reset))
-            _check_n_features(self, X, reset=reset)
+            check_n_features(self, X, reset=reset)
         if mask is None:  # integer indices given before the width was known
             mask = self._categorical_mask(is_cat, X.shape[1])
         if mask.size != X.shape[1]:
@@ -233,7 +233,7 @@ class QuantileBinner(TransformerMixin, BaseEstimator):
     def _weights(X, sample_weight):
         if sample_weight is None or is_cupy_array(sample_weight):
             return sample_weight
-        sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
+        sample_weight = check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
         if not sample_weight.sum() > 0:
             raise ValueError("sample_weight: all weights are zero; at least one must be positive")
         return sample_weight
@@ -410,9 +410,7 @@ class QuantileBinner(TransformerMixin, BaseEstimator):
         return out
 
     def get_feature_names_out(self, input_features=None):
-        from sklearn.utils.validation import _check_feature_names_in
-
-        return _check_feature_names_in(self, input_features)
+        return check_feature_names_in(self, input_features)
 
 
 def _issparse(X) -> bool:

@@ -9,7 +9,7 @@ from hitml.kernels.device import array_module, is_cupy_array
 from hitml.kernels.sketch import N_SAMPLE, MomentSketch, sketch
 
 from .binner import QuantileBinner
-from .hook import snap
+from .hook import check_same_max_bin, snap
 
 
 def _host_or_device(b):
@@ -87,7 +87,5 @@ def dask_quantile_dmatrix(client, X, label=None, *, binner: QuantileBinner, **kw
     """
     from xgboost import dask as dxgb
 
-    mb = kwargs.pop("max_bin", binner.max_bin)
-    if mb != binner.max_bin:
-        raise ValueError(f"max_bin={mb} differs from the binner's max_bin={binner.max_bin}")
-    return dxgb.DaskQuantileDMatrix(client, snap_partitions(X, binner), label, max_bin=binner.max_bin, **kwargs)
+    max_bin = check_same_max_bin(kwargs.pop("max_bin", None), binner.max_bin)
+    return dxgb.DaskQuantileDMatrix(client, snap_partitions(X, binner), label, max_bin=max_bin, **kwargs)

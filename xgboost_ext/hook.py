@@ -9,6 +9,22 @@ from xgboost.core import XGBoostError
 
 from hitml.kernels.device import array_module, is_cupy_array
 from hitml.kernels.sketch.cuts import Cuts
+from hitml.kernels.sketch.cuts import check_max_bin
+
+
+def check_same_max_bin(max_bin: Any, binner_max_bin: Any) -> int:
+    """The ``max_bin`` XGBoost is to use with a binner's cuts: the binner's, where ``max_bin`` (the caller's, None
+    when not given) is one XGBoost takes and equals it.
+
+    Raises
+    ------
+    ValueError
+        If either is not one XGBoost takes (:func:`~hitml.kernels.sketch.cuts.check_max_bin`), or they differ.
+    """
+    ours = check_max_bin(binner_max_bin)
+    if max_bin is not None and check_max_bin(max_bin) != ours:
+        raise ValueError(f"max_bin={max_bin!r} differs from the binner's max_bin={ours}")
+    return ours
 
 
 def _cuts_of(binner_or_cuts) -> tuple[Cuts, int]:
@@ -186,9 +202,7 @@ def quantile_dmatrix(X, label=None, *, binner, **kwargs: Any) -> xgb.QuantileDMa
     cuts, max_bin = _cuts_of(binner)
     if "ref" in kwargs:
         raise ValueError("quantile_dmatrix builds its own ref from the binner; do not pass ref=")
-    mb = kwargs.pop("max_bin", max_bin)
-    if mb != max_bin:
-        raise ValueError(f"max_bin={mb} differs from the binner's max_bin={max_bin}")
+    max_bin = check_same_max_bin(kwargs.pop("max_bin", None), max_bin)
     shape = getattr(X, "shape", None)
     if shape is not None and len(shape) == 2 and shape[1] != cuts.n_features:  # other shapes: XGBoost's own error
         raise XGBoostError(f"X has {shape[1]} features, the binner was fitted on {cuts.n_features}")

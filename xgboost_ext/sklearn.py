@@ -11,14 +11,16 @@ from sklearn.base import clone
 
 from hitml.kernels.sketch import MomentSketch
 
+from ._compat import DMatrixHook, check_dmatrix_hook
 from .binner import QuantileBinner
-from .hook import reference_dmatrix
+from .hook import check_same_max_bin, reference_dmatrix
 
 
-class _BinnedMixin:
+class _BinnedMixin(DMatrixHook):
     """Fits the binner on X (with sample_weight) and hands XGBoost a QuantileDMatrix whose ref carries our cuts."""
 
     def _hitml_fit(self, X, y, sample_weight, fit_kwargs):
+        check_dmatrix_hook()
         if self.tree_method not in (None, "hist"):
             raise ValueError(f'a binner only applies to tree_method="hist", got {self.tree_method!r}')
         if self.booster not in (None, "gbtree", "dart"):
@@ -27,8 +29,7 @@ class _BinnedMixin:
             binner = QuantileBinner(max_bin=self.max_bin if self.max_bin is not None else 256)
         else:
             binner = clone(self.binner)
-        if self.max_bin is not None and self.max_bin != binner.max_bin:
-            raise ValueError(f"max_bin={self.max_bin} differs from the binner's max_bin={binner.max_bin}")
+        check_same_max_bin(self.max_bin, binner.max_bin)
         ft = self.feature_types
         if ft is not None and not hasattr(X, "iloc") and isinstance(binner.categorical_features, str):
             # category codes marked by feature_types="c" (NumPy or sparse input) are XGBoost's to bin
@@ -46,12 +47,12 @@ class _BinnedMixin:
         finally:
             self._hitml_ref = None
 
-    def _create_dmatrix(self, ref, **kwargs: Any):
+    def _hitml_dmatrix(self, ref, **kwargs: Any):
         our = getattr(self, "_hitml_ref", None)
         if our is not None:  # training matrix: our ref; eval matrices: the training matrix as ref, our max_bin
             return xgb.QuantileDMatrix(**kwargs, ref=our if ref is None else ref, nthread=self.n_jobs,
-                                       max_bin=self.binner_.max_bin)
-        return super()._create_dmatrix(ref=ref, **kwargs)
+                                       max_bin=int(self.binner_.max_bin))  # XGBoost's JSON takes no NumPy int
+        return None
 
     def get_xgb_params(self) -> dict[str, Any]:
         params = super().get_xgb_params()

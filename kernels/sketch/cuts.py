@@ -55,9 +55,20 @@ class Cuts:
         return np.array([v.size + 1 for v in self.values], np.int64)
 
 
-def _check_max_bin(max_bin: int) -> int:
-    if not isinstance(max_bin, (int, np.integer)) or int(max_bin) < 2:
-        raise ValueError(f"max_bin must be an integer >= 2, got {max_bin!r}")
+def check_max_bin(max_bin: int) -> int:
+    """``max_bin`` as an int, by XGBoost's rule: an integer (a NumPy integer too, not a bool) of at least 2.
+
+    XGBoost refuses a float (``2.0`` included), a bool and anything below 2, and sets no upper bound (checked on
+    XGBoost 3.4.1: ``xgboost.train``, ``XGBRegressor`` and ``QuantileDMatrix``); the binner and the cut points
+    follow it so that a ``max_bin`` they take is one XGBoost takes.
+
+    Raises
+    ------
+    ValueError
+        Naming the value, for anything XGBoost would refuse.
+    """
+    if isinstance(max_bin, (bool, np.bool_)) or not isinstance(max_bin, (int, np.integer)) or max_bin < 2:
+        raise ValueError(f"max_bin must be an integer >= 2 (as XGBoost's), got {max_bin!r}")
     return int(max_bin)
 
 
@@ -109,7 +120,7 @@ def cut_points(sk: MomentSketch, max_bin: int = 256, method: str = "maxent", *, 
     >>> list(cuts.source), cuts.values[0].tolist()
     (['exact', 'moments'], [1.0, 2.0, 3.0])
     """
-    max_bin = _check_max_bin(max_bin)
+    max_bin = check_max_bin(max_bin)
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     lo32 = sk.vmin.astype(np.float32)
@@ -183,7 +194,7 @@ def cut_points(sk: MomentSketch, max_bin: int = 256, method: str = "maxent", *, 
 
 def exact_cut_points(X, sample_weight=None, max_bin: int = 256) -> Cuts:
     """Reference cuts from exact (weighted) empirical quantiles, by sorting each column (not streaming)."""
-    max_bin = _check_max_bin(max_bin)
+    max_bin = check_max_bin(max_bin)
     X = np.asarray(X, np.float64)
     if X.ndim != 2:
         raise ValueError(f"X must be 2-D, got shape {X.shape}")

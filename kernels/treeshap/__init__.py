@@ -15,13 +15,97 @@ def _engine(backend: str):
 
 
 def shap_values(paths: PathSet, X, *, backend: str = "cpu", tree_limit=None, progress=None):
-    """Path-dependent SHAP values, (n, M+1, K), bias in column M. NaN in X means missing."""
+    """Path-dependent SHAP values, (n, M+1, K), bias in column M. NaN in X means missing.
+
+    Exact TreeSHAP (Lundberg et al. 2020) with the tree's covers as the feature distribution, as shap's
+    ``TreeExplainer(model, feature_perturbation="tree_path_dependent")`` computes it.
+
+    Parameters
+    ----------
+    paths : PathSet
+        The model's root-to-leaf paths (:func:`extract_paths`).
+    X : numpy.ndarray or cupy.ndarray, shape (n, M)
+        Rows to explain, in the dtype the paths compare in; NaN is missing (takes each split's default side).
+    backend : {"cpu", "gpu"}, default "cpu"
+        The engine: Numba on the CPU, or CuPy on the GPU (same values to float64 rounding).
+    tree_limit : int, optional
+        Use the first ``tree_limit`` trees only (None: all).
+    progress : bool, optional
+        Show a tqdm progress bar (None: on for long runs, unless ``HITML_PROGRESS=0``).
+
+    Returns
+    -------
+    numpy.ndarray or cupy.ndarray, shape (n, M + 1, K)
+        ``phi[i, j, k]``: feature ``j``'s contribution to output ``k`` of row ``i``; column ``M`` holds the expected
+        value, so each row sums to the model's raw margin.
+
+    See Also
+    --------
+    shap.TreeExplainer.shap_values : shap's C++ implementation of the same values.
+    xgboost.Booster.predict : ``pred_contribs=True`` gives XGBoost's own.
+    interventional_shap_values : against a background set instead of the covers.
+
+    Examples
+    --------
+    >>> import numpy as np, shap, xgboost
+    >>> from hitml.kernels.treeshap import extract_paths, shap_values
+    >>> X = np.random.default_rng(0).normal(size=(200, 3))
+    >>> model = xgboost.XGBRegressor(n_estimators=4, max_depth=3).fit(X, X[:, 0] * X[:, 2])
+    >>> ens = shap.TreeExplainer(model).model                     # shap's TreeEnsemble: dense node arrays
+    >>> paths = extract_paths(ens.children_left, ens.children_right, ens.children_default, ens.features,
+    ...                       ens.thresholds, ens.values, ens.node_sample_weight, ens.base_offset, n_features=3)
+    >>> phi = shap_values(paths, X[:5])                            # (5, M + 1, K), bias in column M
+    >>> ref = model.get_booster().predict(xgboost.DMatrix(X[:5]), pred_contribs=True)  # XGBoost's own TreeSHAP
+    >>> phi.shape, bool(np.allclose(phi[..., 0], ref, atol=1e-5))
+    ((5, 4, 1), True)
+    """
     check_progress(progress)
     return _engine(backend).shap_values(paths, X, tree_limit=tree_limit, progress=progress)
 
 
 def interaction_values(paths: PathSet, X, *, backend: str = "cpu", tree_limit=None, progress=None):
-    """SHAP interaction values, (n, M+1, M+1, K), bias at [M, M]."""
+    """SHAP interaction values, (n, M+1, M+1, K), bias at [M, M].
+
+    Path-dependent (tree covers as the feature distribution), as shap's ``shap_interaction_values`` computes them.
+
+    Parameters
+    ----------
+    paths : PathSet
+        The model's root-to-leaf paths (:func:`extract_paths`).
+    X : numpy.ndarray or cupy.ndarray, shape (n, M)
+        Rows to explain, in the dtype the paths compare in; NaN is missing (takes each split's default side).
+    backend : {"cpu", "gpu"}, default "cpu"
+        The engine: Numba on the CPU, or CuPy on the GPU (same values to float64 rounding).
+    tree_limit : int, optional
+        Use the first ``tree_limit`` trees only (None: all).
+    progress : bool, optional
+        Show a tqdm progress bar (None: on for long runs, unless ``HITML_PROGRESS=0``).
+
+    Returns
+    -------
+    numpy.ndarray or cupy.ndarray, shape (n, M + 1, M + 1, K)
+        Main effects on the diagonal, each pair's interaction split between ``[j, l]`` and ``[l, j]``; summing
+        over the last feature axis gives :func:`shap_values`.
+
+    See Also
+    --------
+    shap.TreeExplainer.shap_interaction_values : shap's C++ implementation of the same values.
+    xgboost.Booster.predict : ``pred_interactions=True`` gives XGBoost's own.
+
+    Examples
+    --------
+    >>> import numpy as np, shap, xgboost
+    >>> from hitml.kernels.treeshap import extract_paths, interaction_values
+    >>> X = np.random.default_rng(0).normal(size=(200, 3))
+    >>> model = xgboost.XGBRegressor(n_estimators=4, max_depth=3).fit(X, X[:, 0] * X[:, 2])
+    >>> ens = shap.TreeExplainer(model).model                     # shap's TreeEnsemble: dense node arrays
+    >>> paths = extract_paths(ens.children_left, ens.children_right, ens.children_default, ens.features,
+    ...                       ens.thresholds, ens.values, ens.node_sample_weight, ens.base_offset, n_features=3)
+    >>> phi = interaction_values(paths, X[:5])
+    >>> ref = model.get_booster().predict(xgboost.DMatrix(X[:5]), pred_interactions=True)
+    >>> phi.shape, bool(np.allclose(phi[..., 0], ref, atol=1e-5))
+    ((5, 4, 4, 1), True)
+    """
     check_progress(progress)
     return _engine(backend).interaction_values(paths, X, tree_limit=tree_limit, progress=progress)
 
@@ -31,7 +115,57 @@ def interventional_shap_values(paths: PathSet, X, background, *, transform: str 
     """Interventional SHAP values against ``background``, (n, M+1, K); transform as in shap's C++ extension.
 
     The identity transform costs time linear in rows plus background (``method="auto"``); ``weights`` are one
-    non-negative weight per background row (None: equal)."""
+    non-negative weight per background row (None: equal).
+
+    Parameters
+    ----------
+    paths : PathSet
+        The model's root-to-leaf paths (:func:`extract_paths`).
+    X : numpy.ndarray or cupy.ndarray, shape (n, M)
+        Rows to explain, in the dtype the paths compare in; NaN is missing (takes each split's default side).
+    background : numpy.ndarray or cupy.ndarray, shape (m, M)
+        The reference rows the features are set to in turn (shap's ``data``).
+    transform : {"identity", "logistic", "logistic_nlogloss", "squared_loss"}, default "identity"
+        The model output explained, as shap's ``model_output`` maps it (``y`` needed for the losses).
+    y : array-like of shape (n,), optional
+        Labels, for a loss transform.
+    backend : {"cpu", "gpu"}, default "cpu"
+        The engine: Numba on the CPU, or CuPy on the GPU (same values to float64 rounding).
+    tree_limit : int, optional
+        Use the first ``tree_limit`` trees only (None: all).
+    progress : bool, optional
+        Show a tqdm progress bar (None: on for long runs, unless ``HITML_PROGRESS=0``).
+    weights : array-like of shape (m,), optional
+        One non-negative weight per background row (None: equal weights).
+    method : {"auto", "patterns", "pairs"}, default "auto"
+        "patterns": time linear in rows plus background (identity transform only); "pairs": every (row, background
+        row) pair, time their product; "auto": "patterns" for the identity, else "pairs".
+
+    Returns
+    -------
+    numpy.ndarray or cupy.ndarray, shape (n, M + 1, K)
+        Column ``M`` holds the expected value as shap's C++ extension computes it (for the identity, the weighted
+        background mean margin), so each row sums to the row's output.
+
+    See Also
+    --------
+    shap.TreeExplainer.shap_values : shap's C++ implementation, with ``feature_perturbation="interventional"``.
+    interventional_interaction_values, interventional_banzhaf_values
+
+    Examples
+    --------
+    >>> import numpy as np, shap, xgboost
+    >>> from hitml.kernels.treeshap import extract_paths, interventional_shap_values
+    >>> X = np.random.default_rng(0).normal(size=(200, 3))
+    >>> model = xgboost.XGBRegressor(n_estimators=4, max_depth=3).fit(X, X[:, 0] * X[:, 2])
+    >>> ens = shap.TreeExplainer(model).model                     # shap's TreeEnsemble: dense node arrays
+    >>> paths = extract_paths(ens.children_left, ens.children_right, ens.children_default, ens.features,
+    ...                       ens.thresholds, ens.values, ens.node_sample_weight, ens.base_offset, n_features=3)
+    >>> phi = interventional_shap_values(paths, X[:5], X[100:150])
+    >>> ref = shap.TreeExplainer(model, data=X[100:150], feature_perturbation="interventional")
+    >>> phi.shape, bool(np.allclose(phi[:, :3, 0], ref.shap_values(X[:5]), atol=1e-6))
+    ((5, 4, 1), True)
+    """
     check_progress(progress)
     return _engine(backend).interventional_shap_values(paths, X, background, transform=transform, y=y,
                                                        tree_limit=tree_limit, progress=progress, weights=weights,
@@ -40,7 +174,50 @@ def interventional_shap_values(paths: PathSet, X, background, *, transform: str 
 
 def interventional_interaction_values(paths: PathSet, X, background, *, backend: str = "cpu", weights=None,
                                       tree_limit=None, progress=None):
-    """Interventional SHAP interaction values against ``background``, (n, M+1, M+1, K), bias at [M, M]."""
+    """Interventional SHAP interaction values against ``background``, (n, M+1, M+1, K), bias at [M, M].
+
+    Parameters
+    ----------
+    paths : PathSet
+        The model's root-to-leaf paths (:func:`extract_paths`).
+    X : numpy.ndarray or cupy.ndarray, shape (n, M)
+        Rows to explain, in the dtype the paths compare in; NaN is missing (takes each split's default side).
+    background : numpy.ndarray or cupy.ndarray, shape (m, M)
+        The reference rows the features are set to in turn (shap's ``data``).
+    backend : {"cpu", "gpu"}, default "cpu"
+        The engine: Numba on the CPU, or CuPy on the GPU (same values to float64 rounding).
+    weights : array-like of shape (m,), optional
+        One non-negative weight per background row (None: equal weights).
+    tree_limit : int, optional
+        Use the first ``tree_limit`` trees only (None: all).
+    progress : bool, optional
+        Show a tqdm progress bar (None: on for long runs, unless ``HITML_PROGRESS=0``).
+
+    Returns
+    -------
+    numpy.ndarray or cupy.ndarray, shape (n, M + 1, M + 1, K)
+        Summing over the last feature axis gives :func:`interventional_shap_values` (identity output).
+
+    See Also
+    --------
+    shap.TreeExplainer.shap_interaction_values : shap's, path-dependent only (shap has no interventional
+        interactions).
+    iter_interventional_interactions : the same in row chunks, for wide models.
+
+    Examples
+    --------
+    >>> import numpy as np, shap, xgboost
+    >>> from hitml.kernels.treeshap import extract_paths, interventional_interaction_values
+    >>> X = np.random.default_rng(0).normal(size=(200, 3))
+    >>> model = xgboost.XGBRegressor(n_estimators=4, max_depth=3).fit(X, X[:, 0] * X[:, 2])
+    >>> ens = shap.TreeExplainer(model).model                     # shap's TreeEnsemble: dense node arrays
+    >>> paths = extract_paths(ens.children_left, ens.children_right, ens.children_default, ens.features,
+    ...                       ens.thresholds, ens.values, ens.node_sample_weight, ens.base_offset, n_features=3)
+    >>> phi = interventional_interaction_values(paths, X[:5], X[100:150])
+    >>> ref = shap.TreeExplainer(model, data=X[100:150], feature_perturbation="interventional")
+    >>> phi.shape, bool(np.allclose(phi.sum(2)[:, :3, 0], ref.shap_values(X[:5]), atol=1e-6))
+    ((5, 4, 4, 1), True)
+    """
     check_progress(progress)
     return _engine(backend).interventional_interaction_values(paths, X, background, weights=weights,
                                                               tree_limit=tree_limit, progress=progress)
@@ -48,7 +225,58 @@ def interventional_interaction_values(paths: PathSet, X, background, *, backend:
 
 def interventional_banzhaf_values(paths: PathSet, X, background, *, backend: str = "cpu", weights=None,
                                   tree_limit=None, progress=None):
-    """Interventional Banzhaf values against ``background``, (n, M+1, K), background mean margin in column M."""
+    """Interventional Banzhaf values against ``background``, (n, M+1, K), background mean margin in column M.
+
+    Feature ``j``'s Banzhaf value is its marginal contribution averaged with equal weight over every subset of the
+    other features (Shapley values weight subsets by size), each subset's features taken from the row and the rest
+    from the background.
+
+    Parameters
+    ----------
+    paths : PathSet
+        The model's root-to-leaf paths (:func:`extract_paths`).
+    X : numpy.ndarray or cupy.ndarray, shape (n, M)
+        Rows to explain, in the dtype the paths compare in; NaN is missing (takes each split's default side).
+    background : numpy.ndarray or cupy.ndarray, shape (m, M)
+        The reference rows the features are set to in turn (shap's ``data``).
+    backend : {"cpu", "gpu"}, default "cpu"
+        The engine: Numba on the CPU, or CuPy on the GPU (same values to float64 rounding).
+    weights : array-like of shape (m,), optional
+        One non-negative weight per background row (None: equal weights).
+    tree_limit : int, optional
+        Use the first ``tree_limit`` trees only (None: all).
+    progress : bool, optional
+        Show a tqdm progress bar (None: on for long runs, unless ``HITML_PROGRESS=0``).
+
+    Returns
+    -------
+    numpy.ndarray or cupy.ndarray, shape (n, M + 1, K)
+        Column ``M`` holds the background mean margin; unlike Shapley values, a row need not sum to its margin.
+
+    See Also
+    --------
+    interventional_shap_values : the Shapley weighting of the same subsets.
+
+    Examples
+    --------
+    >>> import numpy as np, shap, xgboost
+    >>> from hitml.kernels.treeshap import extract_paths, interventional_banzhaf_values
+    >>> X = np.random.default_rng(0).normal(size=(200, 3))
+    >>> model = xgboost.XGBRegressor(n_estimators=4, max_depth=3).fit(X, X[:, 0] * X[:, 2])
+    >>> ens = shap.TreeExplainer(model).model                     # shap's TreeEnsemble: dense node arrays
+    >>> paths = extract_paths(ens.children_left, ens.children_right, ens.children_default, ens.features,
+    ...                       ens.thresholds, ens.values, ens.node_sample_weight, ens.base_offset, n_features=3)
+    >>> from itertools import combinations
+    >>> bg, x = X[100:150], X[0]
+    >>> def v(S):                                       # mean margin with features S from x, the rest from bg
+    ...     Z = bg.copy(); Z[:, list(S)] = x[list(S)]
+    ...     return model.predict(Z, output_margin=True).mean()
+    >>> brute = [np.mean([v(S + (j,)) - v(S) for r in range(3) for S in combinations([k for k in range(3) if k != j], r)])
+    ...          for j in range(3)]
+    >>> phi = interventional_banzhaf_values(paths, X[:1], bg)
+    >>> phi.shape, bool(np.allclose(phi[0, :3, 0], brute, atol=1e-5))
+    ((1, 4, 1), True)
+    """
     check_progress(progress)
     return _engine(backend).interventional_banzhaf_values(paths, X, background, weights=weights,
                                                           tree_limit=tree_limit, progress=progress)
