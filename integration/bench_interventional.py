@@ -182,8 +182,8 @@ def merge(folder):
     lines = ["# Interventional SHAP: hitml against WOODELF and shap's C++", "",
              "Produced by `integration/bench_interventional.py` (parts below; `--merge` writes this file). The "
              "device parts ran on one H100 80GB HBM3 with its 16-core host (`integration/run_interventional_device.sh`),"
-             " the 2-thread CPU part on a 2-core host shared with other jobs (same-process ratios only). Design and "
-             "headline figures: `docs/design/treeshap.md`, section 6.", ""]
+             " the 2-thread CPU parts on a 2-core host shared with other jobs (same-process ratios only) unless a part "
+             "names its machine. Design and headline figures: `docs/design/treeshap.md`, section 6.", ""]
     readme = parts.get("interventional_gpu_readme_parts")
     if readme:
         lines += ["## WOODELF's README shape on one H100 (`interventional_gpu_readme_parts.json`)", "",
