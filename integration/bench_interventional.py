@@ -46,6 +46,7 @@ def _args():
                     help="WOODELF's README shape: 127 features, XGBoost 100 trees depth 6, 5,000,000-row background, "
                          "3,000,000 rows (override with --bg/--rows)")
     ap.add_argument("--out", default="docs/benchmarks/interventional")
+    ap.add_argument("--note", default="", help="a line for the markdown (the machine, how the threads were pinned)")
     ap.add_argument("--merge", default=None, metavar="DIR",
                     help="only merge DIR/interventional_*.json (the parts: CPU here, GPU on the device) into "
                          "DIR/interventional.json and .md")
@@ -181,8 +182,8 @@ def merge(folder):
     lines = ["# Interventional SHAP: hitml against WOODELF and shap's C++", "",
              "Produced by `integration/bench_interventional.py` (parts below; `--merge` writes this file). The "
              "device parts ran on one H100 80GB HBM3 with its 16-core host (`integration/run_interventional_device.sh`),"
-             " the 2-thread CPU part on a 2-core host shared with other jobs (same-process ratios only). Design and "
-             "headline figures: `docs/design/treeshap.md`, section 6.", ""]
+             " the 2-thread CPU parts on a 2-core host shared with other jobs (same-process ratios only) unless a part "
+             "names its machine. Design and headline figures: `docs/design/treeshap.md`, section 6.", ""]
     readme = parts.get("interventional_gpu_readme_parts")
     if readme:
         lines += ["## WOODELF's README shape on one H100 (`interventional_gpu_readme_parts.json`)", "",
@@ -256,8 +257,9 @@ def _write(out, info, records):
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps({"info": info, "records": records}, indent=1))
+    note = info["args"].get("note")
     lines = [f"# Interventional SHAP benchmark ({out.name})", "",
-             f"Versions: `{json.dumps(info['versions'])}`", "",
+             f"Versions: `{json.dumps(info['versions'])}`", ""] + ([note, ""] if note else []) + [
              f"Threads: {info['threads']}; {info['features']} features; whole background used "
              "(`Independent(bg, max_samples=len(bg))`). Rows/s per engine at each explained-row count; `-` = "
              "skipped (predicted over the time budget); ratio = hitml / WOODELF at the same point.", "",

@@ -23,6 +23,14 @@ def load_module(relpath: str, options: tuple[str, ...] = (), name_expressions: t
     return cp.RawModule(code=src, options=opts)
 
 
+_KERNELS: dict = {}
+
+
 def get_kernel(relpath: str, name: str, options: tuple[str, ...] = (), name_expressions: tuple[str, ...] | None = None):
-    """A compiled kernel function from a .cu file."""
-    return load_module(relpath, options, name_expressions).get_function(name)
+    """A compiled kernel function from a .cu file (looked up once per device: the lookup costs more than a small
+    kernel's launch)."""
+    key = (cupy_module().cuda.runtime.getDevice(), relpath, name, options, name_expressions)
+    fn = _KERNELS.get(key)
+    if fn is None:
+        fn = _KERNELS[key] = load_module(relpath, options, name_expressions).get_function(name)
+    return fn

@@ -313,9 +313,15 @@ class TreeExplainer(_ShapTreeExplainer):
         if is_cupy_array(X) and backend == "cpu":
             X = to_numpy(X)
         width = self.n_features if self._n_features_exact else None
-        arr, flat = to_matrix(X, width, np.dtype(self.model.input_dtype), "X", self._reader)
-        if getattr(self.model, "_row_dtype", None) is not None and arr.dtype != self.model._row_dtype:
-            arr = arr.astype(self.model._row_dtype).astype(arr.dtype)  # rounded as the library rounds rows
+        row = getattr(self.model, "_row_dtype", None)
+        dtype = np.dtype(self.model.input_dtype)
+        if row is not None and self._reader.keeps_values():
+            # rows rounded as the library rounds them, and nothing compares them with a float64 missing value: they
+            # go to the engines in that dtype (one cast at most, none for float32 input; the engines widen exactly)
+            dtype = np.dtype(row)
+        arr, flat = to_matrix(X, width, dtype, "X", self._reader)
+        if row is not None and arr.dtype != row:
+            arr = arr.astype(row).astype(arr.dtype)  # rounded as the library rounds rows
         if not self._n_features_exact and arr.shape[1] < self.n_features:
             raise ValueError(f"X has {arr.shape[1]} features, but the trees split on feature index "
                              f"{self.n_features - 1}")

@@ -252,10 +252,19 @@ class InputReader:
             return {int(c): [v for v in cats if not pd.isna(v)] for c, cats in zip(self.hgb_layout, enc.categories_)}
         return {}
 
+    def keeps_values(self) -> bool:
+        """True where missing_rules changes no value (no missing value other than NaN, no LightGBM zero-as-missing
+        features, no category features)."""
+        zero = self.zero_features is not None and len(self.zero_features)
+        cats = self.cat_features is not None and len(self.cat_features)
+        return self.missing is None and not zero and not cats
+
     def missing_rules(self, arr: Any) -> Any:
         """Values as the library's split rules read them (NumPy or CuPy): XGBoost's ``missing`` value and
         LightGBM's near-zero values (missing type Zero) become NaN; on category features of XGBoost and LightGBM,
         a value in (-1, 0) is category 0 (both truncate to an int before testing for a negative category)."""
+        if self.keeps_values():
+            return arr
         zero = self.zero_features is not None and len(self.zero_features)
         cats = self.cat_features is not None and len(self.cat_features)
         if self.missing is None and not zero and not cats:

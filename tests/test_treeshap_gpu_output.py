@@ -120,3 +120,39 @@ def test_pinned_empty_upload_and_options():
     assert device._PINNED.held == 0                             # a lowered cap frees them
     with pytest.raises(ValueError, match="pinned_bytes"):
         g.options.pinned_bytes = -1
+
+
+def test_float32_rows_of_a_float64_model_widen_on_the_device(monkeypatch):
+    """A float64 PathSet (shap declares XGBoost models so) given float32 rows: they are uploaded as float32 and
+    widened on the device; the same bytes as the float64 rows (NumPy and CuPy, one piece or many, pinned or not,
+    SHAP values, interactions and interventional values), equal to the CPU twin. A small call skips the free-memory
+    query; a set memory_budget still chunks it."""
+    import cupy as cp
+    from hitml.kernels.treeshap import _gpu_core as core
+    g = _gpu()
+    ps, _ = _regression_paths(M=9, depths=(3, 6), seed=7, input_dtype=np.float64)
+    X32 = _data(1500, 9, 61, nan=0.05)[0]
+    assert X32.dtype == np.float32
+    X64 = X32.astype(np.float64)
+    R = X32[:23]
+    calls = {"shap": lambda A: g.shap_values(ps, A), "inter": lambda A: g.interaction_values(ps, A[:50]),
+             "interventional": lambda A: g.interventional_shap_values(ps, A[:300], R)}
+    twins = {"shap": cpu.shap_values(ps, X64), "inter": cpu.interaction_values(ps, X64[:50]),
+             "interventional": cpu.interventional_shap_values(ps, X64[:300], R.astype(np.float64))}
+    for name, call in calls.items():
+        ref = call(X64)
+        _close(ref, twins[name])
+        assert _bytes(call(X32)) == ref.tobytes(), name
+        assert _bytes(call(cp.asarray(X32))) == ref.tobytes(), name
+        with monkeypatch.context() as mp:
+            mp.setattr(core, "_PINNED_PIECE_MIN_BYTES", 4096)
+            mp.setattr(g.options, "memory_budget", 30_000)
+            assert _bytes(call(X32)) == ref.tobytes(), name
+            mp.setattr(g.options, "pinned_bytes", 0)
+            assert _bytes(call(X32)) == ref.tobytes(), name
+    asked = []
+    monkeypatch.setattr(core, "free_gpu_bytes", lambda f=0.5: asked.append(f) or 1 << 40)
+    g.shap_values(ps, X32[:100])
+    assert not asked
+    monkeypatch.setattr(g.options, "memory_budget", 20_000)
+    assert _bytes(g.shap_values(ps, X32)) == calls["shap"](X64).tobytes()

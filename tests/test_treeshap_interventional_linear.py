@@ -233,6 +233,24 @@ def test_matches_shap_cpp(kind):
     np.testing.assert_allclose(ex.expected_value, ev, rtol=1e-6, atol=1e-6)
 
 
+def test_wide_row_blocks_match_shap_cpp():
+    """Values of many rows go through rows_kernel in wide blocks (a partial last one, three outputs): against shap's
+    C++ dense_independent."""
+    import numba
+    import xgboost as xgb
+
+    from hitml.kernels.treeshap import _cpu_patterns
+
+    X, y = _data(2600, 6, 3, nan=0.05)
+    bg, Xe = X[:60], X[:2500]
+    model = xgb.XGBClassifier(n_estimators=6, max_depth=4, learning_rate=0.5).fit(X, np.digitize(y, [-0.5, 0.5]))
+    assert _cpu_patterns.row_block(6, 7 * 3, len(Xe), numba.get_num_threads(), False) > _cpu_patterns._ROW_BLOCK
+    ref, ev = _shap_cpp(model, bg, Xe)
+    ex = _ours(model, bg, Xe)
+    np.testing.assert_allclose(np.asarray(ex.shap_values(Xe)), ref, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(ex.expected_value, ev, rtol=1e-6, atol=1e-6)
+
+
 def test_deep_forest_long_paths_match_shap_cpp(monkeypatch):
     """An unlimited-depth forest, paths of over 6 distinct features in the sparse form, shorter ones in tables."""
     from sklearn.ensemble import RandomForestRegressor

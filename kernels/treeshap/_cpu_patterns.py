@@ -16,6 +16,26 @@ from ._cpu_kernels import _satisfies
 
 _BG_BLOCK = 2048   # background rows per block (paths of one chunk scan a block while it is in cache)
 _ROW_BLOCK = 64    # explained rows per work item (transposed, with a feature-major copy of their output)
+# rows_kernel's block for values: the widest power of two up to _MAX_ROW_BLOCK whose transposed rows and output copy
+# stay within _ROW_BLOCK_BYTES (a fraction of an L2): each path's metadata and table lines are then fetched once per
+# wide block instead of once per 64 rows. XGBoost, 100 trees depth 6, 30 features, 1,000-row background, 2 threads:
+# 64 -> 512 rows went from 67k to 81k rows/s on the H100 host (2 MB L2 per core; 1,024 and 2,048 rows: 72k and 69k),
+# and on one thread of the 2-core machine (1 MB L2) from 11.8k to 25.0k.
+_MAX_ROW_BLOCK = 1024
+_ROW_BLOCK_BYTES = 1 << 18
+
+
+def row_block(n_features: int, out_width: int, n_rows: int, threads: int, interactions: bool) -> int:
+    """rows_kernel's rows per work item: _ROW_BLOCK for interactions (their output is written in place), else the
+    widest power of two whose (n_features + out_width + 1) float64 per row fit _ROW_BLOCK_BYTES, at most
+    _MAX_ROW_BLOCK and at most an eighth of each thread's share of ``n_rows`` (so that every thread gets blocks),
+    at least _ROW_BLOCK."""
+    if interactions:
+        return _ROW_BLOCK
+    b = _MAX_ROW_BLOCK
+    while b > _ROW_BLOCK and (b * 8 * (n_features + out_width + 1) > _ROW_BLOCK_BYTES or 8 * threads * b > n_rows):
+        b //= 2
+    return b
 
 
 @numba.njit(inline="always")
@@ -208,27 +228,27 @@ def interaction_tables(pidx, path_ptr, hist, hist_off, total, WP, WQ, WPP, WPQ, 
 
 @numba.njit(parallel=True, cache=True)
 def rows_kernel(X, pidx, path_ptr, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words, cat_outside,
-                leaf_value, tab_off, tab, mode, pair_k, interactions, M1, out):
+                leaf_value, tab_off, tab, mode, pair_k, interactions, M1, rblock, out):
     """Over the paths ``pidx``: values (``interactions`` false, ``out`` (n, M+1, K)): out[i, feature[t], k] +=
     leaf_value[p, k] * tab[p][pattern of row i on p][t]; interactions (``out`` (n, (M+1)^2, K), the flattened
-    (n, M+1, M+1, K)): out[i, f1 * M1 + f2, k] += leaf_value[p, k] * tab[p][pattern][t1, t2]. Rows in blocks,
-    transposed; values sum in a feature-major copy of the block's output (loaded from and stored back to ``out``,
+    (n, M+1, M+1, K)): out[i, f1 * M1 + f2, k] += leaf_value[p, k] * tab[p][pattern][t1, t2]. Rows in blocks of
+    ``rblock`` (row_block), transposed; values sum in a feature-major copy of the block's output (loaded from and stored back to ``out``,
     so each entry still sums its paths in order). Values of a sibling pair (``mode`` 1 for its left path, 2 for its
     right) come from the left path's combined table, leaf values folded in, into output ``pair_k``."""
     n, M = X.shape
     K = leaf_value.shape[1]
     W = out.shape[1]
-    nblocks = (n + _ROW_BLOCK - 1) // _ROW_BLOCK
+    nblocks = (n + rblock - 1) // rblock
     for b in prange(nblocks):
-        i0 = b * _ROW_BLOCK
-        i1 = min(n, i0 + _ROW_BLOCK)
+        i0 = b * rblock
+        i1 = min(n, i0 + rblock)
         nb = i1 - i0
-        XT = np.empty((M, _ROW_BLOCK))
+        XT = np.empty((M, rblock))
         _transpose_block(X, i0, i1, XT)
-        pat = np.empty(_ROW_BLOCK, np.int64)
+        pat = np.empty(rblock, np.int64)
         acc = np.empty((0, 0, 0))
         if not interactions:
-            acc = np.empty((W, K, _ROW_BLOCK))
+            acc = np.empty((W, K, rblock))
             for i in range(nb):
                 for f in range(W):
                     for k in range(K):

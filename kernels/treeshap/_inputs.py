@@ -8,13 +8,9 @@ from .paths import PathSet
 TRANSFORM_NAMES = ("identity", "logistic", "logistic_nlogloss", "squared_loss")
 
 
-def as_model_input(X, paths: PathSet, name: str = "X", xp=np) -> "np.ndarray":
-    """Validate a 2-D numeric matrix of width ``paths.n_features``; round through ``paths.input_dtype``, then float64.
-
-    NaN means missing; +-inf are valid values. ``xp`` is the array module (NumPy or CuPy).
-    """
-    if not hasattr(X, "dtype") or not hasattr(X, "shape"):
-        X = np.asarray(X)
+def check_matrix(X, paths: PathSet, name: str = "X") -> None:
+    """Raise unless X (with ``dtype`` and ``shape``) is a non-empty 2-D numeric matrix of width ``paths.n_features``
+    (reads no values)."""
     if X.dtype == object or not (np.issubdtype(X.dtype, np.number) or X.dtype == np.bool_):
         raise TypeError(f"{name} must be numeric, got dtype {X.dtype}")
     if np.issubdtype(X.dtype, np.complexfloating):
@@ -25,6 +21,16 @@ def as_model_input(X, paths: PathSet, name: str = "X", xp=np) -> "np.ndarray":
         raise ValueError(f"{name} has {X.shape[1]} features, but the model expects {paths.n_features}")
     if X.shape[0] == 0:
         raise ValueError(f"{name} is empty (0 rows)")
+
+
+def as_model_input(X, paths: PathSet, name: str = "X", xp=np) -> "np.ndarray":
+    """Validate a 2-D numeric matrix of width ``paths.n_features``; round through ``paths.input_dtype``, then float64.
+
+    NaN means missing; +-inf are valid values. ``xp`` is the array module (NumPy or CuPy).
+    """
+    if not hasattr(X, "dtype") or not hasattr(X, "shape"):
+        X = np.asarray(X)
+    check_matrix(X, paths, name)
     X = xp.asarray(X)
     return xp.ascontiguousarray(X.astype(paths.input_dtype, copy=False).astype(xp.float64, copy=False))
 

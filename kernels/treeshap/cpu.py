@@ -73,11 +73,12 @@ def _values(ps: PathSet) -> tuple[np.ndarray, np.ndarray]:
             np.ascontiguousarray(ps.leaf_value, dtype=np.float64))
 
 
-def _chunks(n: int, work_per_row: float):
-    """Row chunks (one progress-bar step each) of about _CHUNK_WORK per thread, in whole rounds of wide row blocks
-    over the threads and at least 8 rounds, so that the barrier at each chunk's end idles few threads."""
+def _chunks(n: int, work_per_row: float, block: int = _q.BLOCKS[-1]):
+    """Row chunks (one progress-bar step each) of about _CHUNK_WORK per thread, in whole rounds of row blocks
+    (``block`` rows each) over the threads and at least 8 rounds, so that the barrier at each chunk's end idles few
+    threads."""
     threads = numba.get_num_threads()
-    unit = threads * _q.BLOCKS[-1]
+    unit = threads * block
     size = max(8 * unit, min(n, threads * _CHUNK_WORK / max(work_per_row, 1.0)))
     size = int(-(-size // unit) * unit)
     return [(a, min(n, a + size)) for a in range(0, n, size)]
@@ -261,6 +262,7 @@ def _pattern_engine(ps: PathSet, X: np.ndarray, R: np.ndarray, weights, metric: 
         _kp.sibling_pairs(ps.path_ptr, ps.tree_index, ps.feature, ps.lower, ps.upper, ps.missing_ok, ps.cat_ptr,
                           ps.leaf_value, same, mode, pair_k, pair_bit)
     steps = len(plan.chunks) + (1 if len(plan.long) else 0)
+    rblock = _kp.row_block(M, flat.shape[1] * K, n, numba.get_num_threads(), interactions)
     with progress_bar(n * steps, desc, _bar_setting(progress, float(n) * (len(ps.feature) + nR) * 4)) as bar:
         for chunk, t_size, h_size in zip(plan.chunks, plan.tab_size, plan.hist_size):
             hist = np.zeros(h_size, np.int64)
@@ -276,9 +278,9 @@ def _pattern_engine(ps: PathSet, X: np.ndarray, R: np.ndarray, weights, metric: 
                 _kp.combine_pairs(chunk, ps.path_ptr, mode, pair_bit, pair_k, ps.leaf_value, plan.tab_off, tab)
             lc = lens[chunk]
             work = float((lc * lc).sum() if interactions else lc.sum()) + len(chunk)
-            for a, b in _chunks(n, work):
+            for a, b in _chunks(n, work, rblock):
                 _kp.rows_kernel(X[a:b], chunk, *pa, ps.leaf_value, plan.tab_off, tab, mode, pair_k, interactions,
-                                M + 1, flat[a:b])
+                                M + 1, rblock, flat[a:b])
                 bar.update(b - a)
         if len(plan.long):
             _sparse_long_paths(ps, X, R, wint, total, plan.long, (WP, WQ) + WI, interactions, out, reach, bar)

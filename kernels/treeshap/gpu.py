@@ -216,8 +216,7 @@ def _launch_variant(pk, Xd, phi, M: int, K: int, kind: str) -> np.ndarray | None
 
 def _shap_chunk(pk, Xd, phi, M: int, K: int) -> None:
     """Path-dependent SHAP values of device rows Xd into phi (n, M+1, K), with the variant _shap_variant picks."""
-    core.finish(phi, _launch_variant(pk, Xd, phi, M, K, "shap"))
-    phi[:, M, :] += pk.bias_d[None, :]
+    core.finish(phi, _launch_variant(pk, Xd, phi, M, K, "shap"), pk.bias_d)
 
 
 def _interactions_chunk(pk, Xd, phi, M: int, K: int) -> None:

@@ -985,6 +985,20 @@ extern "C" __global__ void fixed_to_double(double* a, long long n, int K, const 
     a[idx] = (double)((const long long*)a)[idx] * inv[idx % K];
 }
 
+// fixed_to_double for SHAP values (n, W / K, K) whose last column (of W / K) also adds the bias: the same rounded
+// product, then the same rounded sum as a separate pass would give (__dmul_rn / __dadd_rn: no fused multiply-add), in
+// one launch instead of two (a visible share of a sub-millisecond call).
+extern "C" __global__ void fixed_to_double_bias(double* a, long long n, int K, const double* inv, const double* bias,
+                                                int W) {
+  long long nthreads = (long long)gridDim.x * blockDim.x;
+  for (long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x; idx < n; idx += nthreads) {
+    int k = (int)(idx % K);
+    double v = __dmul_rn((double)((const long long*)a)[idx], inv[k]);
+    if (idx % W >= W - K) v = __dadd_rn(v, bias[k]);
+    a[idx] = v;
+  }
+}
+
 // ------------------------------------------------------------------------------------------------------------------
 // extern "C" entry points, one per input precision
 // ------------------------------------------------------------------------------------------------------------------
