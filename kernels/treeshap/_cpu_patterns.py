@@ -18,9 +18,7 @@ _BG_BLOCK = 2048   # background rows per block (paths of one chunk scan a block 
 _ROW_BLOCK = 64    # explained rows per work item (transposed, with a feature-major copy of their output)
 # rows_kernel's block for values: the widest power of two up to _MAX_ROW_BLOCK whose transposed rows and output copy
 # stay within _ROW_BLOCK_BYTES (a fraction of an L2): each path's metadata and table lines are then fetched once per
-# wide block instead of once per 64 rows. XGBoost, 100 trees depth 6, 30 features, 1,000-row background, 2 threads:
-# 64 -> 512 rows went from 67k to 81k rows/s on the H100 host (2 MB L2 per core; 1,024 and 2,048 rows: 72k and 69k),
-# and on one thread of the 2-core machine (1 MB L2) from 11.8k to 25.0k.
+# wide block instead of once per 64 rows (measurements: docs/design/treeshap.md, section 6).
 _MAX_ROW_BLOCK = 1024
 _ROW_BLOCK_BYTES = 1 << 18
 
