@@ -516,12 +516,16 @@ _PIECE_MIN_BYTES = 32 << 20
 # into pinned output: copies queue without a host wait, so smaller pieces pay: the last piece's copy is the part of
 # the download that overlaps no compute (covtype-small, 31 MB: 8 MB pieces left 0.2 ms of 0.6 ms of copy exposed)
 _PINNED_PIECE_MIN_BYTES = 4 << 20
+# and of enough rows to keep the device busy: interactions of a few hundred rows have megabytes of output per row,
+# and pieces of a few dozen rows each re-walk every path for little work (covtype-medium, 200 rows: docs/design/
+# treeshap.md, section 2e)
+_PINNED_PIECE_MIN_ROWS = 48
 
 
-def _pieces(n: int, row_bytes: int, least: int | None = None) -> list[tuple[int, int]]:
+def _pieces(n: int, row_bytes: int, least: int | None = None, min_rows: int = 1) -> list[tuple[int, int]]:
     """Row ranges of the pieces of a chunk of n rows: up to _PIECES, each of at least ``least`` bytes of output
-    (_PIECE_MIN_BYTES by default)."""
-    k = int(max(1, min(_PIECES, n * row_bytes // (least or _PIECE_MIN_BYTES), n)))
+    (_PIECE_MIN_BYTES by default) and at least ``min_rows`` rows."""
+    k = int(max(1, min(_PIECES, n * row_bytes // (least or _PIECE_MIN_BYTES), n // max(1, min_rows))))
     edges = [n * i // k for i in range(k + 1)]           # integers (np.linspace costs tens of microseconds)
     return list(zip(edges[:-1], edges[1:]))
 
@@ -531,7 +535,7 @@ def _pieces_to_pinned(pk, Xd, dst, out: np.ndarray, a: int, compute, main, copie
     and its copy queued on ``copier`` behind an event of its compute, so it runs while the next piece is zeroed and
     computed and the host never waits here; the main stream then waits for the copies, so ``dst``'s memory is
     reused only after they read it."""
-    for c, d in _pieces(Xd.shape[0], row_bytes, _PINNED_PIECE_MIN_BYTES):
+    for c, d in _pieces(Xd.shape[0], row_bytes, _PINNED_PIECE_MIN_BYTES, _PINNED_PIECE_MIN_ROWS):
         part = dst[c:d]
         part.data.memset_async(0, part.nbytes)    # the piece's zeros (0.0 = a zero fixed-point sum), not the chunk's
         compute(pk, Xd[c:d], part, a + c, a + d)
