@@ -159,7 +159,7 @@ def test_unfitted_model_raises_not_fitted_error(linear_data):
 
 
 def test_progress_values_validated_and_bars_only_on_long_calls(linear_data, capsys, monkeypatch):
-    import hitml.sklearn_ext._shapley as mod
+    import hitml.kernels.shapley._rows as rows_mod
 
     X, y = linear_data
     model = LinearRegression().fit(X, y)
@@ -170,7 +170,7 @@ def test_progress_values_validated_and_bars_only_on_long_calls(linear_data, caps
             SelectFromShapley(model, progress=bad).fit(X, y)
     ShapleyExplainer(model, max_evals=20, background_size=10, progress=True).fit(X).transform(X[:4])
     assert "Shapley values" not in capsys.readouterr().err  # a short call: no bar
-    monkeypatch.setattr(mod, "PROGRESS_DELAY", 0.0)  # as if the call took longer than the delay
+    monkeypatch.setattr(rows_mod, "ROW_BAR_DELAY", 0.0)  # as if the call took longer than the delay
     ShapleyExplainer(model, max_evals=20, background_size=10, progress=True).fit(X).transform(X[:4])
     assert "Shapley values" in capsys.readouterr().err
     ShapleyExplainer(model, max_evals=20, background_size=10, progress=False).fit(X).transform(X[:4])
