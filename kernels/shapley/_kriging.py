@@ -318,6 +318,9 @@ def _candidate(xs, h, u, nodes, wts, nugget):
         xkx, kx.transpose(0, 2, 1)).transpose(0, 2, 1))
     loo = np.mean(ph[:, :-1] ** 2 / np.maximum(p_diag[:, :-1], 1e-300), axis=1)
     w_full = kc[:, -1, :] - (kx[:, -1:, :] @ mu)[:, 0, :]  # the weight of h(full), noisy with a nugget
+    # the scale: the larger of the leave-one-pair-out and the profiled (REML) estimates. Both are unbiased when the
+    # prior fits the game; where it does not (a product prior on a piecewise-constant game) either can fall short
+    scale_est = np.maximum(loo, np.maximum(resid, 0.0) / dof)
     var = (np.maximum(post, 0.0) + np.where(nugget > 1e-9, nugget, 0.0)[:, None] * scale[:, None] * w_full ** 2) \
-        * loo[:, None]
+        * scale_est[:, None]
     return phi, var, np.where(np.isfinite(score), score, np.inf)
