@@ -115,10 +115,10 @@ def _shuffle() -> None:
 
 
 def _permutations() -> None:
-    from . import permutations
+    from . import shapley
 
-    perms, w = permutations.sample("herding", 8, 6, 0)
-    permutations.discrepancy(perms, w)
+    perms, w = shapley.sample("herding", 8, 6, 0)
+    shapley.discrepancy(perms, w)
 
 
 def _gpu_packing() -> None:

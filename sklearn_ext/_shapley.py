@@ -10,20 +10,16 @@ from sklearn.exceptions import NotFittedError
 from sklearn.utils import check_random_state, get_tags
 from sklearn.utils.validation import _check_feature_names_in, check_is_fitted, validate_data
 
-from hitml.kernels._progress import progress_enabled
 from hitml.kernels.device import resolve_backend, to_numpy
-from hitml.kernels.permutations import (MASK_METHODS, METHODS, PAIRED_METHODS, backend_module, estimate_shapley,
-                                        evaluations_per_row, samples_for_budget)
-from hitml.kernels.permutations.coalitions import coalition_values
-from hitml.kernels.shapley import RegressionPlan, shapley_until
-from hitml.kernels.shapley._sequential import Z95
+from hitml.kernels.shapley import (MASK_METHODS, METHODS, PAIRED_METHODS, Z95, PermutationDesign, RegressionPlan,
+                                   SequentialDesign, backend_module, evaluations_per_row, samples_for_budget,
+                                   shapley_rows)
 
 REGRESSION_METHODS = ("regression",)
 ALL_METHODS = ("auto", *REGRESSION_METHODS, *METHODS)
 # "auto": below this many (d + 1) evaluations per row the regression is barely determined (paired coalitions pin one
 # equation per pair) and orthogonal permutations had the lower error in the benchmark; from it up, the regression.
 AUTO_REGRESSION_FROM = 4
-PROGRESS_DELAY = 2.0  # seconds before a bar shows: calls shorter than this show none
 TOL_AUTO_CAP = 100  # with tol= and max_evals="auto": at most 100 (d + 1) evaluations per row
 
 
@@ -31,13 +27,6 @@ def check_progress(progress) -> None:
     """``progress`` must be None (on unless HITML_PROGRESS=0), True or False."""
     if progress is not None and not isinstance(progress, (bool, np.bool_)):
         raise ValueError(f"progress must be None, True or False, got {progress!r}")
-
-
-def _row_bar(total: int, desc: str, progress):
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc=desc, unit="rows", disable=not progress_enabled(progress), delay=PROGRESS_DELAY,
-                leave=False)
 
 __all__ = ["ShapleySampler", "ShapleyExplainer"]
 
@@ -203,18 +192,6 @@ def _response(est: Any, response_method: str) -> Callable:
         return est
     raise TypeError(f"ShapleyExplainer needs a fitted estimator with predict/predict_proba/decision_function or a "
                     f"prediction callable, got {type(est).__name__}")
-
-
-def _restricted(predict: Callable, to_model: Callable | None, x_full: np.ndarray, cols: np.ndarray, xp) -> Callable:
-    """The model seen through the varying columns: the other columns keep x's value (equal to every background row)."""
-    x_dev, cols_dev = xp.asarray(x_full), xp.asarray(cols)
-
-    def f(Z):
-        full = xp.repeat(x_dev[None, :], Z.shape[0], axis=0)
-        full[:, cols_dev] = Z
-        return predict(full if to_model is None else to_model(full))
-
-    return f
 
 
 class ShapleyExplainer(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
@@ -410,6 +387,27 @@ class ShapleyExplainer(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
             raise ValueError(f"tol= needs the regression estimator's standard errors; the {sampler.method!r} "
                              "sampler has none (use method='auto' or 'regression')")
 
+    def _designs(self, sampler: ShapleySampler):
+        """The design for a game of ``width`` varying features, from the parameters (``shapley_rows``' design_for)."""
+        plans: dict = {}  # an int seed gives every pattern of one width the same plan: build it once
+
+        def design_for(width: int):
+            if self.tol is not None:
+                rs = check_random_state(sampler.random_state)
+                seed = [int(x) for x in rs.randint(0, 2 ** 31 - 1, size=4)]
+                return SequentialDesign(float(self.tol), self._budget_cap(width), seed, noise="none")
+            chosen = sampler.resolved(width, self._budget(width))
+            if chosen.is_regression:  # one design per group, whatever its blocks
+                key = (width, self._regression_budget(width))
+                plan = plans.get(key) or chosen.plan(*key)
+                if isinstance(chosen.random_state, numbers.Integral):
+                    plans[key] = plan
+                return plan
+            samples, weights = chosen.sample(width, self._n_samples(width, chosen))
+            return PermutationDesign(samples, weights, "permutations" if chosen.is_permutation_method else "masks")
+
+        return design_for
+
     def shapley_values(self, X, *, return_error_std: bool = False):
         """(phi, base): phi (n, d) or (n, d, k) as NumPy, base value (scalar or (k,)).
 
@@ -426,7 +424,7 @@ class ShapleyExplainer(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
         X = validate_data(self, X, reset=False, ensure_all_finite=not self._allow_nan(), dtype=[np.float64, np.float32])
         X = X.astype(np.float64)
         bg = self.background_.astype(np.float64)
-        m, d = X.shape
+        d = X.shape[1]
         sampler = self._sampler()
         gpu = resolve_backend(sampler.backend) == "gpu"
         xp = np
@@ -440,65 +438,14 @@ class ShapleyExplainer(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
                 self.model_input == "auto" and type(self.estimator_).__module__.startswith("xgboost"))
             predict = self._predict_fn if device_in else self._call_model_host
             to_model = None if device_in else to_numpy
-        varying = np.array([(bg != x).any(axis=0) | (np.isnan(bg) != np.isnan(x)).any(axis=0) for x in X]).reshape(m, d)
-        patterns, group = np.unique(varying, axis=0, return_inverse=True)
-        phi = np.zeros((m, d, self.n_outputs_))
-        se = np.zeros((m, d, self.n_outputs_))
-        spent = np.zeros(m, dtype=np.int64)
-        plans: dict = {}  # an int seed gives every pattern of one width the same plan: build it once
         if self.tol is not None:
             sampler = sampler if sampler.method != "auto" else clone(sampler).set_params(method="regression")
             self._check_tol(sampler)
         else:
             self._n_samples(d, sampler.resolved(d, self._budget(d)))  # validates max_evals for the full width
-        with _row_bar(m, "Shapley values", self.progress) as bar:
-            for g, pattern in enumerate(patterns):
-                rows_g = np.flatnonzero(group.ravel() == g)
-                cols = np.flatnonzero(pattern)
-                if cols.size == 0:
-                    bar.update(rows_g.size)
-                    continue
-                width = cols.size
-                chosen = sampler.resolved(width, self._budget(width)) if self.tol is None else sampler
-                plan = samples = None
-                if self.tol is None and chosen.is_regression:  # one design per group, whatever its blocks
-                    key = (width, self._regression_budget(width))
-                    plan = plans.get(key) or chosen.plan(*key)
-                    if isinstance(chosen.random_state, numbers.Integral):
-                        plans[key] = plan
-                elif self.tol is None:
-                    samples, weights = chosen.sample(width, self._n_samples(width, chosen))
-                    kind = "permutations" if chosen.is_permutation_method else "masks"
-                # rows in blocks, so the bar moves by rows done (a row gets the same bytes alone or in a block)
-                block = max(64, -(-rows_g.size // 20))
-                for lo in range(0, rows_g.size, block):
-                    rows = rows_g[lo:lo + block]
-                    f = _restricted(predict, to_model, X[rows[0]], cols, xp) if width < d else predict
-
-                    def values(coalitions, which, rows=rows, f=f, cols=cols, width=width):
-                        return to_numpy(coalition_values(f, X[np.ix_(rows[which], cols)], bg[:, cols], coalitions,
-                                                         batch_rows=self._batch_rows(d, gpu), xp=xp,
-                                                         to_model=None if width < d else to_model, progress=False))
-                    if self.tol is not None:
-                        rs = check_random_state(chosen.random_state)
-                        seed = [int(x) for x in rs.randint(0, 2 ** 31 - 1, size=4)]
-                        est, err, used = shapley_until(values, width, rows.size, tol=float(self.tol),
-                                                       max_evals=self._budget_cap(width), seed=seed,
-                                                       noise="none")
-                        phi[np.ix_(rows, cols)], se[np.ix_(rows, cols)], spent[rows] = est, err, used
-                    elif plan is not None:
-                        # the estimator runs on the host in float64, so CPU and GPU give the same bytes for the same
-                        # v(S)
-                        est, err = plan.apply_se(values(plan.coalitions, np.arange(rows.size)))
-                        phi[np.ix_(rows, cols)], se[np.ix_(rows, cols)], spent[rows] = est, err, plan.evaluations
-                    else:
-                        part, _ = estimate_shapley(f, X[np.ix_(rows, cols)], bg[:, cols], samples, weights,
-                                                   kind=kind, batch_rows=self._batch_rows(d, gpu), xp=xp,
-                                                   to_model=None if width < d else to_model)
-                        phi[np.ix_(rows, cols)] = to_numpy(part)
-                        se[np.ix_(rows, cols)] = np.nan
-                        spent[rows] = evaluations_per_row(kind, int(samples.shape[0]), width)
-                    bar.update(rows.size)
+        phi, se, spent = shapley_rows(predict, X, bg, self._designs(sampler), n_outputs=self.n_outputs_,
+                                      batch_rows=self._batch_rows(d, gpu), xp=xp, to_model=to_model,
+                                      progress=self.progress)
         out = phi if self._multi_output else phi[:, :, 0]
         if return_error_std:
             return out, self.expected_value_, (se if self._multi_output else se[:, :, 0]), spent

@@ -22,8 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # The modules whose __all__ is the public API (ARCHITECTURE.md: public API is what the package __init__ exports).
 PUBLIC_MODULES = [
     "hitml.shap_ext", "hitml.xgboost_ext", "hitml.xgboost_ext.dask", "hitml.sklearn_ext", "hitml.kernels",
-    "hitml.kernels.treeshap", "hitml.kernels.sketch", "hitml.kernels.shuffle", "hitml.kernels.permutations",
-    "hitml.kernels.shapley",
+    "hitml.kernels.treeshap", "hitml.kernels.sketch", "hitml.kernels.shuffle", "hitml.kernels.shapley",
 ]
 
 
@@ -139,13 +138,8 @@ _DOCTESTS = {t.name: t for t in _public_doctests()}
 
 
 ADAPTERS = ["hitml.shap_ext", "hitml.xgboost_ext", "hitml.sklearn_ext"]
-_REWORK = "its module is being reworked (kernels/treeshap interventional, kernels/shapley); sections pending"
-# Exports whose docstrings still lack sections, each with the reason; the list may only shrink.
-NOT_YET: dict[str, str] = {
-    **{f"hitml.kernels.shapley.{n}": _REWORK
-       for n in ("RegressionPlan", "auto_fit", "coalition_design", "heredity_kriging", "kriging_operator", "n_terms",
-                 "shapley_operator", "size_mass", "wls_order")},
-}
+# Exports whose docstrings still lack sections, each with the reason; the list may only shrink (now empty).
+NOT_YET: dict[str, str] = {}
 
 
 def _exports(modules):

@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hitml.kernels import permutations as kp
-from hitml.kernels.permutations.coalitions import estimate_shapley
+from hitml.kernels import shapley as kp
+from hitml.kernels.shapley._coalitions import estimate_shapley
 
 pytestmark = pytest.mark.gpu
 

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from hitml.kernels import permutations as kp
+from hitml.kernels import shapley as kp
 
 
 def _ndis_brute(a, b):
@@ -33,7 +33,7 @@ def test_discordant_pairs_matches_quadratic_count(d):
     fast = kp.discordant_pairs(a, b)
     np.testing.assert_array_equal(fast, [_ndis_brute(x, y) for x, y in zip(a, b)])
     # the Kendall-feature matmul route gives the same counts for all pairs
-    from hitml.kernels.permutations._kernels import discordant_matrix
+    from hitml.kernels.shapley._permutation_kernels import discordant_matrix
 
     np.testing.assert_array_equal(np.diag(discordant_matrix(a, b)), fast)
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from hitml.kernels import permutations as kp
+from hitml.kernels import shapley as kp
 from hitml.kernels.shuffle.uniformity import chi2_uniformity_test, mallows_mmd_test
 
 PERM_METHODS = list(kp.PERMUTATION_METHODS)
@@ -149,3 +149,15 @@ def test_sbq_with_more_samples_than_permutations():
     for row, wi in zip(map(tuple, p), w):
         mass[row] = mass.get(row, 0.0) + wi
     assert len(mass) == 6 and np.allclose(list(mass.values()), 1 / 6, atol=1e-6)
+
+
+def test_permutations_alias_warns_and_reexports_the_shapley_family():
+    """hitml.kernels.permutations (0.1.0) still imports, warns, and hands out the objects of hitml.kernels.shapley."""
+    import importlib
+    import sys
+
+    sys.modules.pop("hitml.kernels.permutations", None)
+    with pytest.warns(DeprecationWarning, match="hitml.kernels.shapley"):
+        alias = importlib.import_module("hitml.kernels.permutations")
+    assert set(alias.__all__) <= set(kp.__all__)
+    assert all(getattr(alias, name) is getattr(kp, name) for name in alias.__all__)

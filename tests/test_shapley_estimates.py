@@ -11,8 +11,8 @@ from sklearn.linear_model import LinearRegression
 from sklearn.neural_network import MLPRegressor
 from sklearn.tree import DecisionTreeRegressor
 
-from hitml.kernels import permutations as kp
-from hitml.kernels.permutations.coalitions import estimate_shapley, permutation_coalitions
+from hitml.kernels import shapley as kp
+from hitml.kernels.shapley._coalitions import estimate_shapley, permutation_coalitions
 from hitml.sklearn_ext import ShapleyExplainer, ShapleySampler
 from _shapley import exact_shapley
 

@@ -1,156 +1,33 @@
-"""Permutation kernels, samplers, discrepancy and batched coalition evaluation for Shapley value estimation."""
+"""Deprecated alias of :mod:`hitml.kernels.shapley`, where the permutation samplers, their kernels and the
+coalition evaluation now live beside the regression estimators; importing it warns (DeprecationWarning)."""
 from __future__ import annotations
 
-from ._kernels import (
+import warnings
+
+from hitml.kernels.shapley import (
     KERNELS,
+    MASK_METHODS,
+    METHODS,
+    PAIRED_METHODS,
+    PERMUTATION_METHODS,
+    backend_module,
     discordant_pairs,
+    discrepancy,
+    estimate_shapley,
+    evaluations_per_row,
     kendall_features,
     kernel_expectation,
+    kernel_matrix,
     kernel_matrix_ranks,
     kernel_pair,
     mallows_expectation,
     rank_vectors,
+    sample,
+    samples_for_budget,
 )
-from ._samplers import MASK_METHODS, METHODS, PAIRED_METHODS, PERMUTATION_METHODS
-from .coalitions import estimate_shapley, evaluations_per_row, samples_for_budget
 
-
-def backend_module(backend: str = "cpu"):
-    """kernels.permutations.cpu or .gpu for a resolved backend name ("cpu" | "gpu" | "auto").
-
-    Parameters
-    ----------
-    backend : {"cpu", "gpu", "auto"}, default "cpu"
-        Resolved by :func:`hitml.kernels.resolve_backend`.
-
-    Returns
-    -------
-    module
-        With ``sample``, ``kernel_matrix`` and ``discrepancy``.
-
-    Examples
-    --------
-    >>> from hitml.kernels.permutations import backend_module
-    >>> backend_module("cpu").__name__
-    'hitml.kernels.permutations.cpu'
-    """
-    from hitml.kernels.device import resolve_backend
-
-    if resolve_backend(backend) == "gpu":
-        from . import gpu
-
-        return gpu
-    from . import cpu
-
-    return cpu
-
-
-def sample(method: str, n: int, d: int, seed=None, *, kernel: str = "mallows", lam: float = 4.0,
-           n_candidates: int = 25, backend: str = "cpu"):
-    """(samples, weights) for one method: (n, d) int64 insertion orders (int8 masks for Owen), weights summing to 1.
-
-    Parameters
-    ----------
-    method : str
-        One of ``METHODS``: the permutation samplers ``PERMUTATION_METHODS`` ("mc", "antithetic", "stratified",
-        "herding", "sbq", "orthogonal", "sobol") or the Owen masks ``MASK_METHODS``.
-    n : int
-        Number of samples.
-    d : int
-        Number of features.
-    seed : None, int, numpy.random.Generator or numpy.random.RandomState
-        Seed.
-    kernel : {"mallows", "kendall", "spearman"}, default "mallows"
-        Kernel on permutations (evaluated on rank vectors).
-    lam : float, default 4.0
-        Bandwidth of the Mallows kernel.
-    n_candidates : int, default 25
-        Candidates per step of the greedy samplers ("herding", "sbq").
-    backend : {"cpu", "gpu", "auto"}, default "cpu"
-        Where it is computed (the same numbers on both, up to float rounding).
-
-    Returns
-    -------
-    tuple of arrays
-        ``(samples, weights)``.
-
-    See Also
-    --------
-    numpy.random.Generator.permuted : plain Monte Carlo permutations ("mc").
-    estimate_shapley : Shapley values from the sample.
-
-    Examples
-    --------
-    >>> from hitml.kernels.permutations import sample
-    >>> perms, w = sample("antithetic", 4, 5, seed=0)
-    >>> perms.shape, bool((perms[1] == perms[0][::-1]).all()), float(w.sum())
-    ((4, 5), True, 1.0)
-    """
-    return backend_module(backend).sample(method, n, d, seed, kernel=kernel, lam=lam, n_candidates=n_candidates)
-
-
-def kernel_matrix(perms_a, perms_b=None, kernel: str = "mallows", lam: float = 4.0, *, backend: str = "cpu"):
-    """Gram matrix of two samples of insertion orders, evaluated on their rank vectors.
-
-    Parameters
-    ----------
-    perms_a : array-like of shape (n_a, d)
-        Insertion orders.
-    perms_b : array-like of shape (n_b, d), optional
-        Defaults to ``perms_a``.
-    kernel : {"mallows", "kendall", "spearman"}, default "mallows"
-        Kernel on permutations (evaluated on rank vectors).
-    lam : float, default 4.0
-        Bandwidth of the Mallows kernel.
-    backend : {"cpu", "gpu", "auto"}, default "cpu"
-        Where it is computed (the same numbers on both, up to float rounding).
-
-    Returns
-    -------
-    array
-        float64, shape (n_a, n_b).
-
-    Examples
-    --------
-    >>> from hitml.kernels.permutations import kernel_matrix, sample
-    >>> perms, _ = sample("mc", 3, 4, seed=0)
-    >>> kernel_matrix(perms).shape
-    (3, 3)
-    """
-    return backend_module(backend).kernel_matrix(perms_a, perms_b, kernel, lam)
-
-
-def discrepancy(perms, weights=None, kernel: str = "mallows", lam: float = 4.0, *, backend: str = "cpu") -> float:
-    """MMD of a weighted permutation sample against the uniform distribution (the seed's eq. 8).
-
-    Parameters
-    ----------
-    perms : array-like of shape (n, d)
-        Insertion orders.
-    weights : array-like of shape (n,), optional
-        Sample weights (default: equal).
-    kernel : {"mallows", "kendall", "spearman"}, default "mallows"
-        Kernel on permutations (evaluated on rank vectors).
-    lam : float, default 4.0
-        Bandwidth of the Mallows kernel.
-    backend : {"cpu", "gpu", "auto"}, default "cpu"
-        Where it is computed (the same numbers on both, up to float rounding).
-
-    Returns
-    -------
-    float
-        Lower is closer to uniform.
-
-    Examples
-    --------
-    >>> from hitml.kernels.permutations import discrepancy, sample
-    >>> mc, w = sample("mc", 64, 6, seed=0)
-    >>> ortho, wo = sample("orthogonal", 64, 6, seed=0)
-    >>> discrepancy(ortho, wo) < discrepancy(mc, w)
-    True
-    """
-    return backend_module(backend).discrepancy(perms, weights, kernel, lam)
-
+warnings.warn("hitml.kernels.permutations is deprecated: import these names from hitml.kernels.shapley",
+              DeprecationWarning, stacklevel=2)
 
 __all__ = [
     "KERNELS", "MASK_METHODS", "METHODS", "PAIRED_METHODS", "PERMUTATION_METHODS", "backend_module", "discordant_pairs",

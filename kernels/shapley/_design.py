@@ -14,6 +14,21 @@ def size_mass(d: int) -> np.ndarray:
 
     Every coalition of size k has kernel weight (d - 1) / (C(d, k) k (d - k)), so the whole size carries
     (d - 1) / (k (d - k)).
+
+    Parameters
+    ----------
+    d : int
+        Features.
+
+    Returns
+    -------
+    ndarray of shape (d + 1,)
+
+    Examples
+    --------
+    >>> from hitml.kernels.shapley import size_mass
+    >>> size_mass(4).tolist()
+    [0.0, 1.0, 0.75, 1.0, 0.0]
     """
     k = np.arange(d + 1, dtype=np.float64)
     out = np.zeros(d + 1)
@@ -127,6 +142,33 @@ def coalition_design(d: int, budget: int, seed=None, *, allocation: str = "lever
     or sampled coalitions, every sampled S followed in its size pair by its complement. weights (C,): the Shapley
     kernel mass of the size divided by the coalitions evaluated in it (0 for the two ends), so the weighted sum over
     one size estimates the size's kernel-weighted sum without bias, and equals it when the size is complete.
+
+    Parameters
+    ----------
+    d : int
+        Features.
+    budget : int
+        Coalitions to evaluate, the empty and the full set included (at least 2; capped at 2^d).
+    seed : None, int or sequence of int
+        Seed of the sampled sizes.
+    allocation : {"leverage", "kernel"}, default "leverage"
+        How the budget is shared between sizes: evenly (the Shapley kernel's leverage scores) or by kernel mass.
+    balanced : bool, default True
+        Sample each size so that every feature appears about equally often.
+
+    Returns
+    -------
+    tuple
+        ``(coalitions (C, d) bool, weights (C,), complete (d + 1,) bool)``.
+
+    Examples
+    --------
+    >>> from hitml.kernels.shapley import coalition_design, size_mass
+    >>> coalitions, weights, complete = coalition_design(4, 10, seed=0)
+    >>> coalitions.shape, coalitions[:2].sum(axis=1).tolist(), complete.tolist()   # sizes 1 and 3 enumerated
+    ((10, 4), [0, 4], [True, False, False, False, True])
+    >>> bool(abs(weights.sum() - size_mass(4).sum()) < 1e-12)                    # each size keeps its mass
+    True
     """
     if budget < 2:
         raise ValueError(f"budget must be at least 2 (the empty and the full coalition), got {budget}")

@@ -49,6 +49,30 @@ def kriging_operator(coalitions: np.ndarray, rho: float = KRIGING_RHO, jitter: f
     map of the values. The prior covariance of two pairs depends only on how many features they agree on,
     k(a) = sum over odd t >= 3 of rho^t K_t(a), K_t the Krawtchouk polynomial, from (1 + rho z)^a (1 - rho z)^(d - a).
     Efficiency holds because h(full) is observed without noise.
+
+    Parameters
+    ----------
+    coalitions : ndarray of shape (C, d), bool
+        Row 0 the empty set, row 1 the full set, then complementary pairs (``coalition_design``).
+    rho : float, default KRIGING_RHO
+        Prior variance of an order-t interaction: rho^t.
+    jitter : float, default 1e-9
+        Relative jitter on the prior covariance.
+
+    Returns
+    -------
+    tuple
+        ``(M (C - 2, d), e (d,))`` as :func:`shapley_operator`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from hitml.kernels.shapley import coalition_design, kriging_operator
+    >>> coalitions, _, _ = coalition_design(6, 20, seed=0)
+    >>> v = coalitions @ np.arange(1.0, 7.0)                  # an additive game: exact from 20 of 64 coalitions
+    >>> M, e = kriging_operator(coalitions)
+    >>> ((v[2:] - v[0]) @ M + (v[1] - v[0]) * e).round(6).tolist()
+    [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
     """
     d = coalitions.shape[1]
     pairs, xs = odd_parts(coalitions)  # xs (n + 1, d): the pairs, then the full set
@@ -158,6 +182,36 @@ def heredity_kriging(xs: np.ndarray, h: np.ndarray, pilot: np.ndarray, priors=HE
     Each candidate is the universal-kriging estimate of ``kriging_operator`` (flat main effects, noiseless
     observations, so additive games stay exact and efficiency holds) with a per-row product prior; the restricted
     likelihood has the prior's scale profiled out. Rows are independent: a row gets the same bytes alone or batched.
+
+    Parameters
+    ----------
+    xs : ndarray of shape (n1, d)
+        The pairs' coalitions as +-1 vectors, then the full set (``odd_parts``).
+    h : ndarray of shape (m, n1)
+        Each row's odd parts.
+    pilot : ndarray of shape (m, d)
+        Pilot Shapley values that scale each feature's prior.
+    priors : sequence of (rho, gamma), default HEREDITY_PRIORS
+        The candidate priors.
+    jitter : float, default 1e-9
+        Relative nugget.
+
+    Returns
+    -------
+    ndarray of shape (m, d)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from hitml.kernels.shapley import coalition_design, heredity_kriging
+    >>> from hitml.kernels.shapley._kriging import odd_parts
+    >>> coalitions, _, _ = coalition_design(6, 20, seed=0)
+    >>> v = coalitions @ np.arange(1.0, 7.0)
+    >>> pairs, xs = odd_parts(coalitions)
+    >>> inner = v[2:]
+    >>> h = np.append((inner[pairs[:, 0]] - inner[pairs[:, 1]]) / 2, (v[1] - v[0]) / 2)[None]
+    >>> heredity_kriging(xs, h, pilot=np.ones((1, 6))).round(6).tolist()
+    [[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]]
     """
     return heredity_refit(xs, h, pilot, priors, nugget=np.full(len(h), jitter))[0]
 
@@ -264,6 +318,9 @@ def _candidate(xs, h, u, nodes, wts, nugget):
         xkx, kx.transpose(0, 2, 1)).transpose(0, 2, 1))
     loo = np.mean(ph[:, :-1] ** 2 / np.maximum(p_diag[:, :-1], 1e-300), axis=1)
     w_full = kc[:, -1, :] - (kx[:, -1:, :] @ mu)[:, 0, :]  # the weight of h(full), noisy with a nugget
+    # the scale: the larger of the leave-one-pair-out and the profiled (REML) estimates. Both are unbiased when the
+    # prior fits the game; where it does not (a product prior on a piecewise-constant game) either can fall short
+    scale_est = np.maximum(loo, np.maximum(resid, 0.0) / dof)
     var = (np.maximum(post, 0.0) + np.where(nugget > 1e-9, nugget, 0.0)[:, None] * scale[:, None] * w_full ** 2) \
-        * loo[:, None]
+        * scale_est[:, None]
     return phi, var, np.where(np.isfinite(score), score, np.inf)

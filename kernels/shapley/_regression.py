@@ -19,7 +19,25 @@ REPLICATES = 4  # the empty set, the full set and one complementary pair, evalua
 
 
 def n_terms(d: int, order: int) -> int:
-    """Basis terms (interactions of 1..order features) of an order-``order`` surrogate game."""
+    """Basis terms (interactions of 1..order features) of an order-``order`` surrogate game.
+
+    Parameters
+    ----------
+    d : int
+        Features.
+    order : int
+        Largest interaction order.
+
+    Returns
+    -------
+    int
+
+    Examples
+    --------
+    >>> from hitml.kernels.shapley import n_terms
+    >>> n_terms(5, 2)                       # 5 main effects and 10 pairs
+    15
+    """
     return sum(math.comb(d, t) for t in range(1, order + 1))
 
 
@@ -32,6 +50,24 @@ def wls_order(d: int, budget: int) -> int:
 
     With paired coalitions an even order adds nothing: S and its complement fix the even part of the game, so
     order 2 gives order 1's estimate (checked in the tests).
+
+    Parameters
+    ----------
+    d : int
+        Features.
+    budget : int
+        Coalitions per row.
+
+    Returns
+    -------
+    int
+        1 or 3.
+
+    Examples
+    --------
+    >>> from hitml.kernels.shapley import wls_order
+    >>> wls_order(5, 100), wls_order(5, 20)
+    (3, 1)
     """
     if d < 3 or n_terms(d, 3) > MAX_ORDER3_TERMS:
         return 1
@@ -43,6 +79,23 @@ def auto_fit(d: int, budget: int) -> str:
     coalitions out and buys at most KRIGING_MAX_PAIRS complementary pairs; "wls" (the kernel-weighted fit of order
     ``wls_order``) otherwise, which is exact at full enumeration. Measured in docs/design/shapley.md: the kriging fit
     had a lower error than every kernel-weighted fit and order mix at every benchmark budget from 5(d + 1) up.
+
+    Parameters
+    ----------
+    d : int
+        Features.
+    budget : int
+        Coalitions per row.
+
+    Returns
+    -------
+    {"kriging", "wls"}
+
+    Examples
+    --------
+    >>> from hitml.kernels.shapley import auto_fit
+    >>> auto_fit(5, 20), auto_fit(5, 32)    # 32 = 2^5 coalitions: enumerated, exact
+    ('kriging', 'wls')
     """
     if d < 3 or budget >= 2 ** d or (budget - 2) // 2 > KRIGING_MAX_PAIRS:
         return "wls"
@@ -68,6 +121,39 @@ def shapley_operator(coalitions: np.ndarray, weights: np.ndarray, order: int = 1
     effects are in the basis, the residual is weighted-orthogonal to every efficiency-preserving linear game, so the
     estimate equals the unbiased size-stratified correction of g and is exact when every coalition is evaluated.
     ``ridge`` (relative to the largest diagonal entry) only guards against interactions the sample cannot separate.
+
+    Parameters
+    ----------
+    coalitions : ndarray of shape (C, d), bool
+        Row 0 the empty set, row 1 the full set, then the interior coalitions (``coalition_design``).
+    weights : ndarray of shape (C,)
+        Kernel weights (``coalition_design``).
+    order : int, default 1
+        Largest interaction order of the fitted game (1: paired KernelSHAP).
+    ridge : float, default 1e-9
+        Relative ridge on the interactions.
+
+    Returns
+    -------
+    tuple
+        ``(M (C - 2, d), e (d,))``.
+
+    See Also
+    --------
+    shap.KernelExplainer : shap's (unpaired, order-1) kernel-weighted fit.
+
+    Examples
+    --------
+    Every coalition of 3 features evaluated: exact, the interaction shared equally by its two members.
+
+    >>> import numpy as np
+    >>> from hitml.kernels.shapley import coalition_design, shapley_operator
+    >>> coalitions, weights, _ = coalition_design(3, 8, seed=0)
+    >>> S = coalitions.astype(float)
+    >>> v = S @ np.array([1.0, 2.0, 3.0]) + 0.5 * S[:, 0] * S[:, 1]
+    >>> M, e = shapley_operator(coalitions, weights)
+    >>> ((v[2:] - v[0]) @ M + (v[1] - v[0]) * e).round(6).tolist()
+    [1.25, 2.25, 3.0]
     """
     d = coalitions.shape[1]
     inner, w = coalitions[2:], weights[2:]
@@ -97,6 +183,47 @@ class RegressionPlan:
     restricted likelihood (``KrigingFamily``), then, with ``heredity`` and from 10 features, heredity priors are tried
     with the row's nugget (``heredity_refit``); ``apply_se`` also returns standard errors. A float ``rho``: the one
     fixed flat prior, a linear map of the values (``kriging_operator``), no standard errors.
+
+    Parameters
+    ----------
+    d : int
+        Features.
+    budget : int
+        Coalitions per row (at least d + 1; 2^d or more enumerates every coalition, exact).
+    seed : None, int or sequence of int
+        Seed of the design.
+    order : "auto" or int, default "auto"
+        The kriging fit, or the kernel-weighted fit of that order.
+    allocation : {"leverage", "kernel"}, default "leverage"
+        Passed to :func:`coalition_design`.
+    balanced : bool, default True
+        Passed to :func:`coalition_design`.
+    ridge : float, default 1e-9
+        Relative ridge of the kernel-weighted fit.
+    rho : float, optional
+        A fixed flat prior instead of the per-row choice.
+    heredity : bool, default True
+        Try heredity priors (from 10 features).
+    coalitions : ndarray, optional
+        A given design (used by ``extend``).
+    noise : {"auto", "none"}, default "auto"
+        "auto" repeats four coalitions to detect noisy games (stochastic v(S)); "none" for exact values.
+
+    See Also
+    --------
+    shap.KernelExplainer : shap's kernel-weighted fit, which order=1 generalises.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from hitml.kernels.shapley import RegressionPlan
+    >>> plan = RegressionPlan(6, 30, seed=0, noise="none")
+    >>> plan.evaluations, plan.fit
+    (30, 'kriging')
+    >>> v = (plan.coalitions @ np.arange(1.0, 7.0))[None, :, None]     # (rows, coalitions, outputs)
+    >>> phi, se = plan.apply_se(v)                                     # an additive game: exact, zero error
+    >>> phi[0, :, 0].round(6).tolist(), bool(se.max() < 1e-9)
+    ([1.0, 2.0, 3.0, 4.0, 5.0, 6.0], True)
     """
 
     def __init__(self, d: int, budget: int, seed=None, *, order: int | str = "auto", allocation: str = "leverage",

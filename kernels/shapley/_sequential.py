@@ -77,7 +77,11 @@ def shapley_until(values: Callable[[np.ndarray, np.ndarray], np.ndarray], d: int
         noisy = np.full(m, noise == "auto")
     first = plan.apply_se(known, noisy)
     repeated = plan.evaluations - plan.n_main  # spent in the first stage on top of every later design
-    known = known[:, :plan.n_main]
+    main = known[:, :plan.n_main].copy()
+    if repeated:  # a noisy row keeps the mean of its repeated evaluations, as apply_se does in the first stage
+        again = (known[:, plan.replicates] + known[:, plan.n_main:]) / 2.0
+        main[:, plan.replicates] = np.where(noisy[:, None, None], again, main[:, plan.replicates])
+    known = main
     keys = {np.packbits(c).tobytes(): j for j, c in enumerate(plan.coalitions[:plan.n_main])}
     k = known.shape[2]
     phi = np.full((m, d, k), np.nan)

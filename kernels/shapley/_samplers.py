@@ -12,7 +12,7 @@ import numpy as np
 from scipy import special
 from scipy.linalg import helmert
 
-from ._kernels import _check_kernel, feature_map, kernel_expectation, kernel_from_inner, rank_vectors
+from ._permutation_kernels import _check_kernel, feature_map, kernel_expectation, kernel_from_inner, rank_vectors
 
 PERMUTATION_METHODS = ("mc", "antithetic", "stratified", "herding", "sbq", "orthogonal", "sobol")
 MASK_METHODS = ("owen", "owen_halved")

@@ -38,7 +38,7 @@ def rank_vectors(perms, xp=np):
     Examples
     --------
     >>> import numpy as np
-    >>> from hitml.kernels.permutations import rank_vectors
+    >>> from hitml.kernels.shapley import rank_vectors
     >>> rank_vectors(np.array([[2, 0, 1]])).tolist()
     [[1, 2, 0]]
     """
@@ -117,7 +117,7 @@ def discordant_pairs(ranks_a, ranks_b) -> np.ndarray:
 
     Examples
     --------
-    >>> from hitml.kernels.permutations import discordant_pairs
+    >>> from hitml.kernels.shapley import discordant_pairs
     >>> int(discordant_pairs([0, 1, 2, 3], [3, 2, 1, 0]))
     6
     """
@@ -149,7 +149,7 @@ def kendall_features(ranks, xp=np):
     Examples
     --------
     >>> import numpy as np
-    >>> from hitml.kernels.permutations import kendall_features
+    >>> from hitml.kernels.shapley import kendall_features
     >>> kendall_features(np.array([[0, 1, 2]])).tolist()
     [[-1.0, -1.0, -1.0]]
     """
@@ -235,7 +235,7 @@ def kernel_matrix_ranks(ranks_a, ranks_b=None, kernel: str = "mallows", lam: flo
     Examples
     --------
     >>> import numpy as np
-    >>> from hitml.kernels.permutations import kernel_matrix_ranks
+    >>> from hitml.kernels.shapley import kernel_matrix_ranks
     >>> K = kernel_matrix_ranks(np.array([[0, 1, 2], [2, 1, 0]]))
     >>> K.shape, bool(np.allclose(np.diag(K), 1.0))
     ((2, 2), True)
@@ -265,7 +265,7 @@ def kernel_pair(rank_a, rank_b, kernel: str = "mallows", lam: float = 4.0) -> fl
 
     Examples
     --------
-    >>> from hitml.kernels.permutations import kernel_pair
+    >>> from hitml.kernels.shapley import kernel_pair
     >>> kernel_pair([0, 1, 2], [0, 1, 2])
     1.0
     """
@@ -297,7 +297,7 @@ def kernel_expectation(d: int, kernel: str = "mallows", lam: float = 4.0) -> flo
     Examples
     --------
     >>> import itertools, numpy as np
-    >>> from hitml.kernels.permutations import kernel_expectation, kernel_pair
+    >>> from hitml.kernels.shapley import kernel_expectation, kernel_pair
     >>> brute = np.mean([kernel_pair([0, 1, 2, 3], list(p)) for p in itertools.permutations(range(4))])
     >>> bool(np.isclose(kernel_expectation(4), brute))
     True
@@ -337,7 +337,7 @@ def mallows_expectation(d: int, lam: float = 4.0) -> float:
 
     Examples
     --------
-    >>> from hitml.kernels.permutations import kernel_expectation, mallows_expectation
+    >>> from hitml.kernels.shapley import kernel_expectation, mallows_expectation
     >>> mallows_expectation(5) == kernel_expectation(5, "mallows")
     True
     """

@@ -7,7 +7,7 @@ import numpy as np
 
 from hitml.kernels._progress import progress_bar
 
-from ._kernels import rank_vectors
+from ._permutation_kernels import rank_vectors
 
 
 def permutation_coalitions(perms, xp=np):
@@ -51,7 +51,7 @@ def evaluations_per_row(kind: str, n: int, d: int) -> int:
 
     Examples
     --------
-    >>> from hitml.kernels.permutations import evaluations_per_row
+    >>> from hitml.kernels.shapley import evaluations_per_row
     >>> evaluations_per_row("permutations", 10, 5)
     42
     """
@@ -87,7 +87,7 @@ def samples_for_budget(kind: str, max_evals: int, d: int) -> int:
 
     Examples
     --------
-    >>> from hitml.kernels.permutations import samples_for_budget
+    >>> from hitml.kernels.shapley import samples_for_budget
     >>> samples_for_budget("permutations", 42, 5)
     10
     """
@@ -205,7 +205,7 @@ def estimate_shapley(predict: Callable, X, background, samples, weights, *, kind
     Examples
     --------
     >>> import numpy as np
-    >>> from hitml.kernels.permutations import estimate_shapley, sample
+    >>> from hitml.kernels.shapley import estimate_shapley, sample
     >>> X, bg = np.ones((1, 3)), np.zeros((4, 3))
     >>> perms, w = sample("mc", 6, 3, seed=0)
     >>> phi, base = estimate_shapley(lambda Z: Z @ np.array([1.0, 2.0, 3.0]), X, bg, perms, w)
