@@ -8,12 +8,14 @@ import numpy as np
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, TransformerMixin, clone, is_classifier
 from sklearn.exceptions import NotFittedError
 from sklearn.utils import check_random_state, get_tags
-from sklearn.utils.validation import _check_feature_names_in, check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted, validate_data
 
 from hitml.kernels.device import resolve_backend, to_numpy
 from hitml.kernels.shapley import (MASK_METHODS, METHODS, PAIRED_METHODS, Z95, PermutationDesign, RegressionPlan,
                                    SequentialDesign, backend_module, evaluations_per_row, samples_for_budget,
                                    shapley_rows)
+
+from ._compat import check_feature_names_in, declares_classifier
 
 REGRESSION_METHODS = ("regression",)
 ALL_METHODS = ("auto", *REGRESSION_METHODS, *METHODS)
@@ -183,7 +185,7 @@ def _response(est: Any, response_method: str) -> Callable:
     try:
         clf = is_classifier(est)
     except (AttributeError, TypeError):  # a plain callable, or a model outside sklearn's tag system
-        clf = getattr(est, "_estimator_type", None) == "classifier"
+        clf = declares_classifier(est)
     order = ("predict_proba", "decision_function", "predict") if clf else ("predict",)
     for name in order:
         if hasattr(est, name):
@@ -476,7 +478,7 @@ class ShapleyExplainer(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
     def get_feature_names_out(self, input_features=None):
         """One output column per input feature (its Shapley value), named like the input."""
         check_is_fitted(self, "background_")
-        return _check_feature_names_in(self, input_features)
+        return check_feature_names_in(self, input_features)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

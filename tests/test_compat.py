@@ -24,7 +24,6 @@ ALLOWED = frozenset({"_meta"})
 # Files another change owns that still hold a host private name, with the name: the entry must stay true (the test
 # fails once the file no longer needs it) and goes when the file imports from its adapter's _compat.py.
 PENDING = {
-    "sklearn_ext/_shapley.py": {"sklearn.utils.validation._check_feature_names_in", "_estimator_type"},
 }
 
 

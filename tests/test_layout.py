@@ -226,5 +226,7 @@ def test_families_pick_their_engine_through_device():
     assert dev.engine_module("hitml.kernels.sketch", "cpu").__name__ == "hitml.kernels.sketch.cpu"
     with pytest.raises(ValueError, match="resolved first"):
         dev.engine_module("hitml.kernels.sketch", "auto")
-    with pytest.raises(NotImplementedError, match=r"hitml\.kernels\.shapley\.cpu\) is not available"):
-        dev.engine_module("hitml.kernels.shapley", "cpu")  # a family without engine modules
+    assert dev.engine_module("hitml.kernels.shapley", "cpu").__name__ == "hitml.kernels.shapley.cpu"
+    assert "engine_module(" in (ROOT / "kernels" / "shapley" / "_api.py").read_text()
+    with pytest.raises(NotImplementedError, match=r"hitml\.kernels\.shuffle\.cpu\.cpu\) is not available"):
+        dev.engine_module("hitml.kernels.shuffle.cpu", "cpu")  # a package without engine modules

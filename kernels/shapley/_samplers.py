@@ -12,6 +12,7 @@ import numpy as np
 from scipy import special
 from scipy.linalg import helmert
 
+from .._rng import as_generator
 from ._permutation_kernels import _check_kernel, feature_map, kernel_expectation, kernel_from_inner, rank_vectors
 
 PERMUTATION_METHODS = ("mc", "antithetic", "stratified", "herding", "sbq", "orthogonal", "sobol")
@@ -20,17 +21,6 @@ METHODS = PERMUTATION_METHODS + MASK_METHODS
 # samplers built from antithetic pairs (a sample and its reverse / complement): a budget buys whole pairs, since an
 # unpaired last sample adds its full single-sample variance (ShapleyExplainer rounds n down to even, as shap does)
 PAIRED_METHODS = ("antithetic", "orthogonal", "owen_halved")
-
-
-def as_generator(seed) -> np.random.Generator:
-    """sklearn-style seed (None, int, Generator, RandomState) -> a NumPy Generator."""
-    if isinstance(seed, np.random.Generator):
-        return seed
-    if isinstance(seed, np.random.RandomState):
-        return np.random.default_rng(seed.randint(0, 2**31 - 1, size=4))
-    if seed is None or isinstance(seed, (int, np.integer)):
-        return np.random.default_rng(seed)
-    raise TypeError(f"seed must be None, an int, a numpy Generator or RandomState, got {type(seed).__name__}")
 
 
 def _child_seed(rng: np.random.Generator) -> int:
