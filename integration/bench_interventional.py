@@ -63,8 +63,8 @@ for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(var, str(ARGS.threads))
 os.environ.setdefault("HITML_PROGRESS", "0")
 
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
+import numpy as np  # noqa: E402 - after the thread-count variables above
+import pandas as pd  # noqa: E402 - after the thread-count variables above
 
 
 def data(n, M, seed):

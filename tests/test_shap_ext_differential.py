@@ -191,7 +191,7 @@ def test_gpu_against_cpu_twin_and_deterministic(cfg):
 
 
 # ---- realistic frames: every input variant on every library, against the library's own answer --------------------
-from _frames import configs as _frame_configs, run as _frame_run  # noqa: E402
+from _frames import configs as _frame_configs, run as _frame_run  # noqa: E402 - the frames section of this file starts here
 
 FRAME_CONFIGS = _frame_configs(1300)
 FAST = FRAME_CONFIGS[:78]  # six of each of the 13 input variants over the four libraries (configs cycle them)

@@ -16,7 +16,7 @@ from test_treeshap_interventional import _GRID, _predict, _random_tree
 def _brute(value, M):
     """(shapley (M,), interactions (M, M) in shap's convention, banzhaf (M,)) of the set function ``value``."""
     v = {S: value(frozenset(S)) for r in range(M + 1) for S in itertools.combinations(range(M), r)}
-    get = lambda S: v[tuple(sorted(S))]  # noqa: E731
+    get = lambda S: v[tuple(sorted(S))]  # noqa: E731 - a one-line value function for the brute-force reference
     phi, ban, inter = np.zeros(M), np.zeros(M), np.zeros((M, M))
     for i in range(M):
         others = [j for j in range(M) if j != i]
@@ -43,7 +43,7 @@ def _reference(predict, X, R, w, M):
     w = np.ones(len(R)) if w is None else np.asarray(w, float)
     for i, x in enumerate(X):
         for r, wr in zip(R, w):
-            f = lambda S, x=x, r=r: predict(np.array([x[j] if j in S else r[j] for j in range(M)]))  # noqa: E731
+            f = lambda S, x=x, r=r: predict(np.array([x[j] if j in S else r[j] for j in range(M)]))  # noqa: E731 - a one-line value function for the brute-force reference
             p, it, b = _brute(f, M)
             phi[i, :M] += wr * p
             inter[i, :M, :M] += wr * it
@@ -67,7 +67,7 @@ def form(request, monkeypatch):
 def _case(draw):
     M = draw(st.integers(1, 4))
     trees = [_random_tree(draw, M, draw(st.integers(0, 4))) for _ in range(draw(st.integers(1, 2)))]
-    rows = lambda k: np.array([[draw(st.sampled_from(_GRID)) for _ in range(M)] for _ in range(k)])  # noqa: E731
+    rows = lambda k: np.array([[draw(st.sampled_from(_GRID)) for _ in range(M)] for _ in range(k)])  # noqa: E731 - a one-line value function for the brute-force reference
     X, R = rows(draw(st.integers(1, 3))), rows(draw(st.integers(1, 6)))
     weighted = draw(st.booleans())
     w = np.array([draw(st.sampled_from([0.0, 0.5, 1.0, 3.0, 1e-3])) for _ in range(len(R))]) if weighted else None
@@ -284,7 +284,7 @@ def test_lightgbm_categorical_matches_shap_cpp_and_brute_force_with_predictions(
     bg, Xe = X[:12], X[100:104]
     ex = _ours(model, bg, Xe)
     phi = np.asarray(ex.shap_values(Xe))
-    predict = lambda z: float(model.predict(z[None], raw_score=True)[0])  # noqa: E731
+    predict = lambda z: float(model.predict(z[None], raw_score=True)[0])  # noqa: E731 - a one-line value function for the brute-force reference
     ref_phi, ref_int, ref_ban = _reference(predict, Xe, bg, None, M)
     np.testing.assert_allclose(phi, ref_phi[:, :M], rtol=1e-9, atol=1e-9)
     np.testing.assert_allclose(np.asarray(ex.shap_interaction_values(Xe)), ref_int[:, :M, :M], rtol=1e-9, atol=1e-9)
@@ -302,7 +302,7 @@ def test_xgboost_interactions_and_banzhaf_brute_force_with_library_predictions()
     w = np.linspace(0.5, 2.0, 10)
     ex = _ours(model, bg, Xe, background_weights=w)
     booster = model.get_booster()
-    predict = lambda z: float(booster.predict(xgb.DMatrix(z[None]), output_margin=True)[0])  # noqa: E731
+    predict = lambda z: float(booster.predict(xgb.DMatrix(z[None]), output_margin=True)[0])  # noqa: E731 - a one-line value function for the brute-force reference
     ref_phi, ref_int, ref_ban = _reference(predict, Xe, bg, w, 4)
     phi = np.asarray(ex.shap_values(Xe))
     inter = np.asarray(ex.shap_interaction_values(Xe))

@@ -16,7 +16,7 @@ import numpy as np
 from ..device import cupy_module, free_gpu_bytes
 from . import _gpu_core as core
 from ._gpu_core import _CACHE, GpuOptions, clear_cache, options, packed_paths  # noqa: F401  (the engine's API)
-from ._gpu_interventional import (interventional_banzhaf_values, interventional_interaction_values,  # noqa: F401
+from ._gpu_interventional import (interventional_banzhaf_values, interventional_interaction_values,  # noqa: F401 - the engine's API
                                   interventional_shap_values)
 from .paths import PathSet
 
