@@ -106,66 +106,6 @@ def _walk_tree(t, xrow, rrow, nodes, thr, vals, ncp, ncn, words, W, side, afeat,
         side[afeat[alen]] = 0
 
 
-@numba.njit
-def _walk_task(task, X, R, y, code, n_blocks, nodes, thr, vals, ncp, ncn, words, base_offset, W, weighted, wr, part):
-    """One task of tree_walk_kernel: explained row task // n_blocks against background block task % n_blocks
-    (compiled once, outside the parallel loop's passes)."""
-    M = X.shape[1]
-    nR = R.shape[0]
-    T, N = thr.shape
-    K = vals.shape[1]
-    bsize = (nR + n_blocks - 1) // n_blocks
-    i = task // n_blocks
-    j0 = min(nR, (task % n_blocks) * bsize)
-    j1 = min(nR, j0 + bsize)
-    acc = part[task]
-    xrow = X[i]
-    yi = y[i]
-    side = np.zeros(M, np.int8)
-    afeat = np.empty(min(M, N) + 1, np.int64)
-    st_node = np.empty(N + 1, np.int64)
-    st_len = np.empty(N + 1, np.int64)
-    st_feat = np.empty(N + 1, np.int64)
-    # one call site of the (inlined) tree walk for both cases: the identity, unweighted, sums every pair into
-    # acc and one margin row as it goes; other transforms buffer sub-blocks of pairs until their margins are
-    # complete
-    ident = code == 0 and not weighted
-    B = max(1, j1 - j0) if ident else max(1, min(j1 - j0, _PAIR_BUFFER // max(M * K, 1)))
-    rows = 1 if ident else B
-    tmp = np.zeros((rows, M, K))
-    mx = np.zeros((rows, K))
-    mr = np.zeros((rows, K))
-    for s0 in range(j0, j1, B):
-        s1 = min(j1, s0 + B)
-        if not ident:
-            for jj in range(s1 - s0):
-                for k in range(K):
-                    mx[jj, k] = base_offset[k]
-                    mr[jj, k] = base_offset[k]
-        for t in range(T):
-            for j in range(s0, s1):
-                jj = 0 if ident else j - s0
-                dst = acc if ident else tmp[jj]
-                _walk_tree(t, xrow, R[j], nodes, thr, vals, ncp, ncn, words, W, side, afeat, st_node, st_len,
-                           st_feat, mx[jj], mr[jj], dst)
-        if ident:
-            continue
-        for jj in range(s1 - s0):
-            for k in range(K):
-                a_, b_ = mx[jj, k], mr[jj, k]
-                wj = wr[s0 + jj]
-                rescale = wj
-                if code != 0 and a_ != b_:
-                    rescale = (_transform(code, a_, yi) - _transform(code, b_, yi)) / (a_ - b_) * wj
-                for f in range(M):
-                    acc[f, k] += tmp[jj, f, k] * rescale
-                    tmp[jj, f, k] = 0.0
-                acc[M, k] += _transform(code, b_, 0.0) * wj
-    if ident:
-        for k in range(K):
-            acc[M, k] += mr[0, k] + (j1 - j0) * base_offset[k]
-
-
 @numba.njit(parallel=True, cache=True)
 def tree_walk_kernel(X, R, y, code, n_blocks, nodes, thr, vals, ncp, ncn, words, base_offset, W, wr, part):
     """part[i * n_blocks + b] = sum over background rows r of block b of the (rescaled) SHAP of (x_i, r).
@@ -178,12 +118,62 @@ def tree_walk_kernel(X, R, y, code, n_blocks, nodes, thr, vals, ncp, ncn, words,
     cache); other transforms than identity, and weighted background rows (``wr``, all 1.0 for none), buffer each
     pair's terms until its margins are complete; the caller divides by the total weight.
     """
-    n = X.shape[0]
+    n, M = X.shape
+    nR = R.shape[0]
+    T, N = thr.shape
+    K = vals.shape[1]
+    bsize = (nR + n_blocks - 1) // n_blocks
     weighted = False
-    for j in range(R.shape[0]):
+    for j in range(nR):
         if wr[j] != 1.0:
             weighted = True
     for task in prange(n * n_blocks):
-        # int64: the parallel loop's index is unsigned, and a second argument type would compile the task twice
-        _walk_task(np.int64(task), X, R, y, code, n_blocks, nodes, thr, vals, ncp, ncn, words, base_offset, W,
-                   weighted, wr, part)
+        i = task // n_blocks
+        j0 = min(nR, (task % n_blocks) * bsize)
+        j1 = min(nR, j0 + bsize)
+        acc = part[task]
+        xrow = X[i]
+        yi = y[i]
+        side = np.zeros(M, np.int8)
+        afeat = np.empty(min(M, N) + 1, np.int64)
+        st_node = np.empty(N + 1, np.int64)
+        st_len = np.empty(N + 1, np.int64)
+        st_feat = np.empty(N + 1, np.int64)
+        # one call site of the (inlined) tree walk for both cases (its body is pasted once): the identity,
+        # unweighted, sums every pair straight into acc (dst = part[task:task + 1]) and one margin row as it goes
+        # (step 0); other transforms buffer sub-blocks of pairs in tmp until their margins are complete
+        ident = code == 0 and not weighted
+        B = max(1, j1 - j0) if ident else max(1, min(j1 - j0, _PAIR_BUFFER // max(M * K, 1)))
+        step = 0 if ident else 1
+        tmp = np.zeros((1 if ident else B, M, K))
+        dst = part[task:task + 1] if ident else tmp
+        mx = np.zeros((1 if ident else B, K))
+        mr = np.zeros((1 if ident else B, K))
+        for s0 in range(j0, j1, B):
+            s1 = min(j1, s0 + B)
+            if not ident:
+                for jj in range(s1 - s0):
+                    for k in range(K):
+                        mx[jj, k] = base_offset[k]
+                        mr[jj, k] = base_offset[k]
+            for t in range(T):
+                for j in range(s0, s1):
+                    jj = (j - s0) * step
+                    _walk_tree(t, xrow, R[j], nodes, thr, vals, ncp, ncn, words, W, side, afeat, st_node, st_len,
+                               st_feat, mx[jj], mr[jj], dst[jj])
+            if ident:
+                continue
+            for jj in range(s1 - s0):
+                for k in range(K):
+                    a_, b_ = mx[jj, k], mr[jj, k]
+                    wj = wr[s0 + jj]
+                    rescale = wj
+                    if code != 0 and a_ != b_:
+                        rescale = (_transform(code, a_, yi) - _transform(code, b_, yi)) / (a_ - b_) * wj
+                    for f in range(M):
+                        acc[f, k] += tmp[jj, f, k] * rescale
+                        tmp[jj, f, k] = 0.0
+                    acc[M, k] += _transform(code, b_, 0.0) * wj
+        if ident:
+            for k in range(K):
+                acc[M, k] += mr[0, k] + (j1 - j0) * base_offset[k]

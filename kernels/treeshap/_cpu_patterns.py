@@ -206,73 +206,6 @@ def interaction_tables(pidx, path_ptr, hist, hist_off, total, WP, WQ, WPP, WPQ, 
                 tab[base + t1 * d + t1] = diag
 
 
-@numba.njit
-def _rows_block(b, X, pidx, path_ptr, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words, cat_outside,
-               leaf_value, tab_off, tab, mode, pair_k, interactions, M1, out):
-    """One row block of rows_kernel (compiled once, outside the parallel loop's passes)."""
-    n, M = X.shape
-    K = leaf_value.shape[1]
-    W = out.shape[1]
-    i0 = b * _ROW_BLOCK
-    i1 = min(n, i0 + _ROW_BLOCK)
-    nb = i1 - i0
-    XT = np.empty((M, _ROW_BLOCK))
-    _transpose_block(X, i0, i1, XT)
-    pat = np.empty(_ROW_BLOCK, np.int64)
-    acc = np.empty((0, 0, 0))
-    if not interactions:
-        acc = np.empty((W, K, _ROW_BLOCK))
-        for i in range(nb):
-            for f in range(W):
-                for k in range(K):
-                    acc[f, k, i] = out[i0 + i, f, k]
-    for q in range(len(pidx)):
-        p = pidx[q]
-        if mode[p] == 2:
-            continue
-        s = path_ptr[p]
-        m = path_ptr[p + 1] - s
-        to = tab_off[p]
-        _block_patterns(XT, nb, s, m, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words,
-                        cat_outside, pat)
-        if not interactions:
-            for i in range(nb):
-                pat[i] = to + pat[i] * m          # the row's table row
-        if mode[p] == 1:
-            for t in range(m):
-                dst = acc[feature[s + t], pair_k[p]]
-                for i in range(nb):
-                    dst[i] += tab[pat[i] + t]
-            continue
-        if not interactions:
-            for t in range(m):
-                f = feature[s + t]
-                for k in range(K):
-                    v = leaf_value[p, k]
-                    if v == 0.0:
-                        continue
-                    dst = acc[f, k]
-                    for i in range(nb):
-                        dst[i] += tab[pat[i] + t] * v
-            continue
-        for i in range(nb):
-            base = to + pat[i] * m * m
-            for t1 in range(m):
-                f1 = feature[s + t1] * M1
-                for t2 in range(m):
-                    c = tab[base + t1 * m + t2]
-                    f2 = f1 + feature[s + t2]
-                    for k in range(K):
-                        v = leaf_value[p, k]
-                        if v != 0.0:
-                            out[i0 + i, f2, k] += c * v
-    if not interactions:
-        for i in range(nb):
-            for f in range(W):
-                for k in range(K):
-                    out[i0 + i, f, k] = acc[f, k, i]
-
-
 @numba.njit(parallel=True, cache=True)
 def rows_kernel(X, pidx, path_ptr, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words, cat_outside,
                 leaf_value, tab_off, tab, mode, pair_k, interactions, M1, out):
@@ -282,12 +215,69 @@ def rows_kernel(X, pidx, path_ptr, feature, lower, upper, missing_ok, cat_ptr, c
     transposed; values sum in a feature-major copy of the block's output (loaded from and stored back to ``out``,
     so each entry still sums its paths in order). Values of a sibling pair (``mode`` 1 for its left path, 2 for its
     right) come from the left path's combined table, leaf values folded in, into output ``pair_k``."""
-
-    nblocks = (X.shape[0] + _ROW_BLOCK - 1) // _ROW_BLOCK
+    n, M = X.shape
+    K = leaf_value.shape[1]
+    W = out.shape[1]
+    nblocks = (n + _ROW_BLOCK - 1) // _ROW_BLOCK
     for b in prange(nblocks):
-        # int64: the parallel loop's index is unsigned; a second argument type would compile the block twice
-        _rows_block(np.int64(b), X, pidx, path_ptr, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words,
-                    cat_outside, leaf_value, tab_off, tab, mode, pair_k, interactions, M1, out)
+        i0 = b * _ROW_BLOCK
+        i1 = min(n, i0 + _ROW_BLOCK)
+        nb = i1 - i0
+        XT = np.empty((M, _ROW_BLOCK))
+        _transpose_block(X, i0, i1, XT)
+        pat = np.empty(_ROW_BLOCK, np.int64)
+        acc = np.empty((0, 0, 0))
+        if not interactions:
+            acc = np.empty((W, K, _ROW_BLOCK))
+            for i in range(nb):
+                for f in range(W):
+                    for k in range(K):
+                        acc[f, k, i] = out[i0 + i, f, k]
+        for q in range(len(pidx)):
+            p = pidx[q]
+            if mode[p] == 2:
+                continue
+            s = path_ptr[p]
+            m = path_ptr[p + 1] - s
+            to = tab_off[p]
+            _block_patterns(XT, nb, s, m, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words,
+                            cat_outside, pat)
+            if not interactions:
+                for i in range(nb):
+                    pat[i] = to + pat[i] * m          # the row's table row
+            if mode[p] == 1:
+                for t in range(m):
+                    dst = acc[feature[s + t], pair_k[p]]
+                    for i in range(nb):
+                        dst[i] += tab[pat[i] + t]
+                continue
+            if not interactions:
+                for t in range(m):
+                    f = feature[s + t]
+                    for k in range(K):
+                        v = leaf_value[p, k]
+                        if v == 0.0:
+                            continue
+                        dst = acc[f, k]
+                        for i in range(nb):
+                            dst[i] += tab[pat[i] + t] * v
+                continue
+            for i in range(nb):
+                base = to + pat[i] * m * m
+                for t1 in range(m):
+                    f1 = feature[s + t1] * M1
+                    for t2 in range(m):
+                        c = tab[base + t1 * m + t2]
+                        f2 = f1 + feature[s + t2]
+                        for k in range(K):
+                            v = leaf_value[p, k]
+                            if v != 0.0:
+                                out[i0 + i, f2, k] += c * v
+        if not interactions:
+            for i in range(nb):
+                for f in range(W):
+                    for k in range(K):
+                        out[i0 + i, f, k] = acc[f, k, i]
 
 
 @numba.njit(parallel=True, cache=True)

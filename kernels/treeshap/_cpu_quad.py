@@ -127,68 +127,6 @@ def _path_weights(xb, s0, m, Q, feature, lower, upper, missing_ok, cat_ptr, cat_
                 C[t, q, l] = c1 if o else c0
 
 
-@numba.njit(error_model="numpy", fastmath=_FM)
-def _shap_item(item, X, path_ptr, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words, cat_outside,
-                zero_fraction, leaf_value, max_len, tq, wq, tab_off, tab, order, group_ptr, group_out, feat_ptr,
-                feats, gpi, bw, out):
-    """One work item of shap_quad_kernel (compiled once, outside the parallel loop's passes)."""
-    M, K, _, q_max, n_blocks = _dims(X, path_ptr, leaf_value, max_len, bw)
-    G = len(group_ptr) - 1
-    n_split = (G + gpi - 1) // gpi
-    b, g0, g1 = _item_range(item, n_split, gpi, G)
-    r0, nb, xb, ob, Pq, C = _block_start(X, b, q_max, max_len, bw)
-    s = np.empty(bw)
-    pat = np.empty(bw, np.int64)
-    acc = np.empty((1 if group_out[0] >= 0 else K, M, bw))
-    for g in range(g0, g1):
-        k_lo, k_hi = _group_outputs(group_out, g, K)
-        for j in range(feat_ptr[g], feat_ptr[g + 1]):           # only the features the group uses
-            f = feats[j]
-            for k in range(k_hi - k_lo):
-                for l in range(bw):
-                    acc[k, f, l] = 0.0
-        for pi in range(group_ptr[g], group_ptr[g + 1]):
-            p, s0, m = _path_at(order, path_ptr, pi)
-            if m == 0:
-                continue
-            off = tab_off[p]
-            Q = (m + 1) // 2
-            if off >= 0:
-                for l in range(bw):
-                    pat[l] = 0
-                for t in range(m):
-                    _one_fractions(xb, s0 + t, feature, lower, upper, missing_ok, cat_ptr, cat_nwords,
-                                   cat_words, cat_outside, ob)
-                    for l in range(bw):
-                        pat[l] |= np.int64(ob[l]) << t
-                for l in range(bw):
-                    pat[l] = off + pat[l] * m
-            else:
-                _path_weights(xb, s0, m, Q, feature, lower, upper, missing_ok, cat_ptr, cat_nwords,
-                              cat_words, cat_outside, zero_fraction, tq, wq, ob, Pq, C)
-            for t in range(m):
-                if off >= 0:
-                    for l in range(bw):
-                        s[l] = tab[pat[l] + t]
-                else:
-                    for l in range(bw):
-                        s[l] = 0.0
-                    for q in range(Q):
-                        for l in range(bw):
-                            s[l] += Pq[q, l] * C[t, q, l]
-                f = feature[s0 + t]
-                for k in range(k_lo, k_hi):
-                    v = leaf_value[p, k]
-                    if v != 0.0:
-                        for l in range(bw):
-                            acc[k - k_lo, f, l] += s[l] * v
-        for l in range(nb):
-            for j in range(feat_ptr[g], feat_ptr[g + 1]):
-                f = feats[j]
-                for k in range(k_lo, k_hi):
-                    out[r0 + l, f, k] += acc[k - k_lo, f, l]
-
-
 @numba.njit(parallel=True, cache=True, error_model="numpy", fastmath=_FM)
 def shap_quad_kernel(X, path_ptr, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words, cat_outside,
                      zero_fraction, leaf_value, max_len, tq, wq, tab_off, tab, order, group_ptr, group_out, feat_ptr,
@@ -208,87 +146,58 @@ def shap_quad_kernel(X, path_ptr, feature, lower, upper, missing_ok, cat_ptr, ca
     G = len(group_ptr) - 1
     n_split = (G + gpi - 1) // gpi
     for item in prange(n_blocks * n_split):
-        # int64: the parallel loop's index is unsigned, and a second argument type would compile the item twice
-        _shap_item(np.int64(item), X, path_ptr, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words,
-                   cat_outside, zero_fraction, leaf_value, max_len, tq, wq, tab_off, tab, order, group_ptr, group_out,
-                   feat_ptr, feats, gpi, bw, out)
-
-
-@numba.njit(error_model="numpy", fastmath=_FM)
-def _interaction_item(item, X, path_ptr, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words,
-                      cat_outside, zero_fraction, leaf_value, max_len, tq, wq, order, group_ptr, group_out, gpi, bw,
-                      mirror, out, strides):
-    """One work item of interaction_quad_kernel (compiled once, outside the parallel loop's passes)."""
-    M, K, _, q_max, n_blocks = _dims(X, path_ptr, leaf_value, max_len, bw)
-    G = len(group_ptr) - 1
-    n_split = (G + gpi - 1) // gpi
-    b, g0, g1 = _item_range(item, n_split, gpi, G)
-    r0, nb, xb, ob, Pq, C = _block_start(X, b, q_max, max_len, bw)
-    S = np.empty((max(q_max, 1), bw))
-    s = np.empty(bw)
-    sr, sf, sg, sk = strides[0], strides[1], strides[2], strides[3]
-    for g in range(g0, g1):
-        k_lo, k_hi = _group_outputs(group_out, g, K)
-        for pi in range(group_ptr[g], group_ptr[g + 1]):
-            p, s0, m = _path_at(order, path_ptr, pi)
-            if m == 0:
-                continue
-            Q = (m + 1) // 2
-            _path_weights(xb, s0, m, Q, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words,
-                          cat_outside, zero_fraction, tq, wq, ob, Pq, C)
-            # half weights; S = sum of c over the path (the diagonal needs sum_{u != t} c_u)
-            for q in range(Q):
-                for l in range(bw):
-                    Pq[q, l] *= 0.5
-                    S[q, l] = 0.0
-                for t in range(m):
+        b, g0, g1 = _item_range(item, n_split, gpi, G)
+        r0, nb, xb, ob, Pq, C = _block_start(X, b, q_max, max_len, bw)
+        s = np.empty(bw)
+        pat = np.empty(bw, np.int64)
+        acc = np.empty((1 if group_out[0] >= 0 else K, M, bw))
+        for g in range(g0, g1):
+            k_lo, k_hi = _group_outputs(group_out, g, K)
+            for j in range(feat_ptr[g], feat_ptr[g + 1]):           # only the features the group uses
+                f = feats[j]
+                for k in range(k_hi - k_lo):
                     for l in range(bw):
-                        S[q, l] += C[t, q, l]
-            for t in range(m):
-                ft = feature[s0 + t]
-                # diagonal: phi_t - sum_{u != t} phi_tu = sum_q w_q P c_t (1 - (S - c_t) / 2)
-                for l in range(bw):
-                    s[l] = 0.0
-                for q in range(Q):
+                        acc[k, f, l] = 0.0
+            for pi in range(group_ptr[g], group_ptr[g + 1]):
+                p, s0, m = _path_at(order, path_ptr, pi)
+                if m == 0:
+                    continue
+                off = tab_off[p]
+                Q = (m + 1) // 2
+                if off >= 0:
                     for l in range(bw):
-                        c = C[t, q, l]
-                        s[l] += Pq[q, l] * c * (2.0 - S[q, l] + c)
-                for k in range(k_lo, k_hi):
-                    v = leaf_value[p, k]
-                    if v != 0.0:
-                        o = ft * (sf + sg) + k * sk + r0 * sr
-                        for l in range(nb):
-                            out[o + l * sr] += s[l] * v
-                for u in range(t + 1, m):
-                    fu = feature[s0 + u]
-                    for l in range(bw):
-                        s[l] = 0.0
-                    for q in range(Q):
+                        pat[l] = 0
+                    for t in range(m):
+                        _one_fractions(xb, s0 + t, feature, lower, upper, missing_ok, cat_ptr, cat_nwords,
+                                       cat_words, cat_outside, ob)
                         for l in range(bw):
-                            s[l] += Pq[q, l] * C[t, q, l] * C[u, q, l]
-                    a = min(ft, fu)
-                    c2 = max(ft, fu)
-                    # a repeated feature (hand-built paths) pairs with itself: both orders on the diagonal
-                    mult = 2.0 if a == c2 else 1.0
+                            pat[l] |= np.int64(ob[l]) << t
+                    for l in range(bw):
+                        pat[l] = off + pat[l] * m
+                else:
+                    _path_weights(xb, s0, m, Q, feature, lower, upper, missing_ok, cat_ptr, cat_nwords,
+                                  cat_words, cat_outside, zero_fraction, tq, wq, ob, Pq, C)
+                for t in range(m):
+                    if off >= 0:
+                        for l in range(bw):
+                            s[l] = tab[pat[l] + t]
+                    else:
+                        for l in range(bw):
+                            s[l] = 0.0
+                        for q in range(Q):
+                            for l in range(bw):
+                                s[l] += Pq[q, l] * C[t, q, l]
+                    f = feature[s0 + t]
                     for k in range(k_lo, k_hi):
-                        v = leaf_value[p, k] * mult
+                        v = leaf_value[p, k]
                         if v != 0.0:
-                            o = a * sf + c2 * sg + k * sk + r0 * sr
-                            for l in range(nb):
-                                out[o + l * sr] += s[l] * v
-                            if not mirror and a != c2:
-                                o = c2 * sf + a * sg + k * sk + r0 * sr
-                                for l in range(nb):
-                                    out[o + l * sr] += s[l] * v
-        # mirror the upper triangle in tiles, so that the transposed writes stay within a few pages
-        for l in range(nb if mirror else 0):
-            for fb in range(0, M, _TILE):
-                for gb in range(fb, M, _TILE):
-                    for f in range(fb, min(fb + _TILE, M)):
-                        for h in range(max(gb, f + 1), min(gb + _TILE, M)):
-                            for k in range(k_lo, k_hi):
-                                r = (r0 + l) * sr + k * sk
-                                out[r + h * sf + f * sg] = out[r + f * sf + h * sg]
+                            for l in range(bw):
+                                acc[k - k_lo, f, l] += s[l] * v
+            for l in range(nb):
+                for j in range(feat_ptr[g], feat_ptr[g + 1]):
+                    f = feats[j]
+                    for k in range(k_lo, k_hi):
+                        out[r0 + l, f, k] += acc[k - k_lo, f, l]
 
 
 @numba.njit(parallel=True, cache=True, error_model="numpy", fastmath=_FM)
@@ -301,13 +210,78 @@ def interaction_quad_kernel(X, path_ptr, feature, lower, upper, missing_ok, cat_
     + 1]]``, writes only output ``group_out[g]`` (every output when negative). ``mirror``: write
     the upper triangle and copy it to the lower one at the end (dense outputs); else write both entries of each
     pair at once (sparse ones, where copying the whole matrix would cost more than the pairs)."""
-    n_blocks = (X.shape[0] + bw - 1) // bw
+    M, K, _, q_max, n_blocks = _dims(X, path_ptr, leaf_value, max_len, bw)
     G = len(group_ptr) - 1
     n_split = (G + gpi - 1) // gpi
     for item in prange(n_blocks * n_split):
-        _interaction_item(np.int64(item), X, path_ptr, feature, lower, upper, missing_ok, cat_ptr, cat_nwords,
-                          cat_words, cat_outside, zero_fraction, leaf_value, max_len, tq, wq, order, group_ptr,
-                          group_out, gpi, bw, mirror, out, strides)
+        b, g0, g1 = _item_range(item, n_split, gpi, G)
+        r0, nb, xb, ob, Pq, C = _block_start(X, b, q_max, max_len, bw)
+        S = np.empty((max(q_max, 1), bw))
+        s = np.empty(bw)
+        sr, sf, sg, sk = strides[0], strides[1], strides[2], strides[3]
+        for g in range(g0, g1):
+            k_lo, k_hi = _group_outputs(group_out, g, K)
+            for pi in range(group_ptr[g], group_ptr[g + 1]):
+                p, s0, m = _path_at(order, path_ptr, pi)
+                if m == 0:
+                    continue
+                Q = (m + 1) // 2
+                _path_weights(xb, s0, m, Q, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words,
+                              cat_outside, zero_fraction, tq, wq, ob, Pq, C)
+                # half weights; S = sum of c over the path (the diagonal needs sum_{u != t} c_u)
+                for q in range(Q):
+                    for l in range(bw):
+                        Pq[q, l] *= 0.5
+                        S[q, l] = 0.0
+                    for t in range(m):
+                        for l in range(bw):
+                            S[q, l] += C[t, q, l]
+                for t in range(m):
+                    ft = feature[s0 + t]
+                    # diagonal: phi_t - sum_{u != t} phi_tu = sum_q w_q P c_t (1 - (S - c_t) / 2)
+                    for l in range(bw):
+                        s[l] = 0.0
+                    for q in range(Q):
+                        for l in range(bw):
+                            c = C[t, q, l]
+                            s[l] += Pq[q, l] * c * (2.0 - S[q, l] + c)
+                    for k in range(k_lo, k_hi):
+                        v = leaf_value[p, k]
+                        if v != 0.0:
+                            o = ft * (sf + sg) + k * sk + r0 * sr
+                            for l in range(nb):
+                                out[o + l * sr] += s[l] * v
+                    for u in range(t + 1, m):
+                        fu = feature[s0 + u]
+                        for l in range(bw):
+                            s[l] = 0.0
+                        for q in range(Q):
+                            for l in range(bw):
+                                s[l] += Pq[q, l] * C[t, q, l] * C[u, q, l]
+                        a = min(ft, fu)
+                        c2 = max(ft, fu)
+                        # a repeated feature (hand-built paths) pairs with itself: both orders on the diagonal
+                        mult = 2.0 if a == c2 else 1.0
+                        for k in range(k_lo, k_hi):
+                            v = leaf_value[p, k] * mult
+                            if v != 0.0:
+                                o = a * sf + c2 * sg + k * sk + r0 * sr
+                                for l in range(nb):
+                                    out[o + l * sr] += s[l] * v
+                                if not mirror and a != c2:
+                                    o = c2 * sf + a * sg + k * sk + r0 * sr
+                                    for l in range(nb):
+                                        out[o + l * sr] += s[l] * v
+            # mirror the upper triangle in tiles, so that the transposed writes stay within a few pages
+            for l in range(nb if mirror else 0):
+                for fb in range(0, M, _TILE):
+                    for gb in range(fb, M, _TILE):
+                        for f in range(fb, min(fb + _TILE, M)):
+                            for h in range(max(gb, f + 1), min(gb + _TILE, M)):
+                                for k in range(k_lo, k_hi):
+                                    r = (r0 + l) * sr + k * sk
+                                    out[r + h * sf + f * sg] = out[r + f * sf + h * sg]
+
 
 
 ACC_BYTES = 1 << 21  # a work item's SHAP sums (outputs x features x rows) kept within about one core's L2
