@@ -277,3 +277,39 @@ def test_invert_cdf_matches_bruteforce():
             frac = (phi - f0) / (f1 - f0) if f1 > f0 else 0.0
             expect = grid[k - 1] + min(max(frac, 0.0), 1.0) * (grid[k] - grid[k - 1])
             assert got[r, p] == pytest.approx(expect, abs=1e-15)
+
+
+@pytest.mark.parametrize("d", [1, 2, 7, 63, 1000, 2001])
+def test_solver_pool_visits_every_feature_once(monkeypatch, d):
+    """run_features hands feature ranges to the pool threads: together they cover [0, d) exactly once, whatever the
+    thread count and range size (a feature solved twice or never would be a silent wrong cut)."""
+    import threading
+
+    from hitml.kernels.sketch import _newton
+
+    for threads in ("1", "2", "3"):
+        monkeypatch.setenv("HITML_SOLVER_THREADS", threads)
+        seen = np.zeros(d, np.int64)
+        lock = threading.Lock()
+
+        def visit(out, j0, j1, lock=lock):
+            assert 0 <= j0 < j1 <= d
+            with lock:
+                out[j0:j1] += 1
+
+        _newton.run_features(visit, d, seen)
+        np.testing.assert_array_equal(seen, np.ones(d, np.int64))
+
+
+def test_solver_pool_raises_a_kernel_error(monkeypatch):
+    """An exception in one range reaches the caller (the other threads stop taking ranges)."""
+    from hitml.kernels.sketch import _newton
+
+    monkeypatch.setenv("HITML_SOLVER_THREADS", "2")
+
+    def boom(j0, j1):
+        if j0 <= 500 < j1:
+            raise FloatingPointError("feature 500")
+
+    with pytest.raises(FloatingPointError, match="feature 500"):
+        _newton.run_features(boom, 2000)

@@ -7,6 +7,7 @@ leaves two spinning pools fighting for the same cores. Pool threads block on a q
 """
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -29,8 +30,18 @@ def n_threads() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+_CHUNKS_PER_THREAD = 8   # feature ranges per thread: few Python calls, yet uneven Newton costs still even out
+_MAX_CHUNK = 64
+
+
 def run_features(fn, d: int, *args) -> None:
-    """Call fn(*args, j0, j1) over [0, d) in one-feature tasks on the solver pool (inline for one thread)."""
+    """Call fn(*args, j0, j1) over [0, d) on the solver pool (inline for one thread).
+
+    The threads take ranges of about d / (8 threads) features (at most 64) from a shared counter, the calling
+    thread among them: a feature's cost varies (Newton steps, point masses), so ranges are handed out as threads
+    come free, while one Python call per range instead of per feature keeps the pool's overhead (about 0.1 ms a
+    task) off 2,000-column frames. Each feature is computed by the same kernel whichever thread and range take it.
+    """
     global _POOL
     t = min(n_threads(), d)
     if t <= 1:
@@ -40,9 +51,29 @@ def run_features(fn, d: int, *args) -> None:
         if _POOL is None or _POOL._max_workers < t:
             _POOL = ThreadPoolExecutor(max_workers=n_threads(), thread_name_prefix="hitml-solver")
         pool = _POOL
-    futs = [pool.submit(fn, *args, j, j + 1) for j in range(d)]
-    for f in futs:
-        f.result()
+    size = max(1, min(_MAX_CHUNK, d // (_CHUNKS_PER_THREAD * t)))
+    counter = itertools.count()   # next() is atomic under the GIL
+    failed = []
+
+    def work() -> None:
+        while not failed:
+            j0 = next(counter) * size
+            if j0 >= d:
+                return
+            try:
+                fn(*args, j0, min(d, j0 + size))
+            except BaseException as exc:  # re-raised in the caller; the other threads stop taking ranges
+                failed.append(exc)
+                raise
+
+    futs = [pool.submit(work) for _ in range(t - 1)]
+    try:
+        work()
+    finally:
+        for f in futs:
+            f.exception()
+    if failed:
+        raise failed[0]
 
 
 @nb.njit(cache=True, nogil=True, inline="always")

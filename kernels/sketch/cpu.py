@@ -11,7 +11,7 @@ BLOCK_ROWS = 2048
 COL_CHUNK = 256
 
 
-@nb.njit(cache=True, inline="always")
+@nb.njit(forceinline=True)
 def _merge_into(W, mu, M, wb, mb, Mb, l):
     """Merge (wb, mb, Mb[0..l-2]) into (W[0], mu[0], M) in place (Pébay eq. 12, weighted)."""
     wa = W[0]
@@ -58,12 +58,16 @@ def _block_partials(X, w, has_w, l, block_rows):
     ncc = (d + COL_CHUNK - 1) // COL_CHUNK  # column chunks: a wide frame's few row blocks still fill every thread
     part = np.zeros((nblk, d, l + 3))
     bad = np.zeros(nblk * ncc, np.int64)
-    for task in nb.prange(nblk * ncc):
+    for it in nb.prange(nblk * ncc):
+        task = np.int64(it)  # one type for the helper's arguments inside and outside the parallel loop
         bi = task // ncc
         c0 = (task % ncc) * COL_CHUNK
         c1 = min(d, c0 + COL_CHUNK)
         _block_chunk(X, w, has_w, l, bi * block_rows, min(n, (bi + 1) * block_rows), c0, c1, part[bi], bad, task)
-    return part, bad.reshape(nblk, ncc).sum(axis=1)
+    bad_rows = np.zeros(nblk, np.int64)  # a loop, not sum(axis=1): Numba's axis sum compiles its error messages
+    for task in range(nblk * ncc):
+        bad_rows[task // ncc] += bad[task]
+    return part, bad_rows
 
 
 @nb.njit(cache=True)

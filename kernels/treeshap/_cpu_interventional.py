@@ -139,31 +139,30 @@ def tree_walk_kernel(X, R, y, code, n_blocks, nodes, thr, vals, ncp, ncn, words,
         st_node = np.empty(N + 1, np.int64)
         st_len = np.empty(N + 1, np.int64)
         st_feat = np.empty(N + 1, np.int64)
-        if code == 0 and not weighted:
-            mx = np.zeros(K)
-            mr = np.zeros(K)
-            for t in range(T):
-                for j in range(j0, j1):
-                    _walk_tree(t, xrow, R[j], nodes, thr, vals, ncp, ncn, words, W, side, afeat, st_node, st_len,
-                               st_feat, mx, mr, acc)
-            for k in range(K):
-                acc[M, k] += mr[k] + (j1 - j0) * base_offset[k]
-            continue
-        # other transforms: each pair's terms wait (in sub-blocks of background rows) until its margins are complete
-        B = max(1, min(j1 - j0, _PAIR_BUFFER // max(M * K, 1)))
-        tmp = np.zeros((B, M, K))
-        mx = np.empty((B, K))
-        mr = np.empty((B, K))
+        # one call site of the (inlined) tree walk for both cases (its body is pasted once): the identity,
+        # unweighted, sums every pair straight into acc (dst = part[task:task + 1]) and one margin row as it goes
+        # (step 0); other transforms buffer sub-blocks of pairs in tmp until their margins are complete
+        ident = code == 0 and not weighted
+        B = max(1, j1 - j0) if ident else max(1, min(j1 - j0, _PAIR_BUFFER // max(M * K, 1)))
+        step = 0 if ident else 1
+        tmp = np.zeros((1 if ident else B, M, K))
+        dst = part[task:task + 1] if ident else tmp
+        mx = np.zeros((1 if ident else B, K))
+        mr = np.zeros((1 if ident else B, K))
         for s0 in range(j0, j1, B):
             s1 = min(j1, s0 + B)
-            for jj in range(s1 - s0):
-                for k in range(K):
-                    mx[jj, k] = base_offset[k]
-                    mr[jj, k] = base_offset[k]
+            if not ident:
+                for jj in range(s1 - s0):
+                    for k in range(K):
+                        mx[jj, k] = base_offset[k]
+                        mr[jj, k] = base_offset[k]
             for t in range(T):
                 for j in range(s0, s1):
+                    jj = (j - s0) * step
                     _walk_tree(t, xrow, R[j], nodes, thr, vals, ncp, ncn, words, W, side, afeat, st_node, st_len,
-                               st_feat, mx[j - s0], mr[j - s0], tmp[j - s0])
+                               st_feat, mx[jj], mr[jj], dst[jj])
+            if ident:
+                continue
             for jj in range(s1 - s0):
                 for k in range(K):
                     a_, b_ = mx[jj, k], mr[jj, k]
@@ -175,3 +174,6 @@ def tree_walk_kernel(X, R, y, code, n_blocks, nodes, thr, vals, ncp, ncn, words,
                         acc[f, k] += tmp[jj, f, k] * rescale
                         tmp[jj, f, k] = 0.0
                     acc[M, k] += _transform(code, b_, 0.0) * wj
+        if ident:
+            for k in range(K):
+                acc[M, k] += mr[0, k] + (j1 - j0) * base_offset[k]
