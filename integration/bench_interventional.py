@@ -41,6 +41,10 @@ def _args():
     ap.add_argument("--train-rows", type=int, default=200_000)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--budget", type=float, default=60.0, help="seconds per timed point at most (predicted)")
+    ap.add_argument("--no-predict", action="store_true",
+                    help="time every point of the grid (with a background of a million rows, the fixed cost of the "
+                         "warm-up calls varies by more than the row cost, so the prediction can skip a point that "
+                         "takes seconds)")
     ap.add_argument("--check-rows", type=int, default=200)
     ap.add_argument("--readme", action="store_true",
                     help="WOODELF's README shape: 127 features, XGBoost 100 trees depth 6, 5,000,000-row background, "
@@ -234,7 +238,7 @@ def main():
                         t = time.perf_counter()
                         fn = make_engine(eng, model, bg, what)
                         rec["setup_s"] = time.perf_counter() - t
-                        pts = measure(fn, X_all, rows, a.budget, (1, 4) if eng == "shap" else (10, 100))
+                        pts = measure(fn, X_all, rows, float("inf") if a.no_predict else a.budget, (1, 4) if eng == "shap" else (10, 100))
                         rec["points"] = [{"rows": n, "seconds": s, "rows_per_s": None if s is None else n / s}
                                          for n, s in pts]
                         k = min(a.check_rows if eng != "shap" else 4, len(X_all))
