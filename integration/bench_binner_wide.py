@@ -20,6 +20,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+from _machine import cpu_name
 
 
 def make_data(n: int, d: int, seed: int = 0) -> np.ndarray:
@@ -92,15 +93,7 @@ def versions() -> dict:
 
 
 def machine() -> dict:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {"cpu": cpu, "cpu_count": os.cpu_count(), "platform": platform.platform()}
+    return {"cpu": cpu_name(), "cpu_count": os.cpu_count(), "platform": platform.platform()}
 
 
 def report(res: dict, out: Path) -> None:

@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _machine import cpu_name
 
 ROOT = Path(__file__).resolve().parents[1]
 CALLS = ("shap_values_100", "shap_values_5000", "interactions_20", "interventional_100")
@@ -100,21 +101,13 @@ def _versions() -> dict:
 
 
 def _machine() -> dict:
-    cpu = platform.processor()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
     gpu = None
     try:
         gpu = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
                              check=False, text=True, timeout=30).stdout.strip() or None
     except (OSError, subprocess.SubprocessError):
         pass
-    return {"cpu": cpu, "cores": os.cpu_count(), "gpu": gpu, "platform": platform.platform(),
+    return {"cpu": cpu_name(), "cores": os.cpu_count(), "gpu": gpu, "platform": platform.platform(),
             "numba_threads": os.environ.get("NUMBA_NUM_THREADS") or os.cpu_count()}
 
 
