@@ -205,8 +205,8 @@ class TreeExplainer(_ShapTreeExplainer):
         reweight = feature_perturbation == "tree_path_dependent"
         ens = build_ensemble(model, user_model, converted, data if reweight else None, model_output)
         with warnings.catch_warnings():
-            # shap's own warning advises subsampling; _warn_large_background gives the same warning class and
-            # condition with advice that holds for this engine
+            # shap's own warning advises subsampling; _warn_large_background gives a subclass of it under the same
+            # condition, with advice that holds for this engine
             warnings.filterwarnings("ignore", message="Passing .* background samples may lead to slow runtimes")
             super().__init__(ens, data, model_output, feature_perturbation, feature_names, approximate, link,
                              linearize_link)

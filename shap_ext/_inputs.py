@@ -267,8 +267,6 @@ class InputReader:
             return arr
         zero = self.zero_features is not None and len(self.zero_features)
         cats = self.cat_features is not None and len(self.cat_features)
-        if self.missing is None and not zero and not cats:
-            return arr
         xp = array_module(arr)
         arr = arr.copy()
         if self.missing is not None:
