@@ -35,7 +35,8 @@ cpu.interventional_shap_values(ps, X[:10], X[:4], progress=False)
 out = {}
 from hitml.kernels.treeshap import _cpu_patterns as pt
 kernels = [("shap", q.shap_quad_kernel), ("inter", q.interaction_quad_kernel),
-           ("histograms", pt.background_histograms), ("tables", pt.value_tables), ("rows", pt.rows_kernel)]
+           ("masks", pt.condition_masks), ("counts", pt.fail_counts), ("tables", pt.value_tables),
+           ("rows", pt.rows_kernel)]
 for name, d in kernels:
     st = d.stats
     out[name] = {"hits": sum(st.cache_hits.values()), "misses": sum(st.cache_misses.values()),

@@ -388,3 +388,103 @@ def test_chunked_interactions_equal_dense():
     parts = list(iter_interventional_interactions(ps, X, R, chunk_rows=5))
     assert [(a, b) for a, b, _ in parts] == [(0, 5), (5, 10), (10, 15), (15, 20), (20, 23)]
     np.testing.assert_array_equal(np.concatenate([v for _, _, v in parts]), dense)
+
+
+def _fail_sets_numpy(ps, p, R):
+    """Fail set (bit t: row fails element t) of every row of ``R`` on path ``p``, from PathSet's documented element
+    test, in plain NumPy."""
+    s, e1 = int(ps.path_ptr[p]), int(ps.path_ptr[p + 1])
+    fails = np.zeros(len(R), np.int64)
+    for t, e in enumerate(range(s, e1)):
+        x = R[:, ps.feature[e]]
+        nan = np.isnan(x)
+        with np.errstate(invalid="ignore"):
+            ok = ((ps.lower[e] == -np.inf) | (ps.lower[e] < x)) & (x <= ps.upper[e])
+            if ps.cat_ptr[e] >= 0:
+                nw = int(ps.cat_nwords[e])
+                inside = (x >= 0) & (x < 32 * nw)
+                c = np.where(inside, x, 0).astype(np.int64)
+                words = ps.cat_words[ps.cat_ptr[e] + c // 32].astype(np.int64)
+                ok &= np.where(inside, (words >> (c % 32)) & 1 == 1, bool(ps.cat_outside_ok[e]))
+        ok = np.where(nan, bool(ps.missing_ok[e]), ok)
+        fails |= (~ok).astype(np.int64) << t
+    return fails
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("kind", ["lightgbm_cat", "xgboost_deep", "rf_wide"])
+def test_background_histograms_match_numpy(kind, weighted):
+    """The background pass (distinct conditions into 64-row bit masks, fail sets counted per path; several row
+    blocks, a partial last word, paths longer than the bit-sliced limit, categorical splits, NaN and +-inf,
+    sibling pairs skipped) against per-row fail sets computed in NumPy from PathSet's element semantics."""
+    from hitml.kernels.treeshap import _cpu_patterns as kp
+    from hitml.kernels.treeshap.cpu import _background_histograms, _path_args
+
+    rng = np.random.default_rng(7)
+    if kind == "lightgbm_cat":
+        import lightgbm as lgb
+
+        n, M = 3000, 6
+        X = rng.normal(size=(n, M))
+        X[:, 0] = rng.integers(0, 40, n)
+        y = np.isin(X[:, 0], [1, 4, 9, 33]) * 2.0 + X[:, 1] * X[:, 2] + 0.1 * rng.normal(size=n)
+        X[rng.random(X.shape) < 0.05] = np.nan
+        model = lgb.LGBMRegressor(n_estimators=12, num_leaves=40, min_child_samples=5, verbose=-1).fit(
+            X, y, categorical_feature=[0])
+    elif kind == "xgboost_deep":
+        import xgboost as xgb
+
+        n, M = 3000, 14
+        X = rng.normal(size=(n, M))
+        y = X[:, :6].prod(axis=1) + X[:, 6] * X[:, 7] + 0.1 * rng.normal(size=n)
+        X[rng.random(X.shape) < 0.05] = np.nan
+        model = xgb.XGBRegressor(n_estimators=8, max_depth=11, learning_rate=0.5).fit(X, y)
+    else:
+        from sklearn.ensemble import RandomForestRegressor
+
+        n, M = 2000, 300
+        X = rng.normal(size=(n, M))
+        y = X[:, 0] + X[:, 1] * X[:, 2] + 0.1 * rng.normal(size=n)
+        model = RandomForestRegressor(n_estimators=40, max_depth=6, random_state=0).fit(X, y)
+    ps = _ours(model, X[:10], X[:2]).paths
+    R = rng.normal(size=(9000 if M < 100 else 2500, M)) * 2
+    if kind == "lightgbm_cat":
+        R[:, 0] = rng.integers(-3, 80, len(R))
+    R[rng.random(R.shape) < 0.05] = np.nan
+    R[rng.random(R.shape) < 0.01] = np.inf
+    R[rng.random(R.shape) < 0.01] = -np.inf
+    R = np.ascontiguousarray(R)
+    lens = np.diff(ps.path_ptr)
+    plan = _patterns.plan_paths(ps.path_ptr, False)
+    chunk = np.concatenate(plan.chunks)
+    if kind == "xgboost_deep":
+        assert lens[chunk].max() > kp._SLICED_MAX     # both counting forms run
+    wint = rng.integers(1, 1 << 40, len(R)).astype(np.int64) if weighted else np.ones(len(R), np.int64)
+    mode = np.zeros(ps.n_paths, np.int8)
+    mode[chunk[1::3]] = 2                              # skipped paths keep their zeros
+    hist = np.zeros(plan.hist_size[0] if len(plan.chunks) == 1 else int(plan.hist_off.max() + 4096), np.int64)
+    pa = _path_args(ps)
+    cond = _patterns.distinct_conditions(*pa[:6], chunk)
+    assert len(cond.feature) < (lens[chunk]).sum()     # conditions are shared between paths
+    _background_histograms(R, wint, weighted, chunk, pa, plan.hist_off, mode, hist)
+    for p in chunk:
+        h = hist[plan.hist_off[p]:plan.hist_off[p] + (1 << int(lens[p]))]
+        if mode[p] == 2:
+            assert not h.any()
+            continue
+        ref = np.zeros(1 << int(lens[p]), np.int64)
+        np.add.at(ref, _fail_sets_numpy(ps, p, R), wint)
+        np.testing.assert_array_equal(h, ref)
+
+
+def test_large_background_matches_shap_cpp():
+    """A background of several row blocks, values against shap's C++ dense_independent."""
+    import xgboost as xgb
+
+    X, y = _data(12000, 8, 5, nan=0.03)
+    model = xgb.XGBRegressor(n_estimators=30, max_depth=6, learning_rate=0.3).fit(X, y)
+    bg, Xe = X[:11000], X[11000:11020]
+    ref, ev = _shap_cpp(model, bg, Xe)
+    ex = _ours(model, bg, Xe)
+    np.testing.assert_allclose(np.asarray(ex.shap_values(Xe)), ref, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(ex.expected_value, ev, rtol=1e-6, atol=1e-6)

@@ -1,6 +1,7 @@
 """Numba kernels of interventional TreeSHAP in time linear in rows plus background (see _patterns.py).
 
-Background histograms per path (rows in blocks, paths in parallel), coefficient tables per path (from the
+Background histograms per path (rows in blocks: each distinct path condition tested once per row into 64-row bit
+masks, then each path's fail sets counted from its conditions' masks, paths in parallel), coefficient tables per path (from the
 histogram's non-empty fail sets, enumerating their supersets), then explained rows in blocks, each looking up its
 pattern's table row per path. Long paths use the sparse pair form: each explained row against the distinct fail
 sets of the background. Every sum runs in one fixed order (paths ascending per output entry; fail sets ascending
@@ -10,11 +11,14 @@ from __future__ import annotations
 
 import numba
 import numpy as np
-from numba import prange
+from numba import prange, types
+from numba.extending import intrinsic
 
 from ._cpu_kernels import _satisfies
 
-_BG_BLOCK = 2048   # background rows per block (paths of one chunk scan a block while it is in cache)
+# paths of at most this many elements count their background fail sets by bit-sliced ANDs (2^(m+1) word ANDs per 64
+# rows); longer ones build each row's fail set (m bit extractions per row) and add its weight
+_SLICED_MAX = 8
 _ROW_BLOCK = 64    # explained rows per work item (transposed, with a feature-major copy of their output)
 # rows_kernel's block for values: the widest power of two up to _MAX_ROW_BLOCK whose transposed rows and output copy
 # stay within _ROW_BLOCK_BYTES (a fraction of an L2): each path's metadata and table lines are then fetched once per
@@ -91,31 +95,105 @@ def _transpose_block(X, i0, i1, XT):
             XT[f, i - i0] = X[i, f]
 
 
+@intrinsic
+def _ctpop(typingctx, x):
+    """The number of set bits of a uint64 (LLVM's ctpop: one popcnt instruction where the CPU has it)."""
+    def codegen(context, builder, signature, args):
+        return builder.ctpop(args[0])
+    return types.uint64(types.uint64), codegen
+
+
+@numba.njit(cache=True)
+def transpose_block(X, i0, i1, XT):
+    """XT[:, :i1 - i0] = X[i0:i1].T."""
+    _transpose_block(X, i0, i1, XT)
+
+
 @numba.njit(parallel=True, cache=True)
-def background_histograms(R, wint, pidx, path_ptr, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words,
-                          cat_outside, hist_off, mode, hist):
-    """hist[hist_off[p] + s] += wint[j] for each background row j whose fail set (the complement of its pattern) on
-    path p (of ``pidx``) is s. Background rows in feature-major blocks; the paths of a block in parallel. Paths with
-    ``mode`` 2 (the right leaf of a sibling pair) are skipped: ``mirror_histograms`` derives theirs."""
-    nR, M = R.shape
-    Q = len(pidx)
-    RT = np.empty((M, _BG_BLOCK))
-    for b0 in range(0, nR, _BG_BLOCK):
-        b1 = min(nR, b0 + _BG_BLOCK)
-        nb = b1 - b0
-        _transpose_block(R, b0, b1, RT)
-        for q in prange(Q):
-            p = pidx[q]
-            if mode[p] == 2:
-                continue
-            pat = np.empty(_BG_BLOCK, np.int64)
-            s = path_ptr[p]
-            m = path_ptr[p + 1] - s
-            off = hist_off[p] + (np.int64(1) << m) - 1
-            _block_patterns(RT, nb, s, m, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words,
-                            cat_outside, pat)
-            for j in range(nb):
-                hist[off - pat[j]] += wint[b0 + j]
+def condition_masks(RT, nb, ucond, ufeat, ulo, uhi, uok, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words,
+                    cat_outside, masks):
+    """masks[u, w] bit i: background row 64 w + i (of the ``nb`` rows of the feature-major block ``RT``) satisfies
+    distinct condition u. A numeric condition is ``(ulo, uhi]`` (``ulo`` -inf: no lower bound) with NaN passing iff
+    ``uok``; ``ucond[u] >= 0`` names a categorical path element, tested as the element itself."""
+    nw = (nb + 63) // 64
+    for u in prange(len(ucond)):
+        col = RT[ufeat[u]]
+        e = ucond[u]
+        lo = ulo[u]
+        hi = uhi[u]
+        ok = uok[u]
+        for w in range(nw):
+            i0 = w * 64
+            r = min(64, nb - i0)
+            word = np.uint64(0)
+            if e >= 0:
+                for i in range(r):
+                    if _satisfies(col[i0 + i], e, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words,
+                                  cat_outside):
+                        word |= np.uint64(1) << np.uint64(i)
+            elif lo == -np.inf:
+                for i in range(r):
+                    x = col[i0 + i]
+                    word |= np.uint64((x <= hi) | (ok & (x != x))) << np.uint64(i)  # noqa: PLR0124 - NaN test
+            else:
+                for i in range(r):
+                    x = col[i0 + i]
+                    word |= np.uint64(((lo < x) & (x <= hi)) | (ok & (x != x))) << np.uint64(i)  # noqa: PLR0124 - NaN test
+            masks[u, w] = word
+
+
+@numba.njit(parallel=True, cache=True)
+def fail_counts(nb, b0, wint, weighted, pidx, path_ptr, uid, neg, masks, hist_off, mode, hist):
+    """hist[hist_off[p] + s] += the weight of the block's background rows whose fail set on path p is s, from the
+    bit masks of the path's conditions (``uid``; ``neg``: the element is the condition's complement). Without
+    weights, paths of up to _SLICED_MAX elements split each 64-row word into its 2^m fail sets by ANDs and count
+    each with a popcount; weighted or longer paths build each row's fail set and add its weight. Paths with ``mode`` 2
+    (the right leaf of a sibling pair) are skipped: ``mirror_histograms`` derives theirs. Integer sums: the order
+    of rows and threads does not matter."""
+    nw = (nb + 63) // 64
+    for q in prange(len(pidx)):
+        p = pidx[q]
+        if mode[p] == 2:
+            continue
+        s = path_ptr[p]
+        m = path_ptr[p + 1] - s
+        nbins = np.int64(1) << m
+        cnt = np.zeros(nbins, np.int64)
+        if m <= _SLICED_MAX and not weighted:
+            cur = np.empty(nbins, np.uint64)
+            for w in range(nw):
+                r = nb - w * 64
+                cur[0] = np.uint64(0xFFFFFFFFFFFFFFFF) if r >= 64 else (np.uint64(1) << np.uint64(r)) - np.uint64(1)
+                h = 1
+                for t in range(m):
+                    mk = masks[uid[s + t], w]
+                    if neg[s + t]:
+                        mk = ~mk
+                    for c in range(h):
+                        x = cur[c]
+                        cur[c] = x & mk
+                        cur[c + h] = x & ~mk
+                    h *= 2
+                for c in range(nbins):
+                    cnt[c] += np.int64(_ctpop(cur[c]))
+        else:
+            fails = np.empty(64, np.int64)
+            for w in range(nw):
+                r = min(64, nb - w * 64)
+                for i in range(r):
+                    fails[i] = 0
+                for t in range(m):
+                    mk = masks[uid[s + t], w]
+                    if not neg[s + t]:
+                        mk = ~mk
+                    for i in range(r):
+                        fails[i] |= np.int64((mk >> np.uint64(i)) & np.uint64(1)) << t
+                j0 = b0 + w * 64
+                for i in range(r):
+                    cnt[fails[i]] += wint[j0 + i] if weighted else 1
+        ho = hist_off[p]
+        for c in range(nbins):
+            hist[ho + c] += cnt[c]
 
 
 @numba.njit(parallel=True, cache=True)

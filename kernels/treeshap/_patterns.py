@@ -23,7 +23,7 @@ from fractions import Fraction
 import numpy as np
 
 __all__ = ["SHAPLEY", "BANZHAF", "value_weights", "interaction_weights", "PathPlan", "plan_paths",
-           "integer_weights"]
+           "integer_weights", "Conditions", "distinct_conditions"]
 
 SHAPLEY = 0
 BANZHAF = 1
@@ -152,3 +152,54 @@ def plan_paths(path_ptr: np.ndarray, interactions: bool) -> PathPlan:
         tab_size.append(t_off)
         hist_size.append(h_off)
     return PathPlan(chunks, long_, tab_off, hist_off, tab_size, hist_size, int(lens.max(initial=0)))
+
+
+@dataclass
+class Conditions:
+    """The distinct element tests of a set of paths, so that a background row is tested once per distinct test.
+
+    Elements of one feature with equal bounds and NaN rule are one condition; a numeric ``(t, inf]`` element is the
+    complement of the condition ``(-inf, t]`` with the opposite NaN rule (``neg``), so a split's two children share
+    one. Categorical elements are conditions of their own. ``uid``/``neg`` (E,): each element's condition (-1 for
+    elements of paths not asked for); per condition u: ``feature``, the numeric bounds ``(lower, upper]`` and NaN
+    rule ``nan_ok``, and ``element`` (a categorical element to test as is, else -1).
+    """
+
+    uid: np.ndarray
+    neg: np.ndarray
+    feature: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+    nan_ok: np.ndarray
+    element: np.ndarray
+
+
+def distinct_conditions(path_ptr, feature, lower, upper, missing_ok, cat_ptr, pidx) -> Conditions:
+    """The distinct conditions (see ``Conditions``) of the elements of paths ``pidx``."""
+    E = len(feature)
+    starts = path_ptr[pidx]
+    lens = path_ptr[pidx + 1] - starts
+    e = (np.repeat(starts - np.cumsum(lens) + lens, lens) + np.arange(int(lens.sum()))).astype(np.int64)
+    f = feature[e].astype(np.int64)
+    lo = lower[e].astype(np.float64)
+    hi = upper[e].astype(np.float64)
+    ok = missing_ok[e].astype(bool)
+    cat = cat_ptr[e] >= 0
+    neg = ~cat & (hi == np.inf) & (lo != -np.inf)
+    klo = np.where(neg, -np.inf, lo)
+    khi = np.where(neg, lo, hi)
+    kok = ok ^ neg
+    kcat = np.where(cat, e, -1)
+    order = np.lexsort((kcat, kok, khi, klo, f))
+    fs, los, his, oks, cs = f[order], klo[order], khi[order], kok[order], kcat[order]
+    new = np.ones(len(e), bool)
+    new[1:] = (fs[1:] != fs[:-1]) | (los[1:] != los[:-1]) | (his[1:] != his[:-1]) | (oks[1:] != oks[:-1]) \
+        | (cs[1:] != cs[:-1])
+    group = np.cumsum(new) - 1
+    uid = np.full(E, -1, np.int64)
+    uid[e[order]] = group
+    neg_all = np.zeros(E, np.bool_)
+    neg_all[e] = neg
+    first = order[new]
+    return Conditions(uid=uid, neg=neg_all, feature=f[first], lower=klo[first], upper=khi[first], nan_ok=kok[first],
+                      element=kcat[first])

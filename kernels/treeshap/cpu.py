@@ -233,6 +233,28 @@ def interaction_values(paths: PathSet, X, *, tree_limit=None, progress=None) -> 
     return out
 
 
+def _background_histograms(R, wint, weighted, pidx, pa, hist_off, mode, hist):
+    """hist[hist_off[p] + s] += the weight of the background rows whose fail set on path p (of ``pidx``) is s.
+    Each distinct condition of the paths is tested once per background row, into 64-row bit masks; each path then
+    counts its fail sets from its conditions' masks (``_kp.fail_counts``). Row blocks keep a block's transposed
+    rows and masks in cache: at most 2^17 values and 2^16 mask words."""
+    path_ptr, feature, lower, upper, missing_ok, cat_ptr = pa[:6]
+    cond = _pat.distinct_conditions(path_ptr, feature, lower, upper, missing_ok, cat_ptr, pidx[mode[pidx] != 2])
+    U = len(cond.feature)
+    nR, M = R.shape
+    words = max(1, min(64, (1 << 17) // (64 * M), (1 << 16) // max(U, 1)))
+    block = 64 * words
+    RT = np.empty((M, block))
+    masks = np.empty((U, words), np.uint64)
+    for b0 in range(0, nR, block):
+        b1 = min(nR, b0 + block)
+        _kp.transpose_block(R, b0, b1, RT)
+        _kp.condition_masks(RT, b1 - b0, cond.element, cond.feature, cond.lower, cond.upper, cond.nan_ok, *pa[2:],
+                            masks)
+        _kp.fail_counts(b1 - b0, b0, wint, weighted, pidx, path_ptr, cond.uid, cond.neg, masks, hist_off, mode,
+                        hist)
+
+
 def _pattern_engine(ps: PathSet, X: np.ndarray, R: np.ndarray, weights, metric: int, interactions: bool,
                     progress, desc: str) -> np.ndarray:
     """Interventional values by the pattern decomposition (identity output): (n, M+1, K), or (n, M+1, M+1, K) with
@@ -266,7 +288,7 @@ def _pattern_engine(ps: PathSet, X: np.ndarray, R: np.ndarray, weights, metric: 
     with progress_bar(n * steps, desc, _bar_setting(progress, float(n) * (len(ps.feature) + nR) * 4)) as bar:
         for chunk, t_size, h_size in zip(plan.chunks, plan.tab_size, plan.hist_size):
             hist = np.zeros(h_size, np.int64)
-            _kp.background_histograms(R, wint, chunk, *pa, plan.hist_off, mode, hist)
+            _background_histograms(R, wint, weights is not None, chunk, pa, plan.hist_off, mode, hist)
             _kp.mirror_histograms(chunk, ps.path_ptr, mode, pair_bit, plan.hist_off, hist)
             reach[chunk] = hist[plan.hist_off[chunk]] / total     # fail set empty: the row reaches the leaf
             tab = np.empty(t_size)
