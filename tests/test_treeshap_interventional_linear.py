@@ -488,3 +488,46 @@ def test_large_background_matches_shap_cpp():
     ex = _ours(model, bg, Xe)
     np.testing.assert_allclose(np.asarray(ex.shap_values(Xe)), ref, rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(ex.expected_value, ev, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("M", [12, 190])
+def test_interactions_both_output_layouts_brute_force(M):
+    """Interventional interactions summed in a feature-major copy of the block's output (12 features) and written in
+    place (190 features: the copy does not fit): against brute force over the coalitions of the four features the
+    model uses, with XGBoost's own margins of hybrid rows (two outputs); entries of unused features are zero."""
+    import xgboost as xgb
+
+    from hitml.kernels.treeshap import _cpu_patterns as kp
+
+    rng = np.random.default_rng(11)
+    used = np.array([1, 5, 7, 10]) if M == 12 else np.array([3, 77, 150, 189])
+    n = 400
+    X = np.zeros((n, M))
+    X[:, used] = rng.normal(size=(n, 4))
+    y = np.digitize(X[:, used[0]] * X[:, used[1]] + X[:, used[2]] - X[:, used[3]], [-0.5, 0.5])
+    model = xgb.XGBClassifier(n_estimators=5, max_depth=4, learning_rate=0.5).fit(X, y)
+    Xe = rng.normal(size=(70, M)).astype(np.float32).astype(float)
+    bg = rng.normal(size=(9, M)).astype(np.float32).astype(float)
+    bg[0, used[2]] = np.nan
+    ex = _ours(model, bg, Xe)
+    W = (M + 1) ** 2 * 3
+    b = kp.row_block(M, W, len(Xe), 2, True)
+    assert (b * 8 * (M + W + 1) <= kp._INTERACTION_BLOCK_BYTES) == (M == 12)   # both layouts run
+    inter = np.asarray(ex.shap_interaction_values(Xe))          # (n, M, M, 3)
+    booster = model.get_booster()
+    for k_row in (0, 33):
+        x = Xe[k_row]
+
+        def predict(z4, k, x=x):
+            z = x.copy()
+            z[used] = z4
+            return float(booster.predict(xgb.DMatrix(z[None]), output_margin=True)[0, k])
+
+        for k in range(3):
+            _, ref_int, _ = _reference(lambda z4, k=k: predict(z4, k), x[used][None], bg[:, used], None, 4)
+            np.testing.assert_allclose(inter[k_row][np.ix_(used, used)][..., k], ref_int[0, :4, :4], rtol=1e-5,
+                                       atol=1e-5)
+    mask = np.ones((M, M), bool)
+    mask[np.ix_(used, used)] = False
+    assert not inter[:, mask].any()
+    np.testing.assert_allclose(inter.sum(axis=2), np.asarray(ex.shap_values(Xe)), rtol=1e-10, atol=1e-10)

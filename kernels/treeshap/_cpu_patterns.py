@@ -25,15 +25,23 @@ _ROW_BLOCK = 64    # explained rows per work item (transposed, with a feature-ma
 # wide block instead of once per 64 rows (measurements: docs/design/treeshap.md, section 6).
 _MAX_ROW_BLOCK = 1024
 _ROW_BLOCK_BYTES = 1 << 18
+# interactions sum in a feature-major copy of the block's output too ((M+1)^2 K entries per row) where at least
+# _MIN_INTERACTION_BLOCK rows of it fit _INTERACTION_BLOCK_BYTES; wider outputs are written in place, row by row
+_INTERACTION_BLOCK_BYTES = 1 << 21
+_MIN_INTERACTION_BLOCK = 8
 
 
 def row_block(n_features: int, out_width: int, n_rows: int, threads: int, interactions: bool) -> int:
-    """rows_kernel's rows per work item: _ROW_BLOCK for interactions (their output is written in place), else the
-    widest power of two whose (n_features + out_width + 1) float64 per row fit _ROW_BLOCK_BYTES, at most
-    _MAX_ROW_BLOCK and at most an eighth of each thread's share of ``n_rows`` (so that every thread gets blocks),
-    at least _ROW_BLOCK."""
+    """rows_kernel's rows per work item. Values: the widest power of two whose (n_features + out_width + 1) float64
+    per row fit _ROW_BLOCK_BYTES, at most _MAX_ROW_BLOCK and at most an eighth of each thread's share of ``n_rows``
+    (so that every thread gets blocks), at least _ROW_BLOCK. Interactions: the widest power of two up to _ROW_BLOCK
+    whose rows fit _INTERACTION_BLOCK_BYTES, if at least _MIN_INTERACTION_BLOCK (a feature-major copy of the output,
+    see rows_kernel), else _ROW_BLOCK."""
     if interactions:
-        return _ROW_BLOCK
+        b = _ROW_BLOCK
+        while b >= _MIN_INTERACTION_BLOCK and b * 8 * (n_features + out_width + 1) > _INTERACTION_BLOCK_BYTES:
+            b //= 2
+        return b if b >= _MIN_INTERACTION_BLOCK else _ROW_BLOCK
     b = _MAX_ROW_BLOCK
     while b > _ROW_BLOCK and (b * 8 * (n_features + out_width + 1) > _ROW_BLOCK_BYTES or 8 * threads * b > n_rows):
         b //= 2
@@ -308,9 +316,10 @@ def rows_kernel(X, pidx, path_ptr, feature, lower, upper, missing_ok, cat_ptr, c
     """Over the paths ``pidx``: values (``interactions`` false, ``out`` (n, M+1, K)): out[i, feature[t], k] +=
     leaf_value[p, k] * tab[p][pattern of row i on p][t]; interactions (``out`` (n, (M+1)^2, K), the flattened
     (n, M+1, M+1, K)): out[i, f1 * M1 + f2, k] += leaf_value[p, k] * tab[p][pattern][t1, t2]. Rows in blocks of
-    ``rblock`` (row_block), transposed; values sum in a feature-major copy of the block's output (loaded from and stored back to ``out``,
-    so each entry still sums its paths in order). Values of a sibling pair (``mode`` 1 for its left path, 2 for its
-    right) come from the left path's combined table, leaf values folded in, into output ``pair_k``."""
+    ``rblock`` (row_block), transposed; values, and interactions where it fits, sum in a feature-major copy of the
+    block's output (loaded from and stored back to ``out``, so each entry still sums its paths in order). Values of
+    a sibling pair (``mode`` 1 for its left path, 2 for its right) come from the left path's combined table, leaf
+    values folded in, into output ``pair_k``."""
     n, M = X.shape
     K = leaf_value.shape[1]
     W = out.shape[1]
@@ -322,8 +331,11 @@ def rows_kernel(X, pidx, path_ptr, feature, lower, upper, missing_ok, cat_ptr, c
         XT = np.empty((M, rblock))
         _transpose_block(X, i0, i1, XT)
         pat = np.empty(rblock, np.int64)
+        # a feature-major copy of the block's output (loaded from and stored back to ``out``): values always,
+        # interactions where it fits (row_block); each entry still sums its paths in order
+        copy = not interactions or rblock * 8 * (M + W * K + 1) <= _INTERACTION_BLOCK_BYTES
         acc = np.empty((0, 0, 0))
-        if not interactions:
+        if copy:
             acc = np.empty((W, K, rblock))
             for i in range(nb):
                 for f in range(W):
@@ -338,28 +350,31 @@ def rows_kernel(X, pidx, path_ptr, feature, lower, upper, missing_ok, cat_ptr, c
             to = tab_off[p]
             _block_patterns(XT, nb, s, m, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words,
                             cat_outside, pat)
-            if not interactions:
-                for i in range(nb):
-                    pat[i] = to + pat[i] * m          # the row's table row
+            width = m * m if interactions else m
+            for i in range(nb):
+                pat[i] = to + pat[i] * width          # the row's table row
             if mode[p] == 1:
                 for t in range(m):
                     dst = acc[feature[s + t], pair_k[p]]
                     for i in range(nb):
                         dst[i] += tab[pat[i] + t]
                 continue
-            if not interactions:
-                for t in range(m):
-                    f = feature[s + t]
-                    for k in range(K):
-                        v = leaf_value[p, k]
-                        if v == 0.0:
-                            continue
-                        dst = acc[f, k]
-                        for i in range(nb):
-                            dst[i] += tab[pat[i] + t] * v
+            if copy:
+                for t1 in range(m if interactions else 1):
+                    f1 = feature[s + t1] * M1 if interactions else 0
+                    for t2 in range(m):
+                        f2 = f1 + feature[s + t2]
+                        o = t1 * m + t2 if interactions else t2
+                        for k in range(K):
+                            v = leaf_value[p, k]
+                            if v == 0.0:
+                                continue
+                            dst = acc[f2, k]
+                            for i in range(nb):
+                                dst[i] += tab[pat[i] + o] * v
                 continue
             for i in range(nb):
-                base = to + pat[i] * m * m
+                base = pat[i]
                 for t1 in range(m):
                     f1 = feature[s + t1] * M1
                     for t2 in range(m):
@@ -369,7 +384,7 @@ def rows_kernel(X, pidx, path_ptr, feature, lower, upper, missing_ok, cat_ptr, c
                             v = leaf_value[p, k]
                             if v != 0.0:
                                 out[i0 + i, f2, k] += c * v
-        if not interactions:
+        if copy:
             for i in range(nb):
                 for f in range(W):
                     for k in range(K):
