@@ -16,6 +16,8 @@ from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
+from . import _numba_compile
+
 _NOTICE = ("hitml: compiling Numba kernels for this machine on first use (up to a minute on 2 cores, once; later "
            "processes load them from Numba's cache; `hitml-warmup` compiles all ahead)")
 _lock = threading.Lock()
@@ -29,7 +31,8 @@ def _show_notice() -> bool:
 
 def register_compile_notice() -> None:
     """Print ``_NOTICE`` to stderr (once per process) when Numba starts compiling a hitml kernel, that is when a
-    kernel is neither compiled in this process nor found in Numba's cache. Cheap; idempotent."""
+    kernel is neither compiled in this process nor found in Numba's cache; and install ``_numba_compile``'s
+    faster copy propagation for those compiles. Cheap; idempotent."""
     with _lock:
         if _state["registered"]:
             return
@@ -48,6 +51,7 @@ def register_compile_notice() -> None:
             pass
 
     event.register("numba:compile", _Notice())
+    _numba_compile.install()  # a faster copy propagation while Numba compiles hitml's kernels (same code)
 
 
 # --------------------------------------------------------------------------------------------------- warm-up
