@@ -147,8 +147,10 @@ def newton_one(c, wq, Vq, VqT, max_iter, tol, loose_tol, th):
     step = np.empty(lp1)
     trial = np.empty(lp1)
     ok = False
+    fresh = False  # f holds the density at th (the accepted line-search trial), so it need not be recomputed
     for _ in range(max_iter):
-        _density(th, lp1, VqT, f)
+        if not fresh:
+            _density(th, lp1, VqT, f)
         for m in range(m2):
             I[m] = 0.0
         for q in range(Q):  # q outer, m inner: contiguous rows of Vq, the same summation order per m
@@ -180,6 +182,7 @@ def newton_one(c, wq, Vq, VqT, max_iter, tol, loose_tol, th):
             P0 -= th[a] * c[a]
             slope -= g[a] * step[a]  # g holds -gradient here
         t = 1.0
+        fresh = False
         for _ls in range(12):
             for a in range(lp1):
                 trial[a] = th[a] + t * step[a]
@@ -190,6 +193,7 @@ def newton_one(c, wq, Vq, VqT, max_iter, tol, loose_tol, th):
             for a in range(lp1):
                 P1 -= trial[a] * c[a]
             if np.isfinite(P1) and P1 <= P0 + alpha * t * slope:
+                fresh = t >= 1e-3  # the step taken below is this trial's: th becomes trial, f is its density
                 break
             t *= beta
         t = max(t, 1e-3)

@@ -157,46 +157,71 @@ def _reduce_partials(part, l):
     return out
 
 
-@nb.njit(cache=True, parallel=True)
-def _distinct_scan(X, cap):
-    """Per feature, the sorted distinct finite values if there are at most cap of them, else count -1.
+_EMPTY_BITS = np.uint64(0x7FF8000000000000)  # a NaN: never a value of the distinct scan, so it marks a free slot
 
-    Stops reading a column as soon as it has seen cap+1 distinct values.
+
+@nb.njit(cache=True, parallel=True)
+def _distinct_scan(X, cap, chunk):
+    """Per feature, the sorted distinct finite values if there are at most cap of them, else count -1 (-0.0 counted
+    as +0.0).
+
+    Columns go in chunks of ``chunk``, rows outer, so that a wide row-major X is read a row segment at a time
+    instead of one strided value per row and column; each column keeps its values in an open-addressing table of
+    their bits and stops taking rows as soon as it has seen cap+1 distinct values, the chunk once all its columns have.
     """
     n, d = X.shape
     vals = np.full((d, cap), np.nan)
     cnt = np.zeros(d, np.int64)
-    for j in nb.prange(d):
-        tab = np.empty(cap + 1)  # sorted distinct values seen so far
-        c = 0
-        last = np.nan
+    size = 16
+    while size < 2 * (cap + 1):
+        size <<= 1
+    shift = np.uint64(64 - int(np.log2(size)))
+    nch = (d + chunk - 1) // chunk
+    for ch in nb.prange(nch):
+        c0 = ch * chunk
+        w = min(d, c0 + chunk) - c0
+        table = np.full((w, size), _EMPTY_BITS, np.uint64)
+        c = np.zeros(w, np.int64)
+        one = np.empty(1)  # a float64 and its bits, without an allocation per value
+        one_bits = one.view(np.uint64)
+        active = w
         for r in range(n):
-            x = np.float64(X[r, j]) + 0.0  # -0.0 -> +0.0
-            if not np.isfinite(x) or x == last:
-                continue
-            last = x
-            lo = 0
-            hi = c
-            while lo < hi:
-                mid = (lo + hi) >> 1
-                if tab[mid] < x:
-                    lo = mid + 1
-                else:
-                    hi = mid
-            if lo < c and tab[lo] == x:
-                continue
-            for k in range(c, lo, -1):
-                tab[k] = tab[k - 1]
-            tab[lo] = x
-            c += 1
-            if c > cap:
+            for j in range(w):
+                if c[j] > cap:
+                    continue
+                x = np.float64(X[r, c0 + j]) + 0.0  # -0.0 -> +0.0
+                if not np.isfinite(x):
+                    continue
+                one[0] = x
+                bits = one_bits[0]
+                h = (bits * np.uint64(0x9E3779B97F4A7C15)) >> shift
+                while table[j, h] != _EMPTY_BITS and table[j, h] != bits:
+                    h = (h + np.uint64(1)) & np.uint64(size - 1)
+                if table[j, h] == _EMPTY_BITS:
+                    table[j, h] = bits
+                    c[j] += 1
+                    if c[j] > cap:
+                        active -= 1
+            if active == 0:
                 break
-        if c > cap:
-            cnt[j] = -1
-        else:
-            vals[j, :c] = tab[:c]
-            cnt[j] = c
+        for j in range(w):
+            if c[j] > cap:
+                cnt[c0 + j] = -1
+                continue
+            got = np.empty(c[j], np.uint64)
+            k = 0
+            for h in range(size):
+                if table[j, h] != _EMPTY_BITS:
+                    got[k] = table[j, h]
+                    k += 1
+            vals[c0 + j, : c[j]] = np.sort(got.view(np.float64))
+            cnt[c0 + j] = c[j]
     return vals, cnt
+
+
+def distinct_chunk(d: int) -> int:
+    """Columns per task of the distinct scan: up to 64 (a few cache lines of each row), at least 4 tasks a thread."""
+    return max(1, min(64, d // (4 * nb.get_num_threads())))
 
 
 def sketch(X, sample_weight=None, *, n_moments: int = 15, max_distinct: int = 256, n_sample: int = N_SAMPLE,
@@ -223,6 +248,7 @@ def finish(red: np.ndarray, l: int, X, max_distinct: int, w) -> MomentSketch:
     """Build the MomentSketch from reduced (d, l+3) moments plus the distinct-value scan (on host X)."""
     if w is not None:
         X = np.where((w > 0)[:, None], X, np.nan) if (w == 0).any() else X
-    vals, cnt = _distinct_scan(np.ascontiguousarray(X), int(max_distinct))
+    X = np.ascontiguousarray(X)
+    vals, cnt = _distinct_scan(X, int(max_distinct), distinct_chunk(X.shape[1]))
     return MomentSketch(red[:, 0].copy(), red[:, 1].copy(), red[:, 2 : l + 1].copy(), red[:, l + 1].copy(),
                         red[:, l + 2].copy(), vals, cnt)

@@ -144,8 +144,9 @@ def cut_points(sk: MomentSketch, max_bin: int = 256, method: str = "maxent", *, 
         # point masses first: their columns take quantile cuts whatever the moments say, so they are not solved
         pre = None
         if sk.sample is not None:
-            xa = sk.sample.x[:, approx]
-            pre = sort_sample(xa, sk.sample.w)  # equal weights: one sort of each column serves both checks
+            # equal weights: one sort of each column, read in place from the sample, serves both checks
+            pre = sort_sample(sk.sample.x, sk.sample.w, approx)
+            xa = None if pre is not None else sk.sample.x[:, approx]
             atom, _ = sample_screen(xa, sk.sample.w, None, screen, max_bin, bins=False, presorted=pre)
         else:
             atom = np.full(approx.size, data is not None)
@@ -158,9 +159,9 @@ def cut_points(sk: MomentSketch, max_bin: int = 256, method: str = "maxent", *, 
             Q = quantiles(sub, phis, method)
             moment = dict(zip(solve.tolist(), finish_rows(Q, lo32[solve], hi32[solve])))
             if sk.sample is not None:  # one check of every solved column on the sample
-                sub_pre = None if pre is None else (pre[0][~atom], pre[1][~atom])
-                _, crowded[~atom] = sample_screen(sk.sample.x[:, solve], sk.sample.w, list(moment.values()), screen,
-                                                  max_bin, atoms=False, presorted=sub_pre)
+                xs = None if pre is not None else sk.sample.x[:, solve]
+                _, crowded[~atom] = sample_screen(xs, sk.sample.w, list(moment.values()), screen, max_bin,
+                                                  atoms=False, presorted=pre, rows=np.flatnonzero(~atom))
         failed = [int(j) for j in approx[~atom & crowded]]
         from_data = approx[atom | crowded] if data is not None else approx[:0]
         if from_data.size and sample_weight is None and isinstance(data, np.ndarray):  # all at once, in parallel
