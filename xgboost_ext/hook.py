@@ -81,17 +81,23 @@ def reference_matrix(binner_or_cuts) -> np.ndarray:
     cuts, max_bin = _cuts_of(binner_or_cuts)
     cat = _is_category(cuts)
     rows = max([max_bin] + [cuts.values[j].size for j in np.flatnonzero(cat)])
-    R = np.full((rows, cuts.n_features), np.nan, np.float32)
-    for j, c in enumerate(cuts.values):
-        if cat[j]:
-            R[: c.size, j] = c
-            continue
-        if np.isnan(cuts.vmin[j]):
-            continue
-        if c.size + 1 > max_bin:
-            raise ValueError(f"feature {j} has {c.size} cuts; max_bin={max_bin} allows at most {max_bin - 1}")
-        R[0, j] = cuts.vmin[j]
-        R[1 : c.size + 1, j] = c
+    d = cuts.n_features
+    R = np.full((rows, d), np.nan, np.float32)
+    sizes = np.array([c.size for c in cuts.values], np.int64)
+    num = ~cat & ~np.isnan(np.asarray(cuts.vmin, np.float32))
+    over = np.flatnonzero(num & (sizes + 1 > max_bin))
+    if over.size:
+        j = int(over[0])
+        raise ValueError(f"feature {j} has {sizes[j]} cuts; max_bin={max_bin} allows at most {max_bin - 1}")
+    # one scatter of all columns: a numeric column is [vmin, cuts...] from row 0, a category column its codes
+    first = np.where(num, 1, 0)
+    keep = num | cat
+    if keep.any():
+        cols = np.flatnonzero(keep)
+        n_in = sizes[cols]
+        rows_of = np.arange(int(n_in.sum())) - np.repeat(np.cumsum(n_in) - n_in, n_in) + np.repeat(first[cols], n_in)
+        R[rows_of, np.repeat(cols, n_in)] = np.concatenate([cuts.values[j] for j in cols.tolist()])
+        R[0, num] = np.asarray(cuts.vmin, np.float32)[num]
     return R
 
 

@@ -76,28 +76,36 @@ def _block_chunk(X, w, has_w, l, r0, r1, c0, c1, out, bad, task):
     d = c1 - c0
     W = np.zeros(d)
     S = np.zeros(d)  # sum of w (x - x0), shifted by the block's first value so offset data keeps its digits
-    x0 = np.full(d, np.nan)
+    x0 = np.full(d, np.nan)  # each column's first finite value of positive weight in the block
     lo = np.full(d, np.inf)
     hi = np.full(d, -np.inf)
+    need = d
     for r in range(r0, r1):
-        wr = w[r] if has_w else 1.0
+        if need == 0:
+            break
+        if not (w[r] if has_w else 1.0) > 0.0:
+            continue
         for j in range(d):
             x = np.float64(X[r, c0 + j])
-            if np.isnan(x):
-                continue
-            if np.isinf(x):
-                bad[task] = 1
-                continue
-            if wr <= 0.0:
-                continue
-            if np.isnan(x0[j]):
+            if np.isnan(x0[j]) and np.isfinite(x):
                 x0[j] = x
-            W[j] += wr
-            S[j] += wr * (x - x0[j])
-            if x < lo[j]:
-                lo[j] = x
-            if x > hi[j]:
-                hi[j] = x
+                need -= 1
+    # branch-free, so the column loop vectorises: a skipped value adds +0.0 to W and S, which cannot be -0.0 (W sums
+    # positive weights from +0.0; S, from +0.0, gives +0.0 for x - y = 0), so the sums keep their bits
+    inf = False
+    for r in range(r0, r1):
+        wr = w[r] if has_w else 1.0
+        pos = wr > 0.0
+        for j in range(d):
+            x = np.float64(X[r, c0 + j])
+            inf |= np.isinf(x)
+            ok = np.isfinite(x) & pos
+            W[j] += wr if ok else 0.0
+            S[j] += wr * (x - x0[j]) if ok else 0.0
+            lo[j] = x if ok & (x < lo[j]) else lo[j]
+            hi[j] = x if ok & (x > hi[j]) else hi[j]
+    if inf:
+        bad[task] = 1
     m = np.zeros(d)
     for j in range(d):
         if W[j] > 0.0:
@@ -109,7 +117,7 @@ def _block_chunk(X, w, has_w, l, r0, r1, c0, c1, out, bad, task):
         wr = w[r] if has_w else 1.0
         for j in range(d):
             x = np.float64(X[r, c0 + j])
-            ok = np.isfinite(x) and W[j] > 0.0
+            ok = np.isfinite(x) & (W[j] > 0.0)
             dl[j] = x - m[j] if ok else 0.0
             t[j] = wr * dl[j] * dl[j] if ok else 0.0
         for k in range(l - 1):

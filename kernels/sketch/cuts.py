@@ -131,9 +131,15 @@ def cut_points(sk: MomentSketch, max_bin: int = 256, method: str = "maxent", *, 
     exact = (sk.n_distinct >= 0) & (sk.n_distinct <= max_bin)
     source = np.where(exact, "exact", "moments").astype(object)
     values: list[np.ndarray | None] = [None] * d
-    for j in np.flatnonzero(exact):
-        u = np.unique(sk.distinct[j, : sk.n_distinct[j]].astype(np.float32))
-        values[j] = u[1:]
+    ex = np.flatnonzero(exact)
+    if ex.size:
+        # the distinct values are sorted and unique; as float32 they stay so unless float64 data round together
+        D = sk.distinct[ex].astype(np.float32)
+        with np.errstate(invalid="ignore"):
+            rising = ~(D[:, 1:] <= D[:, :-1]).any(axis=1)
+        for r, j in enumerate(ex.tolist()):
+            nd = int(sk.n_distinct[j])
+            values[j] = D[r, 1:nd] if rising[r] else np.unique(D[r, :nd])[1:]
     approx = np.flatnonzero(~exact & (hi32 > lo32))
     for j in np.flatnonzero(~exact & ~(hi32 > lo32)):
         values[j] = np.zeros(0, np.float32)

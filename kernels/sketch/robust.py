@@ -276,8 +276,9 @@ def finish_rows(Q: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> list[np.ndarra
     keep[:, 1:] &= Q32[:, 1:] != Q32[:, :-1]
     Q2 = np.concatenate([Q32, hi32], axis=1)
     keep = np.concatenate([keep, np.ones((Q32.shape[0], 1), bool)], axis=1)
-    counts = keep.sum(axis=1)
-    return np.split(Q2[keep], np.cumsum(counts)[:-1])
+    flat = Q2[keep]
+    ends = np.cumsum(keep.sum(axis=1)).tolist()
+    return [flat[a:b] for a, b in zip([0] + ends[:-1], ends)]
 
 
 def sort_sample(x: np.ndarray, w: np.ndarray, cols: np.ndarray | None = None):
