@@ -1,9 +1,11 @@
 """Numba max-entropy solver: the damped Newton of solvers.maxent_theta, the ladder, the grid CDF and its inversion,
-one feature at a time in nogil kernels that a small thread pool runs over the features.
+one feature at a time in nogil kernels that a small thread pool runs over the features (the CPU sketch's passes run
+on the same pool).
 
 Why a thread pool and not ``prange``: Numba's OpenMP layer and XGBoost each load their own libgomp; after a parallel
-region each runtime's threads spin-wait, so a Numba-parallel solve right before ``QuantileDMatrix`` (or after it)
-leaves two spinning pools fighting for the same cores. Pool threads block on a queue and never spin.
+region each runtime's threads spin-wait, so a Numba-parallel pass right before ``QuantileDMatrix`` (or after it)
+leaves two spinning pools fighting for the same cores, and on a busy machine the spinning is CPU time taken from the
+thread with work left. Pool threads block on a queue and never spin.
 """
 from __future__ import annotations
 
@@ -20,14 +22,16 @@ _POOL_LOCK = threading.Lock()
 
 
 def n_threads() -> int:
-    """Worker threads of the solver pool: the CPUs this process may run on (HITML_SOLVER_THREADS overrides)."""
+    """Worker threads of the solver pool: Numba's thread count (``NUMBA_NUM_THREADS``, ``numba.set_num_threads``),
+    at most the CPUs this process may run on; HITML_SOLVER_THREADS overrides both."""
     env = os.environ.get("HITML_SOLVER_THREADS")
     if env:
         return max(1, int(env))
     try:
-        return max(1, len(os.sched_getaffinity(0)))
+        cpus = len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - non-Linux
-        return max(1, os.cpu_count() or 1)
+        cpus = os.cpu_count() or 1
+    return max(1, min(cpus, nb.get_num_threads()))
 
 
 _CHUNKS_PER_THREAD = 8   # feature ranges per thread: few Python calls, yet uneven Newton costs still even out
