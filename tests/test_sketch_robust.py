@@ -275,7 +275,8 @@ def test_quantile_cuts_columns_equal_the_numpy_path(threads, monkeypatch):
         X[(m > 0.1) & (m < 0.1 + 0.3 * (t % 3 == 0))] = -0.0
         X[(m > 0.5) & (m < 0.5 + 0.3 * (t % 2 == 0))] = 0.0
         X[:, d // 2] = np.round(X[:, d // 2] * 5)
-        X[:, d - 1 - d // 2] = rng.choice(np.float32([0, 1, 2, 3, 5]), n, p=[0.05, 0.3, 0.3, 0.3, 0.05])  # more atoms than cuts
+        # more point masses than max_bin 4 has cuts for
+        X[:, d - 1 - d // 2] = rng.choice(np.float32([0, 1, 2, 3, 5]), n, p=[0.05, 0.3, 0.3, 0.3, 0.05])
         X[:, 0] = np.nan if t % 4 == 0 else X[:, 0]
         X[:, -1] = 3.0 if t % 5 == 0 else X[:, -1]
         with warnings.catch_warnings():

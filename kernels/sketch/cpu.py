@@ -182,9 +182,10 @@ def _distinct_scan(X, cap, chunk):
     """Per feature, the sorted distinct finite values if there are at most cap of them, else count -1 (-0.0 counted
     as +0.0).
 
-    Columns go in chunks of ``chunk``, rows outer, so that a wide row-major X is read a row segment at a time
-    instead of one strided value per row and column (chunks on the solver's thread pool); each column keeps its values in an open-addressing table of
-    their bits and stops taking rows as soon as it has seen cap+1 distinct values, the chunk once all its columns have.
+    Columns go in chunks of ``chunk`` (tasks of the solver's thread pool), rows outer, so that a wide row-major X is
+    read a row segment at a time instead of one strided value per row and column; each column keeps its values in an
+    open-addressing table of their bits and stops taking rows as soon as it has seen cap+1 distinct values, the chunk
+    once all its columns have.
     """
     d = X.shape[1]
     vals = np.full((d, cap), np.nan)
