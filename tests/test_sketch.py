@@ -313,3 +313,31 @@ def test_solver_pool_raises_a_kernel_error(monkeypatch):
 
     with pytest.raises(FloatingPointError, match="feature 500"):
         _newton.run_features(boom, 2000)
+
+
+@pytest.mark.parametrize("threads", ["1", "3"])
+def test_distinct_scan_matches_np_unique(threads, monkeypatch):
+    """The chunked hash-table distinct scan gives np.unique of each column's finite values (-0.0 as +0.0), or -1
+    past max_distinct, whatever the column chunks and threads (widths that are not a multiple of a chunk)."""
+    monkeypatch.setenv("HITML_SOLVER_THREADS", threads)
+    rng = np.random.default_rng(21)
+    for n, d, cap in ((700, 37, 16), (3000, 130, 64), (50, 5, 256)):
+        X = rng.standard_normal((n, d)).astype(np.float32)
+        k = rng.integers(1, 3 * cap, d)  # some columns below cap, some above
+        for j in range(d):
+            if j % 3:
+                X[:, j] = rng.integers(0, k[j], n) - k[j] // 2
+        X[rng.random((n, d)) < 0.1] = -0.0
+        X[rng.random((n, d)) < 0.1] = np.nan
+        X[:, 0] = np.nan
+        X[: n // 2, 1] = cap + 1.5  # an early repeated value, then the column's others
+        sk = cpu.sketch(X, max_distinct=cap)
+        for j in range(d):
+            f = X[:, j][np.isfinite(X[:, j])].astype(np.float64) + 0.0
+            u = np.unique(f)
+            if u.size > cap:
+                assert sk.n_distinct[j] == -1, (n, d, j)
+            else:
+                assert sk.n_distinct[j] == u.size, (n, d, j)
+                got = sk.distinct[j, : u.size]
+                assert got.tobytes() == u.tobytes() and np.isnan(sk.distinct[j, u.size:]).all(), (n, d, j)

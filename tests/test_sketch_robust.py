@@ -257,3 +257,36 @@ def test_unweighted_quantile_cuts_equal_the_weighted_path_with_unit_weights():
         assert a.tobytes() == quantile_cuts(x, np.ones(n), mb, lo, hi).tobytes(), t
         seen_atoms += bool((np.unique(f, return_counts=True)[1] > f.size / mb).any())
     assert seen_atoms > 20
+
+
+@pytest.mark.parametrize("threads", ["1", "2"])
+def test_quantile_cuts_columns_equal_the_numpy_path(threads, monkeypatch):
+    """The all-columns kernel (radix sort, cuts finished in the kernel) gives, column by column, the bytes of the
+    NumPy weighted path with unit weights: atoms, -0.0 beside +0.0, discrete, all-missing and constant columns."""
+    from hitml.kernels.sketch.robust import _stable_sort_f32, quantile_cuts, quantile_cuts_columns
+
+    monkeypatch.setenv("HITML_SOLVER_THREADS", threads)
+    rng = np.random.default_rng(17)
+    for t in range(12):
+        n, d = int(rng.integers(1, 4000)), int(rng.integers(1, 20))
+        X = (rng.standard_normal((n, d)) * rng.choice([1e-30, 1.0, 1e30])).astype(np.float32)
+        m = rng.random((n, d))
+        X[m < 0.1] = np.nan
+        X[(m > 0.1) & (m < 0.1 + 0.3 * (t % 3 == 0))] = -0.0
+        X[(m > 0.5) & (m < 0.5 + 0.3 * (t % 2 == 0))] = 0.0
+        X[:, d // 2] = np.round(X[:, d // 2] * 5)
+        # more point masses than max_bin 4 has cuts for
+        X[:, d - 1 - d // 2] = rng.choice(np.float32([0, 1, 2, 3, 5]), n, p=[0.05, 0.3, 0.3, 0.3, 0.05])
+        X[:, 0] = np.nan if t % 4 == 0 else X[:, 0]
+        X[:, -1] = 3.0 if t % 5 == 0 else X[:, -1]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns
+            lo, hi = np.nanmin(X, axis=0), np.nanmax(X, axis=0)
+        for mb in (4, 16, 64, 256):
+            cols = np.arange(d)
+            got = quantile_cuts_columns(X, cols, mb, lo, hi)
+            for j in cols:
+                ref = quantile_cuts(X[:, j], np.ones(n), mb, lo[j], hi[j])
+                assert got[j].tobytes() == ref.tobytes(), (t, mb, j)
+        x = X.ravel()
+        assert _stable_sort_f32(x).tobytes() == np.sort(x[~np.isnan(x)], kind="stable").tobytes()

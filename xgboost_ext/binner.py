@@ -330,17 +330,29 @@ class QuantileBinner(TransformerMixin, BaseEstimator):
         if mask is not None and mask.any():
             cuts = self._with_categories(cuts, mask)
         self.cuts_ = cuts
-        edges = np.empty(cuts.n_features, dtype=object)
-        n_bins = np.empty(cuts.n_features, np.int64)
-        cat_k = np.cumsum(mask) - 1 if mask is not None else None
-        for j, c in enumerate(cuts.values):
-            if mask is not None and mask[j]:
+        d = cuts.n_features
+        edges = np.empty(d, dtype=object)
+        sizes = np.array([c.size for c in cuts.values], np.int64)
+        n_bins = sizes + 1
+        # every numeric column's [vmin, cuts..., vmax] in one float64 buffer, one view per column
+        ends = np.cumsum(sizes + 2)
+        flat = np.empty(int(ends[-1]) if d else 0, np.float64)
+        starts = ends - sizes - 2
+        flat[starts] = cuts.vmin
+        flat[ends - 1] = cuts.vmax
+        inner = np.ones(flat.size, bool)
+        inner[starts] = False
+        inner[ends - 1] = False
+        if d:
+            flat[inner] = np.concatenate(cuts.values)
+        for j, (a, b) in enumerate(zip(starts.tolist(), ends.tolist())):
+            edges[j] = flat[a:b]
+        if mask is not None and mask.any():
+            cat_k = np.cumsum(mask) - 1
+            for j in np.flatnonzero(mask):
                 n_cat = self._n_categories(j, cat_k[j])
                 edges[j] = np.arange(n_cat + 1, dtype=np.float64) - 0.5  # bin k holds code k: centre k
                 n_bins[j] = n_cat
-            else:
-                edges[j] = np.concatenate([[cuts.vmin[j]], c, [cuts.vmax[j]]]).astype(np.float64)
-                n_bins[j] = c.size + 1
         self.bin_edges_ = edges
         self.n_bins_ = n_bins
         return self

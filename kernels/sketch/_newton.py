@@ -1,9 +1,11 @@
 """Numba max-entropy solver: the damped Newton of solvers.maxent_theta, the ladder, the grid CDF and its inversion,
-one feature at a time in nogil kernels that a small thread pool runs over the features.
+one feature at a time in nogil kernels that a small thread pool runs over the features (the CPU sketch's passes run
+on the same pool).
 
 Why a thread pool and not ``prange``: Numba's OpenMP layer and XGBoost each load their own libgomp; after a parallel
-region each runtime's threads spin-wait, so a Numba-parallel solve right before ``QuantileDMatrix`` (or after it)
-leaves two spinning pools fighting for the same cores. Pool threads block on a queue and never spin.
+region each runtime's threads spin-wait, so a Numba-parallel pass right before ``QuantileDMatrix`` (or after it)
+leaves two spinning pools fighting for the same cores, and on a busy machine the spinning is CPU time taken from the
+thread with work left. Pool threads block on a queue and never spin.
 """
 from __future__ import annotations
 
@@ -20,14 +22,16 @@ _POOL_LOCK = threading.Lock()
 
 
 def n_threads() -> int:
-    """Worker threads of the solver pool: the CPUs this process may run on (HITML_SOLVER_THREADS overrides)."""
+    """Worker threads of the solver pool: Numba's thread count (``NUMBA_NUM_THREADS``, ``numba.set_num_threads``),
+    at most the CPUs this process may run on; HITML_SOLVER_THREADS overrides both."""
     env = os.environ.get("HITML_SOLVER_THREADS")
     if env:
         return max(1, int(env))
     try:
-        return max(1, len(os.sched_getaffinity(0)))
+        cpus = len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - non-Linux
-        return max(1, os.cpu_count() or 1)
+        cpus = os.cpu_count() or 1
+    return max(1, min(cpus, nb.get_num_threads()))
 
 
 _CHUNKS_PER_THREAD = 8   # feature ranges per thread: few Python calls, yet uneven Newton costs still even out
@@ -147,8 +151,10 @@ def newton_one(c, wq, Vq, VqT, max_iter, tol, loose_tol, th):
     step = np.empty(lp1)
     trial = np.empty(lp1)
     ok = False
+    fresh = False  # f holds the density at th (the accepted line-search trial), so it need not be recomputed
     for _ in range(max_iter):
-        _density(th, lp1, VqT, f)
+        if not fresh:
+            _density(th, lp1, VqT, f)
         for m in range(m2):
             I[m] = 0.0
         for q in range(Q):  # q outer, m inner: contiguous rows of Vq, the same summation order per m
@@ -180,6 +186,7 @@ def newton_one(c, wq, Vq, VqT, max_iter, tol, loose_tol, th):
             P0 -= th[a] * c[a]
             slope -= g[a] * step[a]  # g holds -gradient here
         t = 1.0
+        fresh = False
         for _ls in range(12):
             for a in range(lp1):
                 trial[a] = th[a] + t * step[a]
@@ -190,6 +197,7 @@ def newton_one(c, wq, Vq, VqT, max_iter, tol, loose_tol, th):
             for a in range(lp1):
                 P1 -= trial[a] * c[a]
             if np.isfinite(P1) and P1 <= P0 + alpha * t * slope:
+                fresh = t >= 1e-3  # the step taken below is this trial's: th becomes trial, f is its density
                 break
             t *= beta
         t = max(t, 1e-3)

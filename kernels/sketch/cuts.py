@@ -131,9 +131,15 @@ def cut_points(sk: MomentSketch, max_bin: int = 256, method: str = "maxent", *, 
     exact = (sk.n_distinct >= 0) & (sk.n_distinct <= max_bin)
     source = np.where(exact, "exact", "moments").astype(object)
     values: list[np.ndarray | None] = [None] * d
-    for j in np.flatnonzero(exact):
-        u = np.unique(sk.distinct[j, : sk.n_distinct[j]].astype(np.float32))
-        values[j] = u[1:]
+    ex = np.flatnonzero(exact)
+    if ex.size:
+        # the distinct values are sorted and unique; as float32 they stay so unless float64 data round together
+        D = sk.distinct[ex].astype(np.float32)
+        with np.errstate(invalid="ignore"):
+            rising = ~(D[:, 1:] <= D[:, :-1]).any(axis=1)
+        for r, j in enumerate(ex.tolist()):
+            nd = int(sk.n_distinct[j])
+            values[j] = D[r, 1:nd] if rising[r] else np.unique(D[r, :nd])[1:]
     approx = np.flatnonzero(~exact & (hi32 > lo32))
     for j in np.flatnonzero(~exact & ~(hi32 > lo32)):
         values[j] = np.zeros(0, np.float32)
@@ -144,8 +150,9 @@ def cut_points(sk: MomentSketch, max_bin: int = 256, method: str = "maxent", *, 
         # point masses first: their columns take quantile cuts whatever the moments say, so they are not solved
         pre = None
         if sk.sample is not None:
-            xa = sk.sample.x[:, approx]
-            pre = sort_sample(xa, sk.sample.w)  # equal weights: one sort of each column serves both checks
+            # equal weights: one sort of each column, read in place from the sample, serves both checks
+            pre = sort_sample(sk.sample.x, sk.sample.w, approx)
+            xa = None if pre is not None else sk.sample.x[:, approx]
             atom, _ = sample_screen(xa, sk.sample.w, None, screen, max_bin, bins=False, presorted=pre)
         else:
             atom = np.full(approx.size, data is not None)
@@ -158,9 +165,9 @@ def cut_points(sk: MomentSketch, max_bin: int = 256, method: str = "maxent", *, 
             Q = quantiles(sub, phis, method)
             moment = dict(zip(solve.tolist(), finish_rows(Q, lo32[solve], hi32[solve])))
             if sk.sample is not None:  # one check of every solved column on the sample
-                sub_pre = None if pre is None else (pre[0][~atom], pre[1][~atom])
-                _, crowded[~atom] = sample_screen(sk.sample.x[:, solve], sk.sample.w, list(moment.values()), screen,
-                                                  max_bin, atoms=False, presorted=sub_pre)
+                xs = None if pre is not None else sk.sample.x[:, solve]
+                _, crowded[~atom] = sample_screen(xs, sk.sample.w, list(moment.values()), screen, max_bin,
+                                                  atoms=False, presorted=pre, rows=np.flatnonzero(~atom))
         failed = [int(j) for j in approx[~atom & crowded]]
         from_data = approx[atom | crowded] if data is not None else approx[:0]
         if from_data.size and sample_weight is None and isinstance(data, np.ndarray):  # all at once, in parallel

@@ -81,13 +81,17 @@ def quantile_cuts_columns(X: np.ndarray, cols: np.ndarray, max_bin: int, lo: np.
     q = np.empty((k, max_bin), np.float32)
     atoms = np.empty((k, max_bin), np.float32)
     counts = np.zeros((k, 4), np.int64)  # quantiles, atoms, cuts per atom, finite values
-    run_features(_qc_range, k, X, np.ascontiguousarray(cols, np.int64), int(max_bin), q, atoms, counts)
+    cuts = np.empty((k, max_bin), np.float32)
+    n_cuts = np.zeros(k, np.int64)
+    run_features(_qc_range, k, X, np.ascontiguousarray(cols, np.int64), int(max_bin),
+                 np.ascontiguousarray(lo, np.float32), np.ascontiguousarray(hi, np.float32), q, atoms, counts, cuts,
+                 n_cuts)
     out = []
     for r in range(k):
-        nq, na, per_atom, n = counts[r]
-        if n == 0 or not hi[r] > lo[r]:
-            out.append(np.zeros(0, np.float32))
+        if n_cuts[r] >= 0:
+            out.append(cuts[r, : n_cuts[r]])
             continue
+        nq, na, per_atom, _ = counts[r]  # both signed zeros among the candidates: np.unique picks which one stays
         at = atoms[r, :na]
         nxt = np.nextafter(at, np.float32(np.inf)).astype(np.float32) if per_atom == 2 else at[:0]
         out.append(_finish(np.concatenate([q[r, :nq], at, nxt]), lo[r], hi[r], max_bin))
@@ -95,7 +99,11 @@ def quantile_cuts_columns(X: np.ndarray, cols: np.ndarray, max_bin: int, lo: np.
 
 
 @nb.njit(cache=True, nogil=True)
-def _qc_range(X, cols, max_bin, q, atoms, counts, j0, j1):
+def _qc_range(X, cols, max_bin, lo, hi, q, atoms, counts, cuts, n_cuts, j0, j1):
+    """_qc_kernel and _finish for columns j0..j1-1: cuts[r, :n_cuts[r]] are quantile_cuts' bytes; n_cuts[r] = -1
+    where the candidates hold both -0.0 and +0.0 (left to _finish, whose np.unique decides which one stays)."""
+    cand = np.empty(2 * max_bin, np.float32)
+    cbits = cand.view(np.uint32)
     for r in range(j0, j1):
         qq, aa, per_atom, n = _qc_kernel(np.ascontiguousarray(X[:, cols[r]]), max_bin)
         q[r, : qq.size] = qq
@@ -104,6 +112,49 @@ def _qc_range(X, cols, max_bin, q, atoms, counts, j0, j1):
         counts[r, 1] = aa.size
         counts[r, 2] = per_atom
         counts[r, 3] = n
+        n_cuts[r] = 0
+        if n == 0 or not hi[r] > lo[r]:
+            continue
+        m = 0
+        for v in qq:
+            cand[m] = v
+            m += 1
+        for v in aa:
+            cand[m] = v
+            m += 1
+        if per_atom == 2:
+            for a in range(aa.size):  # np.nextafter(a, +inf) of a finite float32, by its bits
+                cand[m] = aa[a]
+                b = cbits[m]
+                if aa[a] == 0.0:
+                    cbits[m] = np.uint32(1)
+                elif b >> np.uint32(31):
+                    cbits[m] = b - np.uint32(1)
+                else:
+                    cbits[m] = b + np.uint32(1)
+                m += 1
+        neg0 = False
+        pos0 = False
+        for i in range(m):
+            if cand[i] == 0.0:
+                if cbits[i] >> np.uint32(31):
+                    neg0 = True
+                else:
+                    pos0 = True
+        if neg0 and pos0:
+            n_cuts[r] = -1
+            continue
+        srt = np.sort(cand[:m])  # one bit pattern per value: the order of equal values cannot show
+        c = 0
+        for i in range(m):
+            v = srt[i]
+            if (i > 0 and v == srt[i - 1]) or not (v > lo[r] and v < hi[r]):
+                continue
+            if c < max_bin - 2:
+                cuts[r, c] = v
+                c += 1
+        cuts[r, c] = hi[r]
+        n_cuts[r] = c + 1
 
 
 @nb.njit(cache=True, nogil=True)
@@ -111,17 +162,11 @@ def _qc_kernel(x, max_bin):
     """quantile_cuts' arithmetic for unit weights, operation for operation (the same float64 shares and quantile
     positions, a stable sort so -0.0 and +0.0 keep their order): finite float32 values sorted; runs holding more than
     1/max_bin of them are atoms; equal-count quantiles of the rest."""
-    n_all = x.shape[0]
-    v = np.empty(n_all, np.float32)
-    n = 0
-    for i in range(n_all):
-        if not np.isnan(x[i]):
-            v[n] = np.float32(x[i])
-            n += 1
+    xs = _stable_sort_f32(x)
+    n = xs.shape[0]
     empty = np.zeros(0, np.float32)
     if n == 0:
         return empty, empty, 0, 0
-    xs = v[:n][np.argsort(v[:n], kind="mergesort")]
     total = np.float64(n)
     heavy_starts = np.empty(n, np.int64)
     run_start = np.empty(n, np.int64)
@@ -174,6 +219,42 @@ def _qc_kernel(x, max_bin):
     return q, atoms, per_atom, n
 
 
+@nb.njit(cache=True, nogil=True)
+def _stable_sort_f32(x):
+    """The non-NaN values of x as float32, in the order of a stable sort (np.sort(kind="stable")): by a radix sort of
+    order-preserving keys (-0.0 and +0.0 one key), the zeros then put back in their order of appearance."""
+    n_all = x.shape[0]
+    vals = np.empty(n_all, np.float32)
+    n = 0
+    for i in range(n_all):
+        if not np.isnan(x[i]):
+            vals[n] = np.float32(x[i])
+            n += 1
+    vbits = vals.view(np.uint32)
+    keys = np.empty(n, np.uint32)
+    zeros = np.empty(n, np.float32)
+    nz = 0
+    for i in range(n):
+        if vals[i] == 0.0:
+            zeros[nz] = vals[i]
+            nz += 1
+            keys[i] = np.uint32(0x80000000)
+        else:
+            keys[i] = _order_key(vbits[i])
+    _radix_sort_keys(keys, np.empty(n, np.uint32), np.empty((3, _RADIX_BUCKETS + 1), np.int64))
+    out = np.empty(n, np.float32)
+    bits = out.view(np.uint32)
+    z = 0
+    for i in range(n):
+        k = keys[i]
+        if k == np.uint32(0x80000000):
+            out[i] = zeros[z]
+            z += 1
+        else:
+            bits[i] = k & np.uint32(0x7FFFFFFF) if k >> np.uint32(31) else ~k
+    return out
+
+
 def _host(a):
     return a.get() if hasattr(a, "get") else a
 
@@ -195,24 +276,28 @@ def finish_rows(Q: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> list[np.ndarra
     keep[:, 1:] &= Q32[:, 1:] != Q32[:, :-1]
     Q2 = np.concatenate([Q32, hi32], axis=1)
     keep = np.concatenate([keep, np.ones((Q32.shape[0], 1), bool)], axis=1)
-    counts = keep.sum(axis=1)
-    return np.split(Q2[keep], np.cumsum(counts)[:-1])
+    flat = Q2[keep]
+    ends = np.cumsum(keep.sum(axis=1)).tolist()
+    return [flat[a:b] for a, b in zip([0] + ends[:-1], ends)]
 
 
-def sort_sample(x: np.ndarray, w: np.ndarray):
-    """For equal row weights: every column's sampled values as sorted order-preserving uint32 keys, (keys (k, m),
-    counts (k,)), to pass to sample_screen as ``presorted`` (one sort serves both checks); None for unequal weights."""
+def sort_sample(x: np.ndarray, w: np.ndarray, cols: np.ndarray | None = None):
+    """For equal row weights: the sampled values of columns ``cols`` of x (m, d) (all columns if None) as sorted
+    order-preserving uint32 keys, (keys (k, m), counts (k,)), to pass to sample_screen as ``presorted`` (one sort
+    serves both checks); None for unequal weights. The kernel reads the columns out of x in place (no transposed copy
+    of the sample)."""
     from ._newton import run_features
 
     w = np.ascontiguousarray(w, np.float64)
     pos = w[w > 0]
     if pos.size and not (pos == pos[0]).all():
         return None
-    m, k = x.shape
-    xT = np.ascontiguousarray(np.asarray(x, np.float32).T)
+    x = np.ascontiguousarray(x, np.float32)
+    cols = np.arange(x.shape[1], dtype=np.int64) if cols is None else np.ascontiguousarray(cols, np.int64)
+    m, k = x.shape[0], cols.size
     keys = np.empty((k, m), np.uint32)
     n = np.zeros(k, np.int64)
-    run_features(_sort_keys_range, k, xT, xT.view(np.uint32), w, keys, n)
+    run_features(_sort_keys_range, k, x, x.view(np.uint32), cols, w, keys, n)
     return keys, n
 
 
@@ -223,41 +308,65 @@ def _order_key(bits):
 
 
 @nb.njit(cache=True, nogil=True)
-def _sort_keys_range(xT, xbits, w, keys, n, j0, j1):
-    """LSD radix sort (4 passes of 8 bits) of each column's non-missing positive-weight values as keys."""
-    m = xT.shape[1]
+def _sort_keys_range(x, xbits, cols, w, keys, n, j0, j1):
+    """LSD radix sort (4 passes of 8 bits) of each listed column's non-missing positive-weight values as keys."""
+    m = x.shape[0]
     tmp = np.empty(m, np.uint32)
-    cnt = np.empty(257, np.int64)
+    cnt = np.empty((3, _RADIX_BUCKETS + 1), np.int64)
     for r in range(j0, j1):
         c = 0
+        j = cols[r]
         for i in range(m):
-            xv = xT[r, i]
+            xv = x[i, j]
             if not np.isnan(xv) and w[i] > 0.0:
-                keys[r, c] = _order_key(xbits[r, i] if xv != 0.0 else np.uint32(0))
+                keys[r, c] = _order_key(xbits[i, j] if xv != 0.0 else np.uint32(0))
                 c += 1
         n[r] = c
-        src = keys[r]
-        dst = tmp
-        for sh in range(0, 32, 8):
-            cnt[:] = 0
-            for i in range(c):
-                cnt[((src[i] >> np.uint32(sh)) & np.uint32(255)) + 1] += 1
-            for t in range(256):
-                cnt[t + 1] += cnt[t]
-            for i in range(c):
-                d = (src[i] >> np.uint32(sh)) & np.uint32(255)
-                dst[cnt[d]] = src[i]
-                cnt[d] += 1
-            src, dst = dst, src
-        # four passes: the sorted keys are back in keys[r]
+        _radix_sort_keys(keys[r, :c], tmp, cnt)
+
+
+_RADIX_BUCKETS = 2048  # 11-bit digits: three passes over 32-bit keys (11 + 11 + 10 bits)
 
 
 @nb.njit(cache=True, nogil=True)
-def _sorted_screen_range(keys, n, flat_keys, off, share, e, guard, atoms, bins, atom, crowded, j0, j1):
+def _radix_sort_keys(keys, tmp, cnt):
+    """Stable LSD radix sort of uint32 keys in place: the three digit histograms in one counting pass, then one
+    scatter pass per digit (skipped where every key has the same digit); tmp (>= keys.size) and cnt (3, 2049) are
+    scratch."""
+    c = keys.shape[0]
+    cnt[:, :] = 0
+    mask = np.uint32(_RADIX_BUCKETS - 1)
+    for i in range(c):
+        k = keys[i]
+        cnt[0, (k & mask) + 1] += 1
+        cnt[1, ((k >> np.uint32(11)) & mask) + 1] += 1
+        cnt[2, (k >> np.uint32(22)) + 1] += 1
+    in_keys = True
+    for p in range(3):
+        sh = np.uint32(11 * p)
+        if c == 0 or cnt[p, ((keys[0] >> sh) & mask) + 1] == c:
+            continue  # one digit value throughout: this pass would not move anything
+        for t in range(_RADIX_BUCKETS):
+            cnt[p, t + 1] += cnt[p, t]
+        src = keys if in_keys else tmp[:c]
+        dst = tmp[:c] if in_keys else keys
+        for i in range(c):
+            d = (src[i] >> sh) & mask
+            dst[cnt[p, d]] = src[i]
+            cnt[p, d] += 1
+        in_keys = not in_keys
+    if not in_keys:
+        keys[:] = tmp[:c]
+
+
+@nb.njit(cache=True, nogil=True)
+def _sorted_screen_range(keys, n, rows, flat_keys, off, share, e, guard, atoms, bins, atom, crowded, j0, j1):
     """sample_screen on sorted keys (equal weights: shares are counts over n): runs of equal keys for the point
-    masses, the count below each cut key (values < cut) by a binary search per cut for the occupancy."""
+    masses, the count below each cut key (values < cut) by a binary search per cut for the occupancy. Column r's
+    keys are keys[rows[r]]."""
     for r in range(j0, j1):
-        c = n[r]
+        kr = keys[rows[r]]
+        c = n[rows[r]]
         if c == 0:
             continue
         tot = np.float64(c)
@@ -265,7 +374,7 @@ def _sorted_screen_range(keys, n, flat_keys, off, share, e, guard, atoms, bins, 
             i = 0
             while i < c:
                 j = i + 1
-                while j < c and keys[r, j] == keys[r, i]:
+                while j < c and kr[j] == kr[i]:
                     j += 1
                 if np.float64(j - i) / tot > share:
                     atom[r] = True
@@ -281,7 +390,7 @@ def _sorted_screen_range(keys, n, flat_keys, off, share, e, guard, atoms, bins, 
             hi = c
             while lo < hi:
                 mid = (lo + hi) >> 1
-                if keys[r, mid] < ck:
+                if kr[mid] < ck:
                     lo = mid + 1
                 else:
                     hi = mid
@@ -292,9 +401,10 @@ def _sorted_screen_range(keys, n, flat_keys, off, share, e, guard, atoms, bins, 
 
 
 def sample_screen(x: np.ndarray, w: np.ndarray, cuts: list[np.ndarray] | None, share: float, max_bin: int,
-                  *, atoms: bool = True, bins: bool = True, presorted=None) -> tuple[np.ndarray, np.ndarray]:
+                  *, atoms: bool = True, bins: bool = True, presorted=None,
+                  rows: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Both checks of the moment cuts on a row sample, for all columns at once: x (m, k) the sampled values of k
-    columns (NaN missing), w (m,) row weights, cuts[r] column r's cuts.
+    columns (NaN missing; None with ``presorted``), w (m,) row weights, cuts[r] column r's cuts.
 
     Returns (atom, crowded), bool (k,): atom where some value holds more than ``share`` of the column's sampled
     weight; crowded where a bin of cuts[r] holds more than its ideal 1/(max_bin - 1) share by GUARD_Z standard
@@ -305,12 +415,19 @@ def sample_screen(x: np.ndarray, w: np.ndarray, cuts: list[np.ndarray] | None, s
     atoms / bins: run only one check (the other comes back all False); ``cuts`` may be None without bins.
     presorted: sort_sample(x, w) for these columns (equal weights): the checks then read sorted keys (a radix sort
     per column is cheaper than a binary search per value); computed here when weights are equal and it is None.
+    rows: with ``presorted``, the rows of its keys that hold these k columns (default: all, in order), so that one
+    sort of a wider set of columns serves a check of some of them without copying keys.
     """
     from ._newton import run_features
 
-    k = x.shape[1]
-    xT = np.ascontiguousarray(np.asarray(x, np.float32).T)
     w = np.ascontiguousarray(w, np.float64)
+    if presorted is None:
+        presorted = sort_sample(x, w)
+    if presorted is not None:
+        rows = np.arange(presorted[1].size, dtype=np.int64) if rows is None else np.asarray(rows, np.int64)
+        k = rows.size
+    else:
+        k = x.shape[1]
     if not bins or cuts is None:
         cuts, bins = [np.zeros(0, np.float32)] * k, False
     nc = np.array([c.size for c in cuts], np.int64)
@@ -319,14 +436,13 @@ def sample_screen(x: np.ndarray, w: np.ndarray, cuts: list[np.ndarray] | None, s
     flat = np.concatenate(cuts).astype(np.float32) if k and off[-1] else np.zeros(0, np.float32)
     atom = np.zeros(k, np.bool_)
     crowded = np.zeros(k, np.bool_)
-    if presorted is None:
-        presorted = sort_sample(x, w)
     if presorted is not None:
         b = (flat + np.float32(0.0)).view(np.uint32)  # the cuts as the same order-preserving keys
         flat_keys = np.where(b >> np.uint32(31), ~b, b | np.uint32(0x80000000)).astype(np.uint32)
-        run_features(_sorted_screen_range, k, presorted[0], presorted[1], flat_keys, off, float(share),
+        run_features(_sorted_screen_range, k, presorted[0], presorted[1], rows, flat_keys, off, float(share),
                      1.0 / (max_bin - 1), GUARD_Z, atoms, bins, atom, crowded)
         return atom, crowded
+    xT = np.ascontiguousarray(np.asarray(x, np.float32).T)
     run_features(_screen_range, k, xT, xT.view(np.uint32), w, flat, off, float(share), 1.0 / (max_bin - 1), GUARD_Z,
                  atoms, bins, atom, crowded)
     return atom, crowded

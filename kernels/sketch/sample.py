@@ -154,7 +154,7 @@ class RowSample:
         salt = batch_salt(X[0], X[n - 1], n)
         idx, keys, tau = select_rows(n, salt, int(cap))
         ww = np.ones(idx.size) if w is None else np.asarray(w, np.float64)[idx]
-        return cls(keys, np.asarray(X[idx]).astype(np.float32), ww, tau, int(cap))
+        return cls(keys, np.asarray(X[idx], np.float32), ww, tau, int(cap))  # one copy when X is float32
 
     @property
     def n_rows(self) -> int:
