@@ -1,9 +1,9 @@
 """Numba kernels of interventional TreeSHAP in time linear in rows plus background (see _patterns.py).
 
 Background histograms per path (rows in blocks: each distinct path condition tested once per row into 64-row bit
-masks, then each path's fail sets counted from its conditions' masks, paths in parallel), coefficient tables per path (from the
-histogram's non-empty fail sets, enumerating their supersets), then explained rows in blocks, each looking up its
-pattern's table row per path. Long paths use the sparse pair form: each explained row against the distinct fail
+masks, then each path's fail sets counted from its conditions' masks, paths in parallel), coefficient tables per
+path (from the histogram's non-empty fail sets, enumerating their supersets), then explained rows in blocks, each
+looking up its pattern's table row per path. Long paths use the sparse pair form: each explained row against the distinct fail
 sets of the background. Every sum runs in one fixed order (paths ascending per output entry; fail sets ascending
 per table entry), so results do not depend on the thread count; the GPU twin keeps the same orders.
 """
@@ -36,16 +36,22 @@ def row_block(n_features: int, out_width: int, n_rows: int, threads: int, intera
     per row fit _ROW_BLOCK_BYTES, at most _MAX_ROW_BLOCK and at most an eighth of each thread's share of ``n_rows``
     (so that every thread gets blocks), at least _ROW_BLOCK. Interactions: the widest power of two up to _ROW_BLOCK
     whose rows fit _INTERACTION_BLOCK_BYTES, if at least _MIN_INTERACTION_BLOCK (a feature-major copy of the output,
-    see rows_kernel), else _ROW_BLOCK."""
+    see ``copies_output``), else _ROW_BLOCK."""
     if interactions:
         b = _ROW_BLOCK
-        while b >= _MIN_INTERACTION_BLOCK and b * 8 * (n_features + out_width + 1) > _INTERACTION_BLOCK_BYTES:
+        while b >= _MIN_INTERACTION_BLOCK and not copies_output(n_features, out_width, b, True):
             b //= 2
         return b if b >= _MIN_INTERACTION_BLOCK else _ROW_BLOCK
     b = _MAX_ROW_BLOCK
     while b > _ROW_BLOCK and (b * 8 * (n_features + out_width + 1) > _ROW_BLOCK_BYTES or 8 * threads * b > n_rows):
         b //= 2
     return b
+
+
+def copies_output(n_features: int, out_width: int, rblock: int, interactions: bool) -> bool:
+    """Whether rows_kernel sums a block of ``rblock`` rows in a feature-major copy of its output: values always,
+    interactions where the block's rows (n_features + out_width + 1 float64 each) fit _INTERACTION_BLOCK_BYTES."""
+    return not interactions or rblock * 8 * (n_features + out_width + 1) <= _INTERACTION_BLOCK_BYTES
 
 
 @numba.njit(inline="always")
@@ -312,12 +318,13 @@ def interaction_tables(pidx, path_ptr, hist, hist_off, total, WP, WQ, WPP, WPQ, 
 
 @numba.njit(parallel=True, cache=True)
 def rows_kernel(X, pidx, path_ptr, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words, cat_outside,
-                leaf_value, tab_off, tab, mode, pair_k, interactions, M1, rblock, out):
+                leaf_value, tab_off, tab, mode, pair_k, interactions, copy, M1, rblock, out):
     """Over the paths ``pidx``: values (``interactions`` false, ``out`` (n, M+1, K)): out[i, feature[t], k] +=
     leaf_value[p, k] * tab[p][pattern of row i on p][t]; interactions (``out`` (n, (M+1)^2, K), the flattened
     (n, M+1, M+1, K)): out[i, f1 * M1 + f2, k] += leaf_value[p, k] * tab[p][pattern][t1, t2]. Rows in blocks of
-    ``rblock`` (row_block), transposed; values, and interactions where it fits, sum in a feature-major copy of the
-    block's output (loaded from and stored back to ``out``, so each entry still sums its paths in order). Values of
+    ``rblock`` (row_block), transposed; with ``copy`` (``copies_output``: values always, interactions where it fits)
+    they sum in a feature-major copy of the block's output (loaded from and stored back to ``out``, so each entry
+    still sums its paths in order), else in place. Values of
     a sibling pair (``mode`` 1 for its left path, 2 for its right) come from the left path's combined table, leaf
     values folded in, into output ``pair_k``."""
     n, M = X.shape
@@ -331,9 +338,6 @@ def rows_kernel(X, pidx, path_ptr, feature, lower, upper, missing_ok, cat_ptr, c
         XT = np.empty((M, rblock))
         _transpose_block(X, i0, i1, XT)
         pat = np.empty(rblock, np.int64)
-        # a feature-major copy of the block's output (loaded from and stored back to ``out``): values always,
-        # interactions where it fits (row_block); each entry still sums its paths in order
-        copy = not interactions or rblock * 8 * (M + W * K + 1) <= _INTERACTION_BLOCK_BYTES
         acc = np.empty((0, 0, 0))
         if copy:
             acc = np.empty((W, K, rblock))

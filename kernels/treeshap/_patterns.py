@@ -22,6 +22,8 @@ from fractions import Fraction
 
 import numpy as np
 
+from .paths import path_elements
+
 __all__ = ["SHAPLEY", "BANZHAF", "value_weights", "interaction_weights", "PathPlan", "plan_paths",
            "integer_weights", "Conditions", "distinct_conditions"]
 
@@ -177,9 +179,7 @@ class Conditions:
 def distinct_conditions(path_ptr, feature, lower, upper, missing_ok, cat_ptr, pidx) -> Conditions:
     """The distinct conditions (see ``Conditions``) of the elements of paths ``pidx``."""
     E = len(feature)
-    starts = path_ptr[pidx]
-    lens = path_ptr[pidx + 1] - starts
-    e = (np.repeat(starts - np.cumsum(lens) + lens, lens) + np.arange(int(lens.sum()))).astype(np.int64)
+    e = path_elements(path_ptr, pidx)
     f = feature[e].astype(np.int64)
     lo = lower[e].astype(np.float64)
     hi = upper[e].astype(np.float64)

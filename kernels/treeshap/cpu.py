@@ -285,6 +285,7 @@ def _pattern_engine(ps: PathSet, X: np.ndarray, R: np.ndarray, weights, metric: 
                           ps.leaf_value, same, mode, pair_k, pair_bit)
     steps = len(plan.chunks) + (1 if len(plan.long) else 0)
     rblock = _kp.row_block(M, flat.shape[1] * K, n, numba.get_num_threads(), interactions)
+    copy = _kp.copies_output(M, flat.shape[1] * K, rblock, interactions)
     with progress_bar(n * steps, desc, _bar_setting(progress, float(n) * (len(ps.feature) + nR) * 4)) as bar:
         for chunk, t_size, h_size in zip(plan.chunks, plan.tab_size, plan.hist_size):
             hist = np.zeros(h_size, np.int64)
@@ -302,7 +303,7 @@ def _pattern_engine(ps: PathSet, X: np.ndarray, R: np.ndarray, weights, metric: 
             work = float((lc * lc).sum() if interactions else lc.sum()) + len(chunk)
             for a, b in _chunks(n, work, rblock):
                 _kp.rows_kernel(X[a:b], chunk, *pa, ps.leaf_value, plan.tab_off, tab, mode, pair_k, interactions,
-                                M + 1, rblock, flat[a:b])
+                                copy, M + 1, rblock, flat[a:b])
                 bar.update(b - a)
         if len(plan.long):
             _sparse_long_paths(ps, X, R, wint, total, plan.long, (WP, WQ) + WI, interactions, out, reach, bar)

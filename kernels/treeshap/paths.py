@@ -15,6 +15,13 @@ __all__ = ["DenseTrees", "PathSet", "extract_paths"]
 _ALL_ONES = np.uint32(0xFFFFFFFF)
 
 
+def path_elements(path_ptr: np.ndarray, pidx: np.ndarray) -> np.ndarray:
+    """The element indices of paths ``pidx`` (int64), path after path, each path's in order."""
+    starts = path_ptr[pidx]
+    lens = path_ptr[pidx + 1] - starts
+    return (np.repeat(starts - (np.cumsum(lens) - lens), lens) + np.arange(int(lens.sum()))).astype(np.int64)
+
+
 @dataclass(frozen=True)
 class DenseTrees:
     """The dense node arrays of the trees ``(T, N)`` that ``extract_paths`` got, packed for tree-walking kernels.
@@ -155,7 +162,7 @@ class PathSet:
             raise ValueError(f"keep must have shape ({self.n_paths},), got {keep.shape}")
         lens = np.diff(self.path_ptr)[keep]
         ptr = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
-        idx = (np.repeat(self.path_ptr[:-1][keep] - ptr[:-1], lens) + np.arange(int(ptr[-1]))).astype(np.int64)
+        idx = path_elements(self.path_ptr, np.flatnonzero(keep))
         return replace(
             self,
             path_ptr=ptr,
