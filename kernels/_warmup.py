@@ -8,7 +8,9 @@ on all cores; without it, the first call that needs a kernel compiles it, and a 
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -16,12 +18,17 @@ from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
-from . import _numba_compile
-
-_NOTICE = ("hitml: compiling Numba kernels for this machine on first use (up to a minute on 2 cores, once; later "
+_NOTICE = ("hitml: compiling Numba kernels for this machine on first use (about 10-20 s on 2 cores, once; later "
            "processes load them from Numba's cache; `hitml-warmup` compiles all ahead)")
 _lock = threading.Lock()
 _state = {"registered": False, "shown": False}
+
+# The CPU TreeSHAP engine's kernel groups that a first cache miss compiles side by side (see compile_ahead), the
+# module of their kernels, and the setting that turns it off
+_AHEAD_GROUPS = ("treeshap", "treeshap-interactions", "treeshap-interventional")
+_ENGINE_MODULES = ("hitml.kernels.treeshap._cpu_",)
+_AHEAD_ENV = "HITML_COMPILE_AHEAD"
+_ahead: dict = {"entered": set(), "children": {}, "launched": False}
 
 
 def _show_notice() -> bool:
@@ -31,8 +38,7 @@ def _show_notice() -> bool:
 
 def register_compile_notice() -> None:
     """Print ``_NOTICE`` to stderr (once per process) when Numba starts compiling a hitml kernel, that is when a
-    kernel is neither compiled in this process nor found in Numba's cache; and install ``_numba_compile``'s
-    faster copy propagation for those compiles. Cheap; idempotent."""
+    kernel is neither compiled in this process nor found in Numba's cache. Cheap; idempotent."""
     with _lock:
         if _state["registered"]:
             return
@@ -46,12 +52,70 @@ def register_compile_notice() -> None:
             if module.startswith("hitml.") and _show_notice():
                 _state["shown"] = True
                 print(_NOTICE, file=sys.stderr, flush=True)
+            if module.startswith(_ENGINE_MODULES):
+                compile_ahead()
 
         def on_end(self, ev):
             pass
 
     event.register("numba:compile", _Notice())
-    _numba_compile.install()  # a faster copy propagation while Numba compiles hitml's kernels (same code)
+
+
+def enter(group: str) -> None:
+    """Called by the CPU TreeSHAP engine before it runs the kernels of ``group``: records that this process
+    compiles (or loads) them itself, and waits for a process that :func:`compile_ahead` started on them, whose cache
+    entries the kernels then load instead of compiling them a second time."""
+    with _lock:
+        _ahead["entered"].add(group)
+        child = _ahead["children"].pop(group, None)
+    if child is not None:
+        child.wait()
+
+
+def compile_ahead() -> None:
+    """At the first cache miss of a CPU TreeSHAP kernel in this process, compile the engine's other kernel groups
+    (those of ``_AHEAD_GROUPS`` this process has not started on) side by side, one ``hitml-warmup`` process per
+    group into the same Numba cache, while this process compiles the group it needs. A later call of another group
+    waits for its process and loads what it compiled, so a first-ever script that computes SHAP values,
+    interactions and interventional values compiles all three at once on the machine's cores; the process waits
+    for those it started before it exits. Once per process; off where ``HITML_COMPILE_AHEAD=0`` (which its
+    children get)."""
+    with _lock:
+        if _ahead["launched"] or os.environ.get(_AHEAD_ENV, "1") == "0" or not sys.executable:
+            return
+        _ahead["launched"] = True
+        todo = [g for g in _AHEAD_GROUPS if g not in _ahead["entered"]]
+    if not todo:
+        return
+    from numba.core.config import CACHE_DIR
+
+    # the children run at a lower priority, so that the call waiting in this process finishes first
+    env = dict(os.environ, HITML_PROGRESS="0", HITML_WARMUP_NICE="5", **{_AHEAD_ENV: "0"},
+               PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    if CACHE_DIR:
+        env["NUMBA_CACHE_DIR"] = CACHE_DIR
+    for group in todo:
+        try:
+            child = subprocess.Popen([sys.executable, "-m", "hitml.kernels", "warmup", group, "--jobs", "1"],
+                                     env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
+        except OSError:   # no process to spare: this process compiles the group when it needs it
+            continue
+        with _lock:
+            _ahead["children"][group] = child
+    atexit.register(_wait_ahead)
+
+
+def _wait_ahead(timeout: float = 300.0) -> None:
+    """At exit: let the compiles started ahead finish (so that the next process finds them in the cache)."""
+    with _lock:
+        children = list(_ahead["children"].values())
+        _ahead["children"].clear()
+    for child in children:
+        try:
+            child.wait(timeout)
+        except subprocess.TimeoutExpired:
+            child.kill()
 
 
 # --------------------------------------------------------------------------------------------------- warm-up
@@ -160,6 +224,7 @@ _COST = {"treeshap-interventional": 16.2, "sketch": 15.6, "treeshap-transforms":
 
 def _run_task(name: str) -> tuple[str, float, str]:
     _state["shown"] = True  # the warm-up says what it does; no first-use notice from its workers
+    _ahead["launched"] = True  # and it compiles its groups itself
     t = time.perf_counter()
     try:
         TASKS[name]()
@@ -212,6 +277,9 @@ def main(argv=None) -> int:
     parser.add_argument("groups", nargs="*", help=f"kernel groups (default: all of {', '.join(TASKS)})")
     parser.add_argument("--jobs", type=int, default=None, help="processes at once (default: CPU count)")
     args = parser.parse_args(argv)
+    nice = os.environ.get("HITML_WARMUP_NICE")
+    if nice and hasattr(os, "nice"):
+        os.nice(int(nice))
     if os.environ.get("HITML_PROGRESS", "1") != "0":
         print("hitml: compiling the CPU kernels for this machine (loaded from Numba's cache where already compiled)",
               file=sys.stderr, flush=True)

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import numba
 import numpy as np
-from numba import prange
 
+from .._items import borrow, items
 from ._cpu_kernels import _transform
 
 _PAIR_BUFFER = 1 << 15  # float64 terms buffered per task for non-identity transforms
@@ -106,8 +106,9 @@ def _walk_tree(t, xrow, rrow, nodes, thr, vals, ncp, ncn, words, W, side, afeat,
         side[afeat[alen]] = 0
 
 
-@numba.njit(parallel=True, cache=True)
-def tree_walk_kernel(X, R, y, code, n_blocks, nodes, thr, vals, ncp, ncn, words, base_offset, W, wr, part):
+@items("X.shape[0] * n_blocks")
+@numba.njit(nogil=True, cache=True, error_model="numpy")
+def tree_walk_kernel(X, R, y, code, n_blocks, nodes, thr, vals, ncp, ncn, words, base_offset, W, wr, part, lo, hi):
     """part[i * n_blocks + b] = sum over background rows r of block b of the (rescaled) SHAP of (x_i, r).
 
     For each tree, a depth-first walk follows x and r together; where they split on a feature not yet fixed on the
@@ -118,6 +119,9 @@ def tree_walk_kernel(X, R, y, code, n_blocks, nodes, thr, vals, ncp, ncn, words,
     cache); other transforms than identity, and weighted background rows (``wr``, all 1.0 for none), buffer each
     pair's terms until its margins are complete; the caller divides by the total weight.
     """
+    X, R, y, nodes, thr, vals = borrow(X), borrow(R), borrow(y), borrow(nodes), borrow(thr), borrow(vals)
+    ncp, ncn, words, base_offset, W = borrow(ncp), borrow(ncn), borrow(words), borrow(base_offset), borrow(W)
+    wr, part = borrow(wr), borrow(part)
     n, M = X.shape
     nR = R.shape[0]
     T, N = thr.shape
@@ -127,7 +131,7 @@ def tree_walk_kernel(X, R, y, code, n_blocks, nodes, thr, vals, ncp, ncn, words,
     for j in range(nR):
         if wr[j] != 1.0:
             weighted = True
-    for task in prange(n * n_blocks):
+    for task in range(lo, hi):
         i = task // n_blocks
         j0 = min(nR, (task % n_blocks) * bsize)
         j1 = min(nR, j0 + bsize)

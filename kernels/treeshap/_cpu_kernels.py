@@ -5,7 +5,8 @@ import math
 
 import numba
 import numpy as np
-from numba import prange
+
+from .._items import borrow, items
 
 TRANSFORMS = {"identity": 0, "logistic": 1, "logistic_nlogloss": 2, "squared_loss": 3}
 
@@ -93,13 +94,17 @@ def _add_path_phi(xrow, s, m, feature, lower, upper, missing_ok, cat_ptr, cat_nw
             acc[row, k] += scale * leaf_value[p, k]
 
 
-@numba.njit(parallel=True, cache=True)
+@items("X.shape[0]")
+@numba.njit(nogil=True, cache=True, error_model="numpy")
 def shap_kernel(X, path_ptr, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words, cat_outside,
-                zero_fraction, leaf_value, max_len, out):
+                zero_fraction, leaf_value, max_len, out, lo, hi):
     """out[i, f, k] += path-dependent SHAP of row i (bias column untouched)."""
-    n = X.shape[0]
+    X, path_ptr, feature, lower, upper = borrow(X), borrow(path_ptr), borrow(feature), borrow(lower), borrow(upper)
+    missing_ok, cat_ptr, cat_nwords = borrow(missing_ok), borrow(cat_ptr), borrow(cat_nwords)
+    cat_words, cat_outside, zero_fraction = borrow(cat_words), borrow(cat_outside), borrow(zero_fraction)
+    leaf_value, out = borrow(leaf_value), borrow(out)
     P = len(path_ptr) - 1
-    for i in prange(n):
+    for i in range(lo, hi):
         xrow = X[i]
         w = np.empty(max_len + 1)
         zs = np.empty(max_len + 1)
@@ -114,15 +119,19 @@ def shap_kernel(X, path_ptr, feature, lower, upper, missing_ok, cat_ptr, cat_nwo
                           zero_fraction, leaf_value, p, w, zs, os, acc, 1)
 
 
-@numba.njit(parallel=True, cache=True)
+@items("X.shape[0]")
+@numba.njit(nogil=True, cache=True, error_model="numpy")
 def interaction_kernel(X, path_ptr, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words, cat_outside,
-                       zero_fraction, leaf_value, max_len, out):
+                       zero_fraction, leaf_value, max_len, out, lo, hi):
     """out[i, j, f, k]: conditioning on j (row) gives the interaction credited to f; diagonal holds phi_f minus them."""
-    n = X.shape[0]
+    X, path_ptr, feature, lower, upper = borrow(X), borrow(path_ptr), borrow(feature), borrow(lower), borrow(upper)
+    missing_ok, cat_ptr, cat_nwords = borrow(missing_ok), borrow(cat_ptr), borrow(cat_nwords)
+    cat_words, cat_outside, zero_fraction = borrow(cat_words), borrow(cat_outside), borrow(zero_fraction)
+    leaf_value, out = borrow(leaf_value), borrow(out)
     M1 = out.shape[1]
     P = len(path_ptr) - 1
     K = leaf_value.shape[1]
-    for i in prange(n):
+    for i in range(lo, hi):
         xrow = X[i]
         w = np.empty(max_len + 1)
         w2 = np.empty(max_len + 1)
@@ -177,15 +186,20 @@ def interventional_weights(max_len):
     return W
 
 
-@numba.njit(parallel=True, cache=True)
+@items("X.shape[0]")
+@numba.njit(nogil=True, cache=True, error_model="numpy")
 def interventional_kernel(X, R, y, code, path_ptr, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words,
-                          cat_outside, leaf_value, base_offset, W, max_len, out):
+                          cat_outside, leaf_value, base_offset, W, max_len, out, lo, hi):
     """out[i] = mean over background rows r of the (rescaled) interventional SHAP of (x_i, r); bias in column M."""
+    X, R, y, path_ptr, feature = borrow(X), borrow(R), borrow(y), borrow(path_ptr), borrow(feature)
+    lower, upper, missing_ok, cat_ptr = borrow(lower), borrow(upper), borrow(missing_ok), borrow(cat_ptr)
+    cat_nwords, cat_words, cat_outside = borrow(cat_nwords), borrow(cat_words), borrow(cat_outside)
+    leaf_value, base_offset, W, out = borrow(leaf_value), borrow(base_offset), borrow(W), borrow(out)
     n, M = X.shape
     nR = R.shape[0]
     P = len(path_ptr) - 1
     K = leaf_value.shape[1]
-    for i in prange(n):
+    for i in range(lo, hi):
         xrow = X[i]
         yi = y[i]
         tmp = np.empty((M + 1, K))

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import numba
 import numpy as np
-from numba import prange, types
+from numba import types
 from numba.extending import intrinsic
 
+from .._items import borrow, items
 from ._cpu_kernels import _satisfies
 
 # paths of at most this many elements count their background fail sets by bit-sliced ANDs (2^(m+1) word ANDs per 64
@@ -123,14 +124,19 @@ def transpose_block(X, i0, i1, XT):
     _transpose_block(X, i0, i1, XT)
 
 
-@numba.njit(parallel=True, cache=True)
+@items("len(ucond)")
+@numba.njit(nogil=True, cache=True, error_model="numpy")
 def condition_masks(RT, nb, ucond, ufeat, ulo, uhi, uok, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words,
-                    cat_outside, masks):
+                    cat_outside, masks, lo, hi):
     """masks[u, w] bit i: background row 64 w + i (of the ``nb`` rows of the feature-major block ``RT``) satisfies
     distinct condition u. A numeric condition is ``(ulo, uhi]`` (``ulo`` -inf: no lower bound) with NaN passing iff
     ``uok``; ``ucond[u] >= 0`` names a categorical path element, tested as the element itself."""
+    RT, ucond, ufeat, ulo, uhi, uok = borrow(RT), borrow(ucond), borrow(ufeat), borrow(ulo), borrow(uhi), borrow(uok)
+    lower, upper, missing_ok, cat_ptr = borrow(lower), borrow(upper), borrow(missing_ok), borrow(cat_ptr)
+    cat_nwords, cat_words, cat_outside = borrow(cat_nwords), borrow(cat_words), borrow(cat_outside)
+    masks = borrow(masks)
     nw = (nb + 63) // 64
-    for u in prange(len(ucond)):
+    for u in range(lo, hi):
         col = RT[ufeat[u]]
         e = ucond[u]
         lo = ulo[u]
@@ -156,16 +162,19 @@ def condition_masks(RT, nb, ucond, ufeat, ulo, uhi, uok, lower, upper, missing_o
             masks[u, w] = word
 
 
-@numba.njit(parallel=True, cache=True)
-def fail_counts(nb, b0, wint, weighted, pidx, path_ptr, uid, neg, masks, hist_off, mode, hist):
+@items("len(pidx)")
+@numba.njit(nogil=True, cache=True, error_model="numpy")
+def fail_counts(nb, b0, wint, weighted, pidx, path_ptr, uid, neg, masks, hist_off, mode, hist, lo, hi):
     """hist[hist_off[p] + s] += the weight of the block's background rows whose fail set on path p is s, from the
     bit masks of the path's conditions (``uid``; ``neg``: the element is the condition's complement). Without
     weights, paths of up to _SLICED_MAX elements split each 64-row word into its 2^m fail sets by ANDs and count
     each with a popcount; weighted or longer paths build each row's fail set and add its weight. Paths with ``mode`` 2
     (the right leaf of a sibling pair) are skipped: ``mirror_histograms`` derives theirs. Integer sums: the order
     of rows and threads does not matter."""
+    wint, pidx, path_ptr, uid, neg = borrow(wint), borrow(pidx), borrow(path_ptr), borrow(uid), borrow(neg)
+    masks, hist_off, mode, hist = borrow(masks), borrow(hist_off), borrow(mode), borrow(hist)
     nw = (nb + 63) // 64
-    for q in prange(len(pidx)):
+    for q in range(lo, hi):
         p = pidx[q]
         if mode[p] == 2:
             continue
@@ -210,11 +219,14 @@ def fail_counts(nb, b0, wint, weighted, pidx, path_ptr, uid, neg, masks, hist_of
             hist[ho + c] += cnt[c]
 
 
-@numba.njit(parallel=True, cache=True)
-def value_tables(pidx, path_ptr, hist, hist_off, total, WP, WQ, tab_off, tab):
+@items("len(pidx)")
+@numba.njit(nogil=True, cache=True, error_model="numpy")
+def value_tables(pidx, path_ptr, hist, hist_off, total, WP, WQ, tab_off, tab, lo, hi):
     """tab[tab_off[p] + a * d + t]: the (Shapley or Banzhaf) value of path element t for an explained row of
     pattern a, per unit leaf value, averaged over the background (histogram / total)."""
-    for q in prange(len(pidx)):
+    pidx, path_ptr, hist, hist_off, WP = borrow(pidx), borrow(path_ptr), borrow(hist), borrow(hist_off), borrow(WP)
+    WQ, tab_off, tab = borrow(WQ), borrow(tab_off), borrow(tab)
+    for q in range(lo, hi):
         p = pidx[q]
         d = path_ptr[p + 1] - path_ptr[p]
         full = (np.int64(1) << d) - 1
@@ -251,11 +263,14 @@ def value_tables(pidx, path_ptr, hist, hist_off, total, WP, WQ, tab_off, tab):
                     tab[base + t] = nacc[a]
 
 
-@numba.njit(parallel=True, cache=True)
-def interaction_tables(pidx, path_ptr, hist, hist_off, total, WP, WQ, WPP, WPQ, WQQ, tab_off, tab):
+@items("len(pidx)")
+@numba.njit(nogil=True, cache=True, error_model="numpy")
+def interaction_tables(pidx, path_ptr, hist, hist_off, total, WP, WQ, WPP, WPQ, WQQ, tab_off, tab, lo, hi):
     """tab[tab_off[p] + (a * d + t1) * d + t2]: shap's interaction value of path elements (t1, t2) for an explained
     row of pattern a per unit leaf value; the diagonal holds the Shapley value minus the row's off-diagonal sum."""
-    for q in prange(len(pidx)):
+    pidx, path_ptr, hist, hist_off, WP = borrow(pidx), borrow(path_ptr), borrow(hist), borrow(hist_off), borrow(WP)
+    WQ, WPP, WPQ, WQQ, tab_off, tab = borrow(WQ), borrow(WPP), borrow(WPQ), borrow(WQQ), borrow(tab_off), borrow(tab)
+    for q in range(lo, hi):
         p = pidx[q]
         d = path_ptr[p + 1] - path_ptr[p]
         full = (np.int64(1) << d) - 1
@@ -316,9 +331,10 @@ def interaction_tables(pidx, path_ptr, hist, hist_off, total, WP, WQ, WPP, WPQ, 
                 tab[base + t1 * d + t1] = diag
 
 
-@numba.njit(parallel=True, cache=True)
+@items("-(-X.shape[0] // rblock)")
+@numba.njit(nogil=True, cache=True, error_model="numpy")
 def rows_kernel(X, pidx, path_ptr, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words, cat_outside,
-                leaf_value, tab_off, tab, mode, pair_k, interactions, copy, M1, rblock, out):
+                leaf_value, tab_off, tab, mode, pair_k, interactions, copy, M1, rblock, out, lo, hi):
     """Over the paths ``pidx``: values (``interactions`` false, ``out`` (n, M+1, K)): out[i, feature[t], k] +=
     leaf_value[p, k] * tab[p][pattern of row i on p][t]; interactions (``out`` (n, (M+1)^2, K), the flattened
     (n, M+1, M+1, K)): out[i, f1 * M1 + f2, k] += leaf_value[p, k] * tab[p][pattern][t1, t2]. Rows in blocks of
@@ -327,11 +343,14 @@ def rows_kernel(X, pidx, path_ptr, feature, lower, upper, missing_ok, cat_ptr, c
     still sums its paths in order), else in place. Values of
     a sibling pair (``mode`` 1 for its left path, 2 for its right) come from the left path's combined table, leaf
     values folded in, into output ``pair_k``."""
+    X, pidx, path_ptr, feature, lower = borrow(X), borrow(pidx), borrow(path_ptr), borrow(feature), borrow(lower)
+    upper, missing_ok, cat_ptr, cat_nwords = borrow(upper), borrow(missing_ok), borrow(cat_ptr), borrow(cat_nwords)
+    cat_words, cat_outside, leaf_value = borrow(cat_words), borrow(cat_outside), borrow(leaf_value)
+    tab_off, tab, mode, pair_k, out = borrow(tab_off), borrow(tab), borrow(mode), borrow(pair_k), borrow(out)
     n, M = X.shape
     K = leaf_value.shape[1]
     W = out.shape[1]
-    nblocks = (n + rblock - 1) // rblock
-    for b in prange(nblocks):
+    for b in range(lo, hi):
         i0 = b * rblock
         i1 = min(n, i0 + rblock)
         nb = i1 - i0
@@ -395,12 +414,16 @@ def rows_kernel(X, pidx, path_ptr, feature, lower, upper, missing_ok, cat_ptr, c
                         out[i0 + i, f, k] = acc[f, k, i]
 
 
-@numba.njit(parallel=True, cache=True)
+@items("len(pidx)")
+@numba.njit(nogil=True, cache=True, error_model="numpy")
 def background_patterns(R, pidx, path_ptr, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words,
-                        cat_outside, out):
+                        cat_outside, out, lo, hi):
     """out[q, j]: the fail set (complement of the pattern) of background row j on path pidx[q]."""
+    R, pidx, path_ptr, feature, lower = borrow(R), borrow(pidx), borrow(path_ptr), borrow(feature), borrow(lower)
+    upper, missing_ok, cat_ptr, cat_nwords = borrow(upper), borrow(missing_ok), borrow(cat_ptr), borrow(cat_nwords)
+    cat_words, cat_outside, out = borrow(cat_words), borrow(cat_outside), borrow(out)
     nR = R.shape[0]
-    for q in prange(len(pidx)):
+    for q in range(lo, hi):
         p = pidx[q]
         s = path_ptr[p]
         m = path_ptr[p + 1] - s
@@ -410,20 +433,25 @@ def background_patterns(R, pidx, path_ptr, feature, lower, upper, missing_ok, ca
                                         cat_words, cat_outside)
 
 
-@numba.njit(parallel=True, cache=True)
+@items("-(-X.shape[0] // _ROW_BLOCK)")
+@numba.njit(nogil=True, cache=True, error_model="numpy")
 def sparse_rows(X, pidx, path_ptr, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words, cat_outside,
-                leaf_value, fs_ptr, fs_set, fs_w, total, WP, WQ, WPP, WPQ, WQQ, interactions, out):
+                leaf_value, fs_ptr, fs_set, fs_w, total, WP, WQ, WPP, WPQ, WQQ, interactions, out, lo, hi):
     """Long paths: each explained row against the distinct background fail sets fs_set[fs_ptr[q]:fs_ptr[q+1]] of
     path pidx[q] (weights fs_w, ascending sets). ``out`` is (n, M+1, K) for values, (n, M+1, M+1, K) flattened to
     (n, (M+1)^2, K) for interactions (``interactions`` true)."""
+    X, pidx, path_ptr, feature, lower = borrow(X), borrow(pidx), borrow(path_ptr), borrow(feature), borrow(lower)
+    upper, missing_ok, cat_ptr, cat_nwords = borrow(upper), borrow(missing_ok), borrow(cat_ptr), borrow(cat_nwords)
+    cat_words, cat_outside, leaf_value = borrow(cat_words), borrow(cat_outside), borrow(leaf_value)
+    fs_ptr, fs_set, fs_w, WP, WQ = borrow(fs_ptr), borrow(fs_set), borrow(fs_w), borrow(WP), borrow(WQ)
+    WPP, WPQ, WQQ, out = borrow(WPP), borrow(WPQ), borrow(WQQ), borrow(out)
     n = X.shape[0]
     K = leaf_value.shape[1]
     M1 = int(np.sqrt(out.shape[1])) if interactions else out.shape[1]
     maxd = 0
     for q in range(len(pidx)):
         maxd = max(maxd, path_ptr[pidx[q] + 1] - path_ptr[pidx[q]])
-    nb = (n + _ROW_BLOCK - 1) // _ROW_BLOCK
-    for b in prange(nb):
+    for b in range(lo, hi):
         acc = np.empty((maxd, maxd))
         i0 = b * _ROW_BLOCK
         i1 = min(n, i0 + _ROW_BLOCK)
@@ -553,10 +581,13 @@ def sibling_pairs(path_ptr, tree_index, feature, lower, upper, missing_ok, cat_p
             p += 1
 
 
-@numba.njit(parallel=True, cache=True)
-def mirror_histograms(pidx, path_ptr, mode, pair_bit, hist_off, hist):
+@items("len(pidx)")
+@numba.njit(nogil=True, cache=True, error_model="numpy")
+def mirror_histograms(pidx, path_ptr, mode, pair_bit, hist_off, hist, lo, hi):
     """The histogram of each right sibling (``mode`` 2): the left's with the split element's bit flipped."""
-    for q in prange(len(pidx)):
+    pidx, path_ptr, mode, pair_bit = borrow(pidx), borrow(path_ptr), borrow(mode), borrow(pair_bit)
+    hist_off, hist = borrow(hist_off), borrow(hist)
+    for q in range(lo, hi):
         p = pidx[q]
         if mode[p] != 1:
             continue
@@ -568,11 +599,14 @@ def mirror_histograms(pidx, path_ptr, mode, pair_bit, hist_off, hist):
             hist[hr + s] = hist[hl + (s ^ b)]
 
 
-@numba.njit(parallel=True, cache=True)
-def combine_pairs(pidx, path_ptr, mode, pair_bit, pair_k, leaf_value, tab_off, tab):
+@items("len(pidx)")
+@numba.njit(nogil=True, cache=True, error_model="numpy")
+def combine_pairs(pidx, path_ptr, mode, pair_bit, pair_k, leaf_value, tab_off, tab, lo, hi):
     """The left table of each sibling pair becomes left * v_left + right(pattern with the split bit flipped) *
     v_right, for output pair_k."""
-    for q in prange(len(pidx)):
+    pidx, path_ptr, mode, pair_bit = borrow(pidx), borrow(path_ptr), borrow(mode), borrow(pair_bit)
+    pair_k, leaf_value, tab_off, tab = borrow(pair_k), borrow(leaf_value), borrow(tab_off), borrow(tab)
+    for q in range(lo, hi):
         p = pidx[q]
         if mode[p] != 1:
             continue

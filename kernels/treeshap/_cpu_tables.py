@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import numba
 import numpy as np
-from numba import prange
+
+from .._items import borrow, items
 
 TABLE_BYTES = 1 << 20      # about one core's L2: tables that spill to memory are slower than the quadrature
 TABLE_MAX_LEN = 6          # 2^6 patterns x 6 values = 3 KiB per path
@@ -29,12 +30,14 @@ def plan_tables(path_ptr: np.ndarray, budget: int = TABLE_BYTES, max_len: int = 
     return off
 
 
-@numba.njit(parallel=True, cache=True)
-def build_tables(path_ptr, zero_fraction, tab_off, tq, wq, tab):
+@items("len(path_ptr) - 1")
+@numba.njit(nogil=True, cache=True, error_model="numpy")
+def build_tables(path_ptr, zero_fraction, tab_off, tq, wq, tab, lo, hi):
     """tab[off + pattern * m + t] = SHAP value of condition t for a unit leaf value, condition e satisfied iff
     bit e of pattern is set (Gauss-Legendre with ceil(m / 2) nodes, exact)."""
-    P = len(path_ptr) - 1
-    for p in prange(P):
+    path_ptr, zero_fraction, tab_off, tq = borrow(path_ptr), borrow(zero_fraction), borrow(tab_off), borrow(tq)
+    wq, tab = borrow(wq), borrow(tab)
+    for p in range(lo, hi):
         off = tab_off[p]
         if off < 0:
             continue

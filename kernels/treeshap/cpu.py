@@ -9,6 +9,7 @@ from typing import ClassVar
 import numba
 import numpy as np
 
+from .. import _warmup
 from .._options import Options
 from .._progress import check_progress, progress_bar
 from . import _cpu_interventional as _kw
@@ -149,6 +150,7 @@ def _tables(ps: PathSet, tq: np.ndarray, wq: np.ndarray) -> tuple[np.ndarray, np
 
 def shap_values(paths: PathSet, X, *, tree_limit=None, progress=None) -> np.ndarray:
     """Path-dependent ("tree_path_dependent") SHAP values, (n, M+1, K) float64, bias in column M."""
+    _warmup.enter("treeshap")
     ps = paths.restrict(check_tree_limit(tree_limit))
     X = as_model_input(X, ps)
     n, M = X.shape
@@ -197,6 +199,7 @@ def interaction_values(paths: PathSet, X, *, tree_limit=None, progress=None) -> 
     class-major (n, K, M+1, M+1) array: each output's matrix is then compact in memory, and the writes of the paths
     of one output stay in it (fashion_mnist-shaped models: 785 x 785 x 10 doubles per row).
     """
+    _warmup.enter("treeshap-interactions")
     ps = paths.restrict(check_tree_limit(tree_limit))
     X = as_model_input(X, ps)
     n, M = X.shape
@@ -349,6 +352,7 @@ def _sparse_long_paths(ps, X, R, wint, total, long_paths, weights, interactions,
 
 
 def _background_input(paths: PathSet, X, background, tree_limit):
+    _warmup.enter("treeshap-interventional")
     ps = paths.restrict(check_tree_limit(tree_limit))
     X = as_model_input(X, ps)
     R = as_model_input(background, ps, name="background")
