@@ -6,12 +6,15 @@ A kernel here is a plain ``@numba.njit(nogil=True, cache=True)`` function whose 
 not depend on the threads or on how the items are cut into chunks.
 
 Why not ``prange``: Numba compiles a ``prange`` loop's body through its parfor passes into a gufunc and then
-optimises and emits that body again in the gufunc's two wrappers and in the kernel itself, which made the TreeSHAP
-kernels' first compile 2.5-3x as long as the same body compiled once (``docs/design/treeshap.md`` section 7).
-A plain function called from Python, however, receives arrays that own a reference count, and every view its loops
-take (``R[j]``) increments and decrements it atomically; a parfor gufunc's arrays have none, and that traffic made
-the plain functions 15-25% slower. :func:`borrow` gives a kernel the same ownerless arrays: the caller keeps the
-arrays alive for the call, so the kernel's views need no counts, and LLVM removes them.
+optimises and emits that body again in the gufunc's two wrappers and in the kernel itself; the interventional
+pattern kernels compiled about twice as fast as work items (``docs/design/treeshap.md`` section 7). A plain
+function called from Python, however, receives arrays that own a reference count, and every view its loops take
+(``R[j]``) increments and decrements it atomically; a parfor gufunc's arrays have none, and that traffic made the
+plain functions 15-25% slower. :func:`borrow` gives a kernel the same ownerless arrays: the caller keeps the arrays
+alive for the call, so the kernel's views need no counts, and LLVM removes them. The kernels are compiled with
+``error_model="numpy"``, as a parfor body is. The quadrature kernels of path-dependent SHAP values and
+interactions stay ``prange`` loops: as work items they ran 10-20% slower on the Xeon host (1-7% on AMD EPYC), for
+reasons not found.
 """
 from __future__ import annotations
 

@@ -18,6 +18,8 @@ from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
+from . import _numba_compile
+
 _NOTICE = ("hitml: compiling Numba kernels for this machine on first use (about 10-20 s on 2 cores, once; later "
            "processes load them from Numba's cache; `hitml-warmup` compiles all ahead)")
 _lock = threading.Lock()
@@ -38,7 +40,8 @@ def _show_notice() -> bool:
 
 def register_compile_notice() -> None:
     """Print ``_NOTICE`` to stderr (once per process) when Numba starts compiling a hitml kernel, that is when a
-    kernel is neither compiled in this process nor found in Numba's cache. Cheap; idempotent."""
+    kernel is neither compiled in this process nor found in Numba's cache; and install ``_numba_compile``'s
+    faster copy propagation for those compiles. Cheap; idempotent."""
     with _lock:
         if _state["registered"]:
             return
@@ -59,6 +62,7 @@ def register_compile_notice() -> None:
             pass
 
     event.register("numba:compile", _Notice())
+    _numba_compile.install()  # a faster copy propagation while Numba compiles hitml's kernels (same code)
 
 
 def enter(group: str) -> None:
@@ -90,7 +94,7 @@ def compile_ahead() -> None:
     from numba.core.config import CACHE_DIR
 
     # the children run at a lower priority, so that the call waiting in this process finishes first
-    env = dict(os.environ, HITML_PROGRESS="0", HITML_WARMUP_NICE="5", **{_AHEAD_ENV: "0"},
+    env = dict(os.environ, HITML_PROGRESS="0", HITML_WARMUP_NICE="19", **{_AHEAD_ENV: "0"},
                PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
     if CACHE_DIR:
         env["NUMBA_CACHE_DIR"] = CACHE_DIR

@@ -138,6 +138,42 @@ def test_explainer_validates_progress():
     assert se.TreeExplainer(model, backend="cpu", progress=np.bool_(False)).progress is False
 
 
+
+# A fresh process compiles the SHAP kernels with _numba_compile's copy propagation in place, and every call of it
+# is checked against Numba's own function on the same blocks; outside hitml's compiles Numba's own is in place.
+_COPY_PROPAGATE_SCRIPT = r"""
+import json
+from numba.core import ir_utils
+from numba.parfors import parfor
+from hitml.kernels import _numba_compile as nc, _warmup
+fast = nc.copy_propagate
+seen = {"calls": 0, "equal": 0, "copies": 0}
+def checked(blocks, typemap):
+    got = fast(blocks, typemap)
+    ref = nc._state["original"](blocks, typemap)
+    seen["calls"] += 1
+    seen["equal"] += got == ref
+    seen["copies"] += sum(len(v) for v in got[1].values())
+    return got
+nc.copy_propagate = checked
+_warmup._treeshap_values()
+seen["restored"] = ir_utils.copy_propagate is nc._state["original"] and parfor.copy_propagate is ir_utils.copy_propagate
+seen["known"] = nc._state["known"]
+print(json.dumps(seen))
+"""
+
+
+def test_copy_propagation_matches_numbas(tmp_path):
+    done = _run(tmp_path / "numba_cache", "-c", _COPY_PROPAGATE_SCRIPT)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    if not seen["known"]:
+        pytest.skip("this Numba's copy_propagate is not the one _numba_compile replaces (Numba's own is used)")
+    assert seen["calls"] >= 5 and seen["copies"] > 1000, seen       # the parfor passes' calls, on real kernels
+    assert seen["equal"] == seen["calls"], seen
+    assert seen["restored"], seen
+
+
 _SHAP_ONLY = r"""
 import json, numpy as np
 from hitml.kernels import _warmup

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import numba
 import numpy as np
+from numba import prange
 
-from .._items import borrow, items
 from ._cpu_kernels import _satisfies
 
 BLOCKS = (8, 32, 128)  # row-block widths: the innermost (vectorised) loop; wider is faster per row (measured)
@@ -127,11 +127,10 @@ def _path_weights(xb, s0, m, Q, feature, lower, upper, missing_ok, cat_ptr, cat_
                 C[t, q, l] = c1 if o else c0
 
 
-@items("-(-X.shape[0] // bw) * -(-(len(group_ptr) - 1) // gpi)")
-@numba.njit(nogil=True, cache=True, error_model="numpy", fastmath=_FM)
+@numba.njit(parallel=True, cache=True, error_model="numpy", fastmath=_FM)
 def shap_quad_kernel(X, path_ptr, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words, cat_outside,
                      zero_fraction, leaf_value, max_len, tq, wq, tab_off, tab, order, group_ptr, group_out, feat_ptr,
-                     feats, gpi, bw, out, lo, hi):
+                     feats, gpi, bw, out):
     """out[i, f, k] += path-dependent SHAP of row i (bias column untouched), rows in blocks of ``bw``.
 
     Work items are (row block, ``gpi`` consecutive path groups): group g is the paths
@@ -143,16 +142,10 @@ def shap_quad_kernel(X, path_ptr, feature, lower, upper, missing_ok, cat_ptr, ca
     ``tab_off[p] >= 0`` reads its values from the pattern table ``tab[tab_off[p]:]`` (one row of m values per
     pattern of satisfied conditions, bit t for condition t; see _cpu_tables); the others run the quadrature.
     """
-    X, path_ptr, feature, lower, upper = borrow(X), borrow(path_ptr), borrow(feature), borrow(lower), borrow(upper)
-    missing_ok, cat_ptr, cat_nwords = borrow(missing_ok), borrow(cat_ptr), borrow(cat_nwords)
-    cat_words, cat_outside, zero_fraction = borrow(cat_words), borrow(cat_outside), borrow(zero_fraction)
-    leaf_value, tq, wq, tab_off, tab = borrow(leaf_value), borrow(tq), borrow(wq), borrow(tab_off), borrow(tab)
-    order, group_ptr, group_out, feat_ptr = borrow(order), borrow(group_ptr), borrow(group_out), borrow(feat_ptr)
-    feats, out = borrow(feats), borrow(out)
     M, K, _, q_max, n_blocks = _dims(X, path_ptr, leaf_value, max_len, bw)
     G = len(group_ptr) - 1
     n_split = (G + gpi - 1) // gpi
-    for item in range(lo, hi):
+    for item in prange(n_blocks * n_split):
         b, g0, g1 = _item_range(item, n_split, gpi, G)
         r0, nb, xb, ob, Pq, C = _block_start(X, b, q_max, max_len, bw)
         s = np.empty(bw)
@@ -207,26 +200,20 @@ def shap_quad_kernel(X, path_ptr, feature, lower, upper, missing_ok, cat_ptr, ca
                         out[r0 + l, f, k] += acc[k - k_lo, f, l]
 
 
-@items("-(-X.shape[0] // bw) * -(-(len(group_ptr) - 1) // gpi)")
-@numba.njit(nogil=True, cache=True, error_model="numpy", fastmath=_FM)
+@numba.njit(parallel=True, cache=True, error_model="numpy", fastmath=_FM)
 def interaction_quad_kernel(X, path_ptr, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words,
                             cat_outside, zero_fraction, leaf_value, max_len, tq, wq, order, group_ptr, group_out, gpi,
-                            bw, mirror, out, strides, lo, hi):
+                            bw, mirror, out, strides):
     """Interaction values of row i, feature pair (f, g), output k added to ``out[i*s0 + f*s1 + g*s2 + k*s3]``
     (``strides`` in elements, so the caller picks the layout), both triangles, bias entry untouched. Work items
     are (row block, ``gpi`` path groups) as in the SHAP kernel: group g, the paths ``order[group_ptr[g]:group_ptr[g
     + 1]]``, writes only output ``group_out[g]`` (every output when negative). ``mirror``: write
     the upper triangle and copy it to the lower one at the end (dense outputs); else write both entries of each
     pair at once (sparse ones, where copying the whole matrix would cost more than the pairs)."""
-    X, path_ptr, feature, lower, upper = borrow(X), borrow(path_ptr), borrow(feature), borrow(lower), borrow(upper)
-    missing_ok, cat_ptr, cat_nwords = borrow(missing_ok), borrow(cat_ptr), borrow(cat_nwords)
-    cat_words, cat_outside, zero_fraction = borrow(cat_words), borrow(cat_outside), borrow(zero_fraction)
-    leaf_value, tq, wq, order = borrow(leaf_value), borrow(tq), borrow(wq), borrow(order)
-    group_ptr, group_out, out, strides = borrow(group_ptr), borrow(group_out), borrow(out), borrow(strides)
     M, K, _, q_max, n_blocks = _dims(X, path_ptr, leaf_value, max_len, bw)
     G = len(group_ptr) - 1
     n_split = (G + gpi - 1) // gpi
-    for item in range(lo, hi):
+    for item in prange(n_blocks * n_split):
         b, g0, g1 = _item_range(item, n_split, gpi, G)
         r0, nb, xb, ob, Pq, C = _block_start(X, b, q_max, max_len, bw)
         S = np.empty((max(q_max, 1), bw))
