@@ -19,6 +19,7 @@ reasons not found.
 from __future__ import annotations
 
 import inspect
+import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -57,6 +58,16 @@ def _executor() -> ThreadPoolExecutor:
         if _pool is None:
             _pool = ThreadPoolExecutor(max(1, numba.config.NUMBA_NUM_THREADS - 1), thread_name_prefix="hitml")
         return _pool
+
+
+def _after_fork_in_child() -> None:
+    """A forked child (multiprocessing, Dask workers) has none of the parent's pool threads: start a new pool."""
+    global _pool, _pool_lock
+    _pool = None
+    _pool_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def run_items(kernel, n_items: int, args: tuple, threads: int | None = None) -> None:

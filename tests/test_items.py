@@ -61,6 +61,24 @@ def test_errors_reach_the_caller():
     assert (out == 1).all()
 
 
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs os.fork")
+def test_a_forked_child_gets_its_own_pool():
+    import multiprocessing as mp
+
+    out = np.zeros((100, 2))
+    run_items(_count_items, 100, (out,), threads=2)      # the parent's pool exists before the fork
+    ctx = mp.get_context("fork")
+    with ctx.Pool(1) as pool:
+        got = pool.apply_async(_run_in_child).get(timeout=120)
+    assert got == 100.0
+
+
+def _run_in_child() -> float:
+    out = np.zeros((100, 2))
+    run_items(_count_items, 100, (out,), threads=2)
+    return float(out[:, 0].sum())
+
+
 def test_item_kernel_checks_its_arguments():
     assert isinstance(_count_kernel, ItemKernel)
     with pytest.raises(TypeError, match="takes 2 arguments"):
