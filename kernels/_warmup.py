@@ -85,7 +85,7 @@ def compile_ahead() -> None:
     for those it started before it exits. Once per process; off where ``HITML_COMPILE_AHEAD=0`` (which its
     children get)."""
     with _lock:
-        if _ahead["launched"] or os.environ.get(_AHEAD_ENV, "1") == "0" or not sys.executable:
+        if _ahead["launched"] or os.environ.get(_AHEAD_ENV, "1") == "0" or not _is_python(sys.executable):
             return
         _ahead["launched"] = True
         todo = [g for g in _AHEAD_GROUPS if g not in _ahead["entered"]]
@@ -108,6 +108,12 @@ def compile_ahead() -> None:
         with _lock:
             _ahead["children"][group] = child
     atexit.register(_wait_ahead)
+
+
+def _is_python(executable: str | None) -> bool:
+    """Whether ``executable`` is a Python interpreter (not an application embedding one, such as a WSGI server,
+    which ``-m hitml.kernels`` would start instead)."""
+    return bool(executable) and os.path.basename(executable).lower().startswith("python")
 
 
 def _wait_ahead(timeout: float = 300.0) -> None:

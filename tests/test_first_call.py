@@ -219,3 +219,15 @@ def test_compile_ahead_can_be_switched_off(tmp_path):
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.strip().splitlines()[-1]) == []
     assert not any("interaction_quad_kernel" in p for p in _files(cache))
+
+
+def test_compile_ahead_starts_only_a_python_interpreter(monkeypatch):
+    """In an application that embeds Python (a WSGI server), sys.executable is the application: nothing starts."""
+    started = []
+    monkeypatch.setattr(_warmup.subprocess, "Popen", lambda *a, **k: started.append(a))
+    monkeypatch.setattr(_warmup, "_ahead", {"entered": set(), "children": {}, "launched": False})
+    monkeypatch.delenv(_warmup._AHEAD_ENV, raising=False)
+    monkeypatch.setattr(sys, "executable", "/usr/bin/uwsgi")
+    _warmup.compile_ahead()
+    assert started == [] and _warmup._ahead["children"] == {}
+    assert _warmup._is_python("/opt/venv/bin/python3.12") and not _warmup._is_python("")
