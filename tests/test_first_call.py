@@ -45,9 +45,9 @@ print(json.dumps(out))
 """
 
 
-def _run(cache: Path, *args: str) -> subprocess.CompletedProcess:
+def _run(cache: Path, *args: str, **extra_env: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, NUMBA_CACHE_DIR=str(cache), HITML_PROGRESS="1", NUMBA_NUM_THREADS="2",
-               PYTHONPATH=os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), ) if p))
+               PYTHONPATH=os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), ) if p), **extra_env)
     return subprocess.run([sys.executable, *args], env=env, capture_output=True, text=True, timeout=1500, check=False,
                           cwd=ROOT)
 
@@ -213,9 +213,7 @@ def test_first_miss_compiles_the_other_groups_ahead(tmp_path):
 
 def test_compile_ahead_can_be_switched_off(tmp_path):
     cache = tmp_path / "numba_cache"
-    env_off = dict(os.environ, HITML_COMPILE_AHEAD="0")
-    done = subprocess.run([sys.executable, "-c", _SHAP_ONLY], env=dict(env_off, NUMBA_CACHE_DIR=str(cache)),
-                          capture_output=True, text=True, timeout=900, check=False, cwd=ROOT)
+    done = _run(cache, "-c", _SHAP_ONLY, HITML_COMPILE_AHEAD="0")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.strip().splitlines()[-1]) == []
     assert not any("interaction_quad_kernel" in p for p in _files(cache))

@@ -139,8 +139,8 @@ def condition_masks(RT, nb, ucond, ufeat, ulo, uhi, uok, lower, upper, missing_o
     for u in range(lo, hi):
         col = RT[ufeat[u]]
         e = ucond[u]
-        lo = ulo[u]
-        hi = uhi[u]
+        c_lo = ulo[u]
+        c_hi = uhi[u]
         ok = uok[u]
         for w in range(nw):
             i0 = w * 64
@@ -151,14 +151,14 @@ def condition_masks(RT, nb, ucond, ufeat, ulo, uhi, uok, lower, upper, missing_o
                     if _satisfies(col[i0 + i], e, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words,
                                   cat_outside):
                         word |= np.uint64(1) << np.uint64(i)
-            elif lo == -np.inf:
+            elif c_lo == -np.inf:
                 for i in range(r):
                     x = col[i0 + i]
-                    word |= np.uint64((x <= hi) | (ok & (x != x))) << np.uint64(i)  # noqa: PLR0124 - NaN test
+                    word |= np.uint64((x <= c_hi) | (ok & (x != x))) << np.uint64(i)  # noqa: PLR0124 - NaN test
             else:
                 for i in range(r):
                     x = col[i0 + i]
-                    word |= np.uint64(((lo < x) & (x <= hi)) | (ok & (x != x))) << np.uint64(i)  # noqa: PLR0124 - NaN test
+                    word |= np.uint64(((c_lo < x) & (x <= c_hi)) | (ok & (x != x))) << np.uint64(i)  # noqa: PLR0124 - NaN test
             masks[u, w] = word
 
 
