@@ -13,8 +13,9 @@ function called from Python, however, receives arrays that own a reference count
 plain functions 15-25% slower. :func:`borrow` gives a kernel the same ownerless arrays: the caller keeps the arrays
 alive for the call, so the kernel's views need no counts, and LLVM removes them. The kernels are compiled with
 ``error_model="numpy"``, as a parfor body is. The quadrature kernels of path-dependent SHAP values and
-interactions stay ``prange`` loops: as work items they ran 10-20% slower on the Xeon host (1-7% on AMD EPYC), for
-reasons not found.
+interactions stay ``prange`` loops (as work items they ran 11-24% slower on the Xeon host, 0-5% on AMD EPYC, for
+reasons not found) and get a work-item twin, :func:`serial_twin`, that a first-ever process runs while the
+``prange`` form compiles in the background (``_warmup.pick``).
 """
 from __future__ import annotations
 
@@ -147,3 +148,20 @@ def items(count: str) -> Callable[[object], ItemKernel]:
         return ItemKernel(dispatcher, count)
     return wrap
 
+
+
+def serial_twin(dispatcher, count: str) -> ItemKernel:
+    """The work-item twin of a ``parallel=True`` kernel whose loop is ``for item in prange(lo, hi)`` over its last
+    two arguments: the same Python function compiled without the parfor passes (``prange`` is then ``range``), with
+    ``nogil``, as an :class:`ItemKernel` of ``count`` items; the same bytes, compiled in about half the time (the
+    parfor passes compile the loop body into a gufunc and then again). Its Numba cache entries are its own: the
+    function is a copy named ``<name>_items``, as Numba's cache files are named after the function, not its flags."""
+    import types as _pytypes
+
+    f = dispatcher.py_func
+    twin = _pytypes.FunctionType(f.__code__, f.__globals__, f.__name__ + "_items", f.__defaults__, f.__closure__)
+    twin.__qualname__ = f.__qualname__ + "_items"
+    twin.__module__ = f.__module__
+    twin.__doc__ = f"Work items ``[lo, hi)`` of {f.__qualname__}, serial (see hitml.kernels._items.serial_twin)."
+    options = {k: v for k, v in dispatcher.targetoptions.items() if k not in ("parallel", "nopython", "nogil")}
+    return ItemKernel(numba.njit(nogil=True, cache=True, **options)(twin), count)

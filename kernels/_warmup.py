@@ -4,6 +4,8 @@ Every Numba kernel of hitml is a module-level function with ``cache=True``, call
 types, so its machine code is compiled once per machine (and Numba version) and loaded from Numba's cache by every
 later process. ``python -m hitml.kernels warmup`` (or the ``hitml-warmup`` console script) compiles them all ahead,
 on all cores; without it, the first call that needs a kernel compiles it, and a one-line notice on stderr says so.
+A cold cache also starts the other TreeSHAP groups' compiles in processes alongside (:func:`compile_ahead`), and the
+quadrature kernels run their quick-to-compile twins until their full tier is compiled behind (:func:`pick`).
 """
 from __future__ import annotations
 
@@ -27,10 +29,21 @@ _state = {"registered": False, "shown": False}
 
 # The CPU TreeSHAP engine's kernel groups that a first cache miss compiles side by side (see compile_ahead), the
 # module of their kernels, and the setting that turns it off
-_AHEAD_GROUPS = ("treeshap", "treeshap-interactions", "treeshap-interventional")
+_AHEAD_GROUPS = (("treeshap",), ("treeshap-interactions",),
+                 ("treeshap-interventional", "treeshap-interventional-interactions"))   # one process per tuple
+# their nice values: the order in which a script usually needs them (this process runs at its own, lower, value)
+_AHEAD_NICE = {"treeshap": 5, "treeshap-interactions": 10, "treeshap-interventional": 15}
 _ENGINE_MODULES = ("hitml.kernels.treeshap._cpu_",)
+_PATH_MODULES = ("hitml.kernels.treeshap.",)   # path extraction: a miss there starts them once expect_cpu_engine ran
 _AHEAD_ENV = "HITML_COMPILE_AHEAD"
-_ahead: dict = {"entered": set(), "children": {}, "launched": False}
+_ahead: dict = {"entered": set(), "children": {}, "launched": False, "eager": False}
+
+# Kernel tiers (see pick): the setting that forces one, the groups whose kernels have a quick twin (compiled in the
+# background in the full tier), and this process's background compile of the full tier (None: not tried yet)
+_TIER_ENV = "HITML_KERNEL_TIER"
+_TIERS = ("full", "quick")
+_FULL_GROUPS = ("treeshap", "treeshap-interactions")
+_full: dict = {"started": None}
 
 
 def _show_notice() -> bool:
@@ -55,7 +68,7 @@ def register_compile_notice() -> None:
             if module.startswith("hitml.") and _show_notice():
                 _state["shown"] = True
                 print(_NOTICE, file=sys.stderr, flush=True)
-            if module.startswith(_ENGINE_MODULES):
+            if module.startswith(_ENGINE_MODULES) or (_ahead["eager"] and module.startswith(_PATH_MODULES)):
                 compile_ahead()
 
         def on_end(self, ev):
@@ -65,15 +78,50 @@ def register_compile_notice() -> None:
     _numba_compile.install()  # a faster copy propagation while Numba compiles hitml's kernels (same code)
 
 
+def expect_cpu_engine() -> None:
+    """Called by an adapter that will run the CPU TreeSHAP engine (shap_ext's ``backend="cpu"``) before it
+    extracts the paths: a cache miss there, which means a cold cache, then already starts :func:`compile_ahead`,
+    so that the engine's kernels compile while the paths are extracted (a GPU user extracts paths too, and starts
+    nothing)."""
+    register_compile_notice()
+    _ahead["eager"] = True
+
+
 def enter(group: str) -> None:
     """Called by the CPU TreeSHAP engine before it runs the kernels of ``group``: records that this process
-    compiles (or loads) them itself, and waits for a process that :func:`compile_ahead` started on them, whose cache
-    entries the kernels then load instead of compiling them a second time."""
+    compiles (or loads) them itself, and waits until a process that :func:`compile_ahead` started has compiled
+    them; the kernels then load its cache entries instead of compiling them a second time."""
     with _lock:
         _ahead["entered"].add(group)
         child = _ahead["children"].pop(group, None)
     if child is not None:
-        child.wait()
+        child.wait_for(group)
+
+
+class _Child:
+    """A ``hitml-warmup`` process compiling ``groups`` in order, which prints each group's name when it is done."""
+
+    def __init__(self, proc: subprocess.Popen, groups: tuple[str, ...]) -> None:
+        self.proc, self.groups, self.done = proc, groups, set()
+        self._lock = threading.Lock()
+
+    def wait_for(self, group: str) -> None:
+        """Return once ``group`` is compiled (or the process has ended)."""
+        with self._lock:
+            while group not in self.done:
+                line = self.proc.stdout.readline() if self.proc.stdout else ""
+                if not line:
+                    self.proc.wait()
+                    return
+                self.done.add(line.strip())
+
+    def finish(self, timeout: float) -> None:
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        if self.proc.stdout:
+            self.proc.stdout.close()
 
 
 def compile_ahead() -> None:
@@ -85,29 +133,114 @@ def compile_ahead() -> None:
     for those it started before it exits. Once per process; off where ``HITML_COMPILE_AHEAD=0`` (which its
     children get)."""
     with _lock:
-        if _ahead["launched"] or os.environ.get(_AHEAD_ENV, "1") == "0" or not _is_python(sys.executable):
+        if _ahead["launched"] or not _ahead_allowed():
             return
         _ahead["launched"] = True
-        todo = [g for g in _AHEAD_GROUPS if g not in _ahead["entered"]]
+        todo = [t for t in ([g for g in groups if g not in _ahead["entered"]] for groups in _AHEAD_GROUPS) if t]
     if not todo:
         return
+    # the children run at a lower priority, so that the call waiting in this process finishes first; they compile
+    # the tier this process will run (the quick twins, unless a tier is forced), and print each group when done
+    for groups in todo:
+        env = _child_env(HITML_WARMUP_NICE=str(_AHEAD_NICE.get(groups[0], 19)), HITML_WARMUP_REPORT="1",
+                         **{_TIER_ENV: kernel_tier() or "quick"})
+        try:
+            proc = subprocess.Popen([sys.executable, "-m", "hitml.kernels", "warmup", *groups, "--jobs", "1"],
+                                    env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.DEVNULL, text=True)
+        except OSError:   # no process to spare: this process compiles the groups when it needs them
+            continue
+        child = _Child(proc, tuple(groups))
+        with _lock:
+            for g in groups:
+                _ahead["children"][g] = child
+    atexit.register(_wait_ahead)
+
+
+def _ahead_allowed() -> bool:
+    return os.environ.get(_AHEAD_ENV, "1") != "0" and _is_python(sys.executable)
+
+
+def _child_env(**extra: str) -> dict:
+    """The environment of a compiling child: this process's, its import path and Numba cache folder, no notice, no
+    compiles ahead of its own."""
     from numba.core.config import CACHE_DIR
 
-    # the children run at a lower priority, so that the call waiting in this process finishes first
-    env = dict(os.environ, HITML_PROGRESS="0", HITML_WARMUP_NICE="19", **{_AHEAD_ENV: "0"},
-               PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    env = dict(os.environ, HITML_PROGRESS="0", PYTHONPATH=os.pathsep.join(p for p in sys.path if p),
+               **{_AHEAD_ENV: "0"}, **extra)
     if CACHE_DIR:
         env["NUMBA_CACHE_DIR"] = CACHE_DIR
-    for group in todo:
+    return env
+
+
+def kernel_tier() -> str | None:
+    """The tier that ``HITML_KERNEL_TIER`` forces ("full" or "quick"), or None (unset: :func:`pick` chooses)."""
+    value = os.environ.get(_TIER_ENV, "").strip().lower()
+    if not value:
+        return None
+    if value not in _TIERS:
+        raise ValueError(f"{_TIER_ENV} must be one of {_TIERS} or unset, got {value!r}")
+    return value
+
+
+def loaded(dispatcher, args: tuple) -> bool | None:
+    """Whether ``dispatcher`` has machine code for the types of ``args`` in this process, or loads it from Numba's
+    cache now; never compiles. This is the cache lookup of Numba's ``Dispatcher.compile`` (whose own switch-off
+    refuses before it looks in the cache), under Numba's compiler lock; None where this Numba's internals differ."""
+    from numba.core.compiler_lock import global_compiler_lock
+
+    try:
+        sig = tuple(dispatcher.typeof_pyval(a) for a in args)
+        with global_compiler_lock:
+            if sig in dispatcher.overloads:
+                return True
+            cres = dispatcher._cache.load_overload(sig, dispatcher.targetctx)
+            if cres is None:
+                return False
+            dispatcher._cache_hits[sig] += 1
+            if not cres.objectmode:
+                dispatcher.targetctx.insert_user_function(cres.entry_point, cres.fndesc, [cres.library])
+            dispatcher.add_overload(cres)
+            return True
+    except Exception:  # noqa: BLE001 - another Numba: the caller takes the full tier, which compiles as before
+        return None
+
+
+def pick(full, quick, args: tuple):
+    """The kernel of a pair of twins that a call with ``args`` runs: ``full``, a ``parallel=True`` kernel over work
+    items ``[lo, hi)`` (its last two arguments, here all of them), where its machine code is in this process or in
+    Numba's cache; else ``quick``, its work-item twin (``_items.serial_twin``: the same bytes, compiled in about
+    half the time, run 1.0-1.3x as long), while a process in the background compiles ``full`` into the cache
+    (started here, once per process; later calls of this process, and later processes, then load it). Where no
+    such process can start (``HITML_COMPILE_AHEAD=0``, an embedded interpreter), ``full`` compiles here, as before.
+    ``HITML_KERNEL_TIER=full`` or ``quick`` forces a tier (``hitml-warmup`` compiles the full one). Returns a
+    callable taking ``args``."""
+    tier = kernel_tier()
+    if tier == "quick" or (tier is None and loaded(full, (*args, 0, 0)) is False and compile_full_tier()):
+        return quick
+    return lambda *a: full(*a, 0, quick.count(*a))
+
+
+def compile_full_tier() -> bool:
+    """Start (once per process) a background process that compiles the full tier of ``_FULL_GROUPS`` into Numba's
+    cache: detached (it outlives this process, which does not wait for it at exit), on idle CPU time only (Linux
+    ``SCHED_IDLE``, else nice 19), and skipped while another such process holds the lock next to the cache. Returns
+    whether one runs (or ran) for this process."""
+    with _lock:
+        if _full["started"] is not None:
+            return _full["started"]
+        _full["started"] = False
+        if not _ahead_allowed():
+            return False
+        env = _child_env(HITML_WARMUP_NICE="idle", HITML_WARMUP_LOCK="1", **{_TIER_ENV: "full"})
         try:
-            child = subprocess.Popen([sys.executable, "-m", "hitml.kernels", "warmup", group, "--jobs", "1"],
-                                     env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL)
-        except OSError:   # no process to spare: this process compiles the group when it needs it
-            continue
-        with _lock:
-            _ahead["children"][group] = child
-    atexit.register(_wait_ahead)
+            subprocess.Popen([sys.executable, "-m", "hitml.kernels", "warmup", *_FULL_GROUPS, "--jobs", "1"],
+                             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, start_new_session=True)
+        except OSError:
+            return False
+        _full["started"] = True
+        return True
 
 
 def _is_python(executable: str | None) -> bool:
@@ -119,13 +252,10 @@ def _is_python(executable: str | None) -> bool:
 def _wait_ahead(timeout: float = 300.0) -> None:
     """At exit: let the compiles started ahead finish (so that the next process finds them in the cache)."""
     with _lock:
-        children = list(_ahead["children"].values())
+        children = list({id(c): c for c in _ahead["children"].values()}.values())
         _ahead["children"].clear()
     for child in children:
-        try:
-            child.wait(timeout)
-        except subprocess.TimeoutExpired:
-            child.kill()
+        child.finish(timeout)
 
 
 # --------------------------------------------------------------------------------------------------- warm-up
@@ -149,10 +279,24 @@ def _tiny_paths():
     return extract_paths(cl, cr, cl, ft, th, val, cov, np.zeros(1), n_features=3, categories=cats)
 
 
+def _hand_paths():
+    """A two-path PathSet built by hand (no path extraction to compile first), with a categorical element: the
+    quadrature kernels' argument types are those of every real PathSet."""
+    from .treeshap import PathSet
+
+    return PathSet(n_features=3, n_outputs=1, path_ptr=np.array([0, 2, 3], np.int64),
+                   feature=np.array([0, 1, 2], np.int32), lower=np.array([-np.inf, 0.5, -np.inf]),
+                   upper=np.array([0.5, np.inf, 1.0]), missing_ok=np.array([True, False, False]),
+                   cat_ptr=np.array([-1, -1, 0], np.int64), cat_nwords=np.array([0, 0, 1], np.int32),
+                   cat_words=np.array([0b101], np.uint32), zero_fraction=np.array([0.5, 0.25, 0.625]),
+                   leaf_value=np.array([[1.0], [-2.0]]), tree_index=np.array([0, 1], np.int32),
+                   base_offset=np.zeros(1))
+
+
 def _treeshap_values() -> None:
     from .treeshap import cpu
 
-    ps = _tiny_paths()
+    ps = _hand_paths()
     X = np.random.default_rng(0).normal(size=(300, 3))
     cpu.shap_values(ps, X, progress=False)
 
@@ -160,7 +304,7 @@ def _treeshap_values() -> None:
 def _treeshap_interactions() -> None:
     from .treeshap import cpu
 
-    ps = _tiny_paths()
+    ps = _hand_paths()
     X = np.random.default_rng(0).normal(size=(40, 3))
     cpu.interaction_values(ps, X, progress=False)
 
@@ -168,12 +312,21 @@ def _treeshap_interactions() -> None:
 def _treeshap_interventional() -> None:
     from .treeshap import cpu
 
-    ps = _tiny_paths()
+    ps = _hand_paths()   # the pattern engine reads the paths only
     X = np.random.default_rng(0).normal(size=(20, 3))
     cpu.interventional_shap_values(ps, X, X[:5], progress=False)
     cpu.interventional_shap_values(ps, X, X[:5], weights=np.arange(1.0, 6.0), progress=False)
-    cpu.interventional_interaction_values(ps, X, X[:5], progress=False)
     cpu.interventional_banzhaf_values(ps, X, X[:5], progress=False)
+
+
+def _treeshap_interventional_interactions() -> None:
+    """Interventional interactions: the interventional group's kernels and the interaction tables (a group of its
+    own, so that a first interventional SHAP call does not wait for the tables' compile)."""
+    from .treeshap import cpu
+
+    ps = _hand_paths()
+    X = np.random.default_rng(0).normal(size=(20, 3))
+    cpu.interventional_interaction_values(ps, X, X[:5], progress=False)
 
 
 def _treeshap_transforms() -> None:
@@ -218,6 +371,7 @@ TASKS = {
     "treeshap": _treeshap_values,
     "treeshap-interactions": _treeshap_interactions,
     "treeshap-interventional": _treeshap_interventional,
+    "treeshap-interventional-interactions": _treeshap_interventional_interactions,
     "treeshap-transforms": _treeshap_transforms,
     "sketch": _sketch,
     "shuffle": _shuffle,
@@ -228,8 +382,14 @@ TASKS = {
 
 # CPU seconds of each group's first compile on one core of the 2-core machine (docs/benchmarks/first_call.md): the
 # order in which the warm-up hands the groups to its processes
+_AFTER = {"treeshap-interventional-interactions": "treeshap-interventional"}
 _COST = {"treeshap-interventional": 16.2, "sketch": 15.6, "treeshap-transforms": 12.5, "treeshap": 12.0,
-         "treeshap-interactions": 10.1, "shuffle": 5.0, "gpu-packing": 0.4, "permutations": 0.1}
+         "treeshap-interactions": 10.1, "shuffle": 5.0, "treeshap-interventional-interactions": 1.6,
+         "gpu-packing": 0.4, "permutations": 0.1}
+
+
+def _run_tasks(names: tuple[str, ...]) -> list[tuple[str, float, str]]:
+    return [_run_task(n) for n in names]
 
 
 def _run_task(name: str) -> tuple[str, float, str]:
@@ -254,17 +414,26 @@ def warmup(tasks=None, jobs: int | None = None, verbose: bool = True) -> dict[st
         raise ValueError(f"unknown warm-up groups {unknown}; choose from {sorted(TASKS)}")
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(names)))
     t0 = time.perf_counter()
-    # longest first, so that the processes finish together (CPU seconds of each group's first compile)
-    names.sort(key=lambda n: -_COST.get(n, 0.0))
-    if jobs == 1:
-        results = [_run_task(n) for n in names]
+    if jobs == 1:   # in the order given; each group's name on stdout when done (for compile_ahead's waits)
+        report = os.environ.get("HITML_WARMUP_REPORT") == "1"
+        results = []
+        for n in names:
+            results.append(_run_task(n))
+            if report:
+                print(n, flush=True)
     else:
+        # a group that reuses another's kernels runs after it in the same process (no second compile of them);
+        # longest first, so that the processes finish together (CPU seconds of each group's first compile)
+        runs = [(n, *(c for c, after in _AFTER.items() if after == n and c in names)) for n in names
+                if not (n in _AFTER and _AFTER[n] in names)]
+        runs.sort(key=lambda r: -sum(_COST.get(n, 0.0) for n in r))
+        jobs = min(jobs, len(runs))
         with ProcessPoolExecutor(jobs) as pool:
-            results = list(pool.map(_run_task, names, chunksize=1))
+            results = [r for rs in pool.map(_run_tasks, runs, chunksize=1) for r in rs]
     failed = []
     for name, secs, err in results:
         if verbose:
-            print(f"  {name:<26} {secs:6.1f} s" + (f"  FAILED: {err}" if err else ""), file=sys.stderr)
+            print(f"  {name:<38} {secs:6.1f} s" + (f"  FAILED: {err}" if err else ""), file=sys.stderr)
         if err:
             failed.append(f"{name} ({err})")
     if verbose:
@@ -281,15 +450,65 @@ def _cache_dir() -> str:
     return CACHE_DIR or "next to each module (__pycache__)"
 
 
+def _lower_priority(nice: str | None) -> None:
+    """``HITML_WARMUP_NICE``: a nice value, or "idle" (Linux ``SCHED_IDLE``: only CPU time no other process wants;
+    else nice 19)."""
+    if not nice:
+        return
+    if nice == "idle" and hasattr(os, "sched_setscheduler") and hasattr(os, "SCHED_IDLE"):
+        try:
+            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+            return
+        except OSError:
+            pass
+    if hasattr(os, "nice"):
+        os.nice(19 if nice == "idle" else int(nice))
+
+
+_held: list = []   # the open lock file of this process (held until it exits)
+
+
+def full_tier_lock() -> str:
+    """The lock file that a background full-tier compile holds while it runs (in Numba's cache folder where one is
+    set, else in the temporary folder)."""
+    import tempfile
+    from numba.core.config import CACHE_DIR
+
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    return os.path.join(CACHE_DIR or tempfile.gettempdir(), f"hitml-full-tier-{uid}.lock")
+
+
+def _take_lock() -> bool:
+    """Whether this process now holds the lock of the background full-tier compile (a file next to Numba's cache);
+    False while another process holds it. Without ``fcntl`` (Windows), always True."""
+    try:
+        import fcntl
+    except ImportError:
+        return True
+    path = full_tier_lock()
+    f = None
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        f = open(path, "a")   # kept open, and locked, for the life of the process
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        if f is not None:
+            f.close()
+        return False
+    _held.append(f)
+    return True
+
+
 def main(argv=None) -> int:
     """``hitml-warmup [--jobs N] [GROUP ...]``: compile hitml's CPU kernels ahead of use."""
     parser = argparse.ArgumentParser(prog="hitml-warmup", description=main.__doc__)
     parser.add_argument("groups", nargs="*", help=f"kernel groups (default: all of {', '.join(TASKS)})")
     parser.add_argument("--jobs", type=int, default=None, help="processes at once (default: CPU count)")
     args = parser.parse_args(argv)
-    nice = os.environ.get("HITML_WARMUP_NICE")
-    if nice and hasattr(os, "nice"):
-        os.nice(int(nice))
+    os.environ.setdefault(_TIER_ENV, "full")   # the kernels later processes run (the quick twins only on demand)
+    _lower_priority(os.environ.get("HITML_WARMUP_NICE"))
+    if os.environ.get("HITML_WARMUP_LOCK") and not _take_lock():
+        return 0   # another process compiles them now
     if os.environ.get("HITML_PROGRESS", "1") != "0":
         print("hitml: compiling the CPU kernels for this machine (loaded from Numba's cache where already compiled)",
               file=sys.stderr, flush=True)

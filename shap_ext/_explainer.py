@@ -288,6 +288,10 @@ class TreeExplainer(_ShapTreeExplainer):
         if n_features not in self._paths_cache:
             ens = self.model
             cl, cr = self._cats.children(ens.children_left, ens.children_right)
+            if self.backend == "cpu":   # a cold Numba cache: the engine's kernels compile during the extraction
+                from hitml.kernels.treeshap import cpu as cpu_engine
+
+                cpu_engine.expect_cpu_engine()
             self._paths_cache[n_features] = _engine().extract_paths(
                 cl, cr, ens.children_default, ens.features, ens.thresholds, ens.values, ens.node_sample_weight,
                 ens.base_offset, n_features=n_features, input_dtype=ens.input_dtype,

@@ -8,6 +8,10 @@ With c_e(t) = (o_e - z_e) / g_e(t), phi_i = v sum_q w_q P(t_q) c_i(t_q) where P 
 c_e takes one of two values per node, (1 - z) / (z + t (1 - z)) or -1 / (1 - t), computed once per block of rows,
 so the per-row work is multiplications and FMAs without divisions; a condition with z = o = 0 makes P = 0, and the
 path correctly contributes nothing. The rows of a block sit in the innermost loop, where LLVM vectorises them.
+
+Each kernel is a ``prange`` loop over work items ``[lo, hi)`` (the full tier, the fastest) with a work-item twin,
+``shap_quad_items`` / ``interaction_quad_items`` (the same function compiled serially, run on Python threads: the
+same bytes, compiled in half the time); ``_warmup.pick`` chooses (docs/design/treeshap.md, section 7).
 """
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ import numba
 import numpy as np
 from numba import prange
 
+from .._items import borrow, serial_twin
 from ._cpu_kernels import _satisfies
 
 BLOCKS = (8, 32, 128)  # row-block widths: the innermost (vectorised) loop; wider is faster per row (measured)
@@ -130,10 +135,11 @@ def _path_weights(xb, s0, m, Q, feature, lower, upper, missing_ok, cat_ptr, cat_
 @numba.njit(parallel=True, cache=True, error_model="numpy", fastmath=_FM)
 def shap_quad_kernel(X, path_ptr, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words, cat_outside,
                      zero_fraction, leaf_value, max_len, tq, wq, tab_off, tab, order, group_ptr, group_out, feat_ptr,
-                     feats, gpi, bw, out):
+                     feats, gpi, bw, out, lo, hi):
     """out[i, f, k] += path-dependent SHAP of row i (bias column untouched), rows in blocks of ``bw``.
 
-    Work items are (row block, ``gpi`` consecutive path groups): group g is the paths
+    Runs work items ``[lo, hi)`` (all: ``[0, shap_quad_items.count(...))``). Work items are (row block, ``gpi``
+    consecutive path groups): group g is the paths
     ``order[group_ptr[g]:group_ptr[g + 1]]``, all of output ``group_out[g]`` (boosted multiclass: the sums of
     one output, (M, bw) doubles, are kept and then added to that output's column of the block's rows) or of
     every output when ``group_out[g] < 0``; only the group's features ``feats[feat_ptr[g]:feat_ptr[g + 1]]`` are
@@ -142,10 +148,16 @@ def shap_quad_kernel(X, path_ptr, feature, lower, upper, missing_ok, cat_ptr, ca
     ``tab_off[p] >= 0`` reads its values from the pattern table ``tab[tab_off[p]:]`` (one row of m values per
     pattern of satisfied conditions, bit t for condition t; see _cpu_tables); the others run the quadrature.
     """
-    M, K, _, q_max, n_blocks = _dims(X, path_ptr, leaf_value, max_len, bw)
+    X, path_ptr, feature, lower, upper = borrow(X), borrow(path_ptr), borrow(feature), borrow(lower), borrow(upper)
+    missing_ok, cat_ptr, cat_nwords = borrow(missing_ok), borrow(cat_ptr), borrow(cat_nwords)
+    cat_words, cat_outside, zero_fraction = borrow(cat_words), borrow(cat_outside), borrow(zero_fraction)
+    leaf_value, tq, wq, tab_off, tab = borrow(leaf_value), borrow(tq), borrow(wq), borrow(tab_off), borrow(tab)
+    order, group_ptr, group_out, feat_ptr = borrow(order), borrow(group_ptr), borrow(group_out), borrow(feat_ptr)
+    feats, out = borrow(feats), borrow(out)
+    M, K, _, q_max, _ = _dims(X, path_ptr, leaf_value, max_len, bw)
     G = len(group_ptr) - 1
     n_split = (G + gpi - 1) // gpi
-    for item in prange(n_blocks * n_split):
+    for item in prange(lo, hi):
         b, g0, g1 = _item_range(item, n_split, gpi, G)
         r0, nb, xb, ob, Pq, C = _block_start(X, b, q_max, max_len, bw)
         s = np.empty(bw)
@@ -203,17 +215,22 @@ def shap_quad_kernel(X, path_ptr, feature, lower, upper, missing_ok, cat_ptr, ca
 @numba.njit(parallel=True, cache=True, error_model="numpy", fastmath=_FM)
 def interaction_quad_kernel(X, path_ptr, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words,
                             cat_outside, zero_fraction, leaf_value, max_len, tq, wq, order, group_ptr, group_out, gpi,
-                            bw, mirror, out, strides):
-    """Interaction values of row i, feature pair (f, g), output k added to ``out[i*s0 + f*s1 + g*s2 + k*s3]``
+                            bw, mirror, out, strides, lo, hi):
+    """Work items ``[lo, hi)`` of the interaction values of row i, feature pair (f, g), output k added to ``out[i*s0 + f*s1 + g*s2 + k*s3]``
     (``strides`` in elements, so the caller picks the layout), both triangles, bias entry untouched. Work items
     are (row block, ``gpi`` path groups) as in the SHAP kernel: group g, the paths ``order[group_ptr[g]:group_ptr[g
     + 1]]``, writes only output ``group_out[g]`` (every output when negative). ``mirror``: write
     the upper triangle and copy it to the lower one at the end (dense outputs); else write both entries of each
     pair at once (sparse ones, where copying the whole matrix would cost more than the pairs)."""
-    M, K, _, q_max, n_blocks = _dims(X, path_ptr, leaf_value, max_len, bw)
+    X, path_ptr, feature, lower, upper = borrow(X), borrow(path_ptr), borrow(feature), borrow(lower), borrow(upper)
+    missing_ok, cat_ptr, cat_nwords = borrow(missing_ok), borrow(cat_ptr), borrow(cat_nwords)
+    cat_words, cat_outside, zero_fraction = borrow(cat_words), borrow(cat_outside), borrow(zero_fraction)
+    leaf_value, tq, wq, order = borrow(leaf_value), borrow(tq), borrow(wq), borrow(order)
+    group_ptr, group_out, out, strides = borrow(group_ptr), borrow(group_out), borrow(out), borrow(strides)
+    M, K, _, q_max, _ = _dims(X, path_ptr, leaf_value, max_len, bw)
     G = len(group_ptr) - 1
     n_split = (G + gpi - 1) // gpi
-    for item in prange(n_blocks * n_split):
+    for item in prange(lo, hi):
         b, g0, g1 = _item_range(item, n_split, gpi, G)
         r0, nb, xb, ob, Pq, C = _block_start(X, b, q_max, max_len, bw)
         S = np.empty((max(q_max, 1), bw))
@@ -283,6 +300,10 @@ def interaction_quad_kernel(X, path_ptr, feature, lower, upper, missing_ok, cat_
                                     out[r + h * sf + f * sg] = out[r + f * sf + h * sg]
 
 
+# The quick twins (work items on Python threads; the same bytes): see the module docstring
+_ITEMS = "-(-X.shape[0] // bw) * -(-(len(group_ptr) - 1) // gpi)"
+shap_quad_items = serial_twin(shap_quad_kernel, _ITEMS)
+interaction_quad_items = serial_twin(interaction_quad_kernel, _ITEMS)
 
 ACC_BYTES = 1 << 21  # a work item's SHAP sums (outputs x features x rows) kept within about one core's L2
 

@@ -21,6 +21,8 @@ from . import _cpu_tables as _t
 from ._inputs import as_model_input, check_transform, check_tree_limit
 from .paths import PathSet
 
+expect_cpu_engine = _warmup.expect_cpu_engine
+
 __all__ = ["shap_values", "interaction_values", "interventional_shap_values", "interventional_interaction_values",
            "interventional_banzhaf_values", "options", "CpuOptions"]
 
@@ -165,9 +167,14 @@ def shap_values(paths: PathSet, X, *, tree_limit=None, progress=None) -> np.ndar
         args = args + (tq, wq) + _tables(ps, tq, wq) + groups
         acc_values = M * (1 if gout[0] >= 0 else ps.n_outputs)        # one work item's sums per row
 
+        quad = []
+
         def kernel(Xc, *a):
             block, gpi = _q.block_for(len(Xc), numba.get_num_threads(), acc_values, len(gout))
-            _q.shap_quad_kernel(Xc, *a[:-1], gpi, block, a[-1])
+            full = (Xc, *a[:-1], gpi, block, a[-1])
+            if not quad:   # the tier, once per call (_warmup.pick)
+                quad.append(_warmup.pick(_q.shap_quad_kernel, _q.shap_quad_items, full))
+            quad[0](*full)
     else:
         work = len(ps.feature) * (2 * L + 2) + ps.n_paths
         kernel = _k.shap_kernel
@@ -227,9 +234,14 @@ def interaction_values(paths: PathSet, X, *, tree_limit=None, progress=None) -> 
     args = args + _q.gauss_legendre((L + 1) // 2) + (order, gptr, gout)
     work = len(ps.feature) * (L * L + 2 * L) // 2 + ps.n_paths + (M + 1) ** 2 * K
 
+    quad = []
+
     def call(a, b):
         block, gpi = _q.block_for(b - a, numba.get_num_threads(), groups=len(gout))
-        _q.interaction_quad_kernel(X[a:b], *args, gpi, block, mirror, flat[a * sr:b * sr], strides)
+        full = (X[a:b], *args, gpi, block, mirror, flat[a * sr:b * sr], strides)
+        if not quad:   # the tier, once per call (_warmup.pick)
+            quad.append(_warmup.pick(_q.interaction_quad_kernel, _q.interaction_quad_items, full))
+        quad[0](*full)
 
     _run(call, n, work, desc, progress, (M + 1) ** 2 * K)
     out[:, M, M, :] += ps.bias()
@@ -351,8 +363,10 @@ def _sparse_long_paths(ps, X, R, wint, total, long_paths, weights, interactions,
     bar.update(n)
 
 
-def _background_input(paths: PathSet, X, background, tree_limit):
+def _background_input(paths: PathSet, X, background, tree_limit, interactions=False):
     _warmup.enter("treeshap-interventional")
+    if interactions:
+        _warmup.enter("treeshap-interventional-interactions")
     ps = paths.restrict(check_tree_limit(tree_limit))
     X = as_model_input(X, ps)
     R = as_model_input(background, ps, name="background")
@@ -368,7 +382,7 @@ def interventional_interaction_values(paths: PathSet, X, background, *, weights=
     SHAP value minus the row's off-diagonal sum; every row sums to the SHAP value. ``weights``: one non-negative
     weight per background row (None: equal weights).
     """
-    ps, X, R = _background_input(paths, X, background, tree_limit)
+    ps, X, R = _background_input(paths, X, background, tree_limit, interactions=True)
     return _pattern_engine(ps, X, R, weights, _pat.SHAPLEY, True, progress, "Interventional interactions")
 
 
