@@ -36,14 +36,15 @@ _AHEAD_NICE = {"treeshap": 5, "treeshap-interactions": 10, "treeshap-interventio
 _ENGINE_MODULES = ("hitml.kernels.treeshap._cpu_",)
 _PATH_MODULES = ("hitml.kernels.treeshap.",)   # path extraction: a miss there starts them once expect_cpu_engine ran
 _AHEAD_ENV = "HITML_COMPILE_AHEAD"
-_ahead: dict = {"entered": set(), "children": {}, "launched": False, "eager": False}
+_ahead: dict = {"entered": set(), "children": {}, "all": [], "launched": False, "eager": False}
 
 # Kernel tiers (see pick): the setting that forces one, the groups whose kernels have a quick twin (compiled in the
 # background in the full tier), and this process's background compile of the full tier (None: not tried yet)
 _TIER_ENV = "HITML_KERNEL_TIER"
 _TIERS = ("full", "quick")
 _FULL_GROUPS = ("treeshap", "treeshap-interactions")
-_full: dict = {"started": None}
+_FULL_DELAY_S = 30.0   # after the compiles ahead have ended: a script that ends sooner starts it at exit
+_full: dict = {"started": None, "spawned": False}
 
 
 def _show_notice() -> bool:
@@ -152,6 +153,7 @@ def compile_ahead() -> None:
             continue
         child = _Child(proc, tuple(groups))
         with _lock:
+            _ahead["all"].append(child)
             for g in groups:
                 _ahead["children"][g] = child
     atexit.register(_wait_ahead)
@@ -222,25 +224,43 @@ def pick(full, quick, args: tuple):
 
 
 def compile_full_tier() -> bool:
-    """Start (once per process) a background process that compiles the full tier of ``_FULL_GROUPS`` into Numba's
-    cache: detached (it outlives this process, which does not wait for it at exit), on idle CPU time only (Linux
-    ``SCHED_IDLE``, else nice 19), and skipped while another such process holds the lock next to the cache. Returns
-    whether one runs (or ran) for this process."""
+    """Arrange (once per process) for a background process to compile the full tier of ``_FULL_GROUPS`` into
+    Numba's cache, and return whether one will run. It starts once this process's compiles ahead have ended and
+    ``_FULL_DELAY_S`` more seconds have passed, or at exit, whichever comes first (on a 2-core machine a compile
+    beside the first calls' cost them about 5 s, even at idle priority): detached (it outlives this process, which
+    does not wait for it), on idle CPU time only (Linux ``SCHED_IDLE``, else nice 19), and skipped while another
+    such process holds the lock next to the cache."""
     with _lock:
         if _full["started"] is not None:
             return _full["started"]
-        _full["started"] = False
-        if not _ahead_allowed():
+        _full["started"] = _ahead_allowed()
+        if not _full["started"]:
             return False
-        env = _child_env(HITML_WARMUP_NICE="idle", HITML_WARMUP_LOCK="1", **{_TIER_ENV: "full"})
-        try:
-            subprocess.Popen([sys.executable, "-m", "hitml.kernels", "warmup", *_FULL_GROUPS, "--jobs", "1"],
-                             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL, start_new_session=True)
-        except OSError:
-            return False
-        _full["started"] = True
-        return True
+    atexit.register(_spawn_full_tier, True)
+    threading.Thread(target=_spawn_full_tier, args=(False,), name="hitml-full-tier", daemon=True).start()
+    return True
+
+
+def _spawn_full_tier(at_exit: bool) -> None:
+    """Start the full-tier compile (see compile_full_tier): at exit after the compiles ahead, else from a thread
+    once they have ended and ``_FULL_DELAY_S`` have passed."""
+    if at_exit:
+        _wait_ahead()
+    else:
+        for child in _children():
+            child.proc.wait()
+        time.sleep(_FULL_DELAY_S)
+    with _lock:
+        if _full["spawned"]:
+            return
+        _full["spawned"] = True
+    env = _child_env(HITML_WARMUP_NICE="idle", HITML_WARMUP_LOCK="1", **{_TIER_ENV: "full"})
+    try:
+        subprocess.Popen([sys.executable, "-m", "hitml.kernels", "warmup", *_FULL_GROUPS, "--jobs", "1"],
+                         env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         start_new_session=True)
+    except OSError:
+        pass   # the next process tries again
 
 
 def _is_python(executable: str | None) -> bool:
@@ -249,12 +269,17 @@ def _is_python(executable: str | None) -> bool:
     return bool(executable) and os.path.basename(executable).lower().startswith("python")
 
 
+def _children() -> list:
+    """The processes compile_ahead started (each once)."""
+    with _lock:
+        return list(_ahead["all"])
+
+
 def _wait_ahead(timeout: float = 300.0) -> None:
     """At exit: let the compiles started ahead finish (so that the next process finds them in the cache)."""
     with _lock:
-        children = list({id(c): c for c in _ahead["children"].values()}.values())
         _ahead["children"].clear()
-    for child in children:
+    for child in _children():
         child.finish(timeout)
 
 

@@ -263,7 +263,8 @@ def test_compile_ahead_starts_only_a_python_interpreter(monkeypatch):
     """In an application that embeds Python (a WSGI server), sys.executable is the application: nothing starts."""
     started = []
     monkeypatch.setattr(_warmup.subprocess, "Popen", lambda *a, **k: started.append(a))
-    monkeypatch.setattr(_warmup, "_ahead", {"entered": set(), "children": {}, "launched": False})
+    monkeypatch.setattr(_warmup, "_ahead", {"entered": set(), "children": {}, "all": [], "launched": False,
+                                            "eager": False})
     monkeypatch.delenv(_warmup._AHEAD_ENV, raising=False)
     monkeypatch.setattr(sys, "executable", "/usr/bin/uwsgi")
     _warmup.compile_ahead()
@@ -325,3 +326,38 @@ def test_loaded_finds_cached_machine_code_and_never_compiles(tmp_path):
     second = _run(cache, "-c", _LOADED_SCRIPT, HITML_COMPILE_AHEAD="0")
     assert second.returncode == 0, second.stderr
     assert json.loads(second.stdout.strip().splitlines()[-1]) == [True, 1, 0]    # loaded from the cache
+
+
+def test_full_tier_compile_starts_after_the_compiles_ahead_and_a_delay(monkeypatch):
+    """Not beside the first calls (on two cores it cost them about 5 s even at idle priority): after the processes
+    compile_ahead started, and a delay, or at exit; once per process; detached, idle, under the lock."""
+    import time
+
+    started, at_exit = [], []
+    monkeypatch.setattr(_warmup.subprocess, "Popen", lambda *a, **k: started.append((a, k)))
+    monkeypatch.setattr(_warmup.atexit, "register", lambda *a: at_exit.append(a))
+    monkeypatch.setattr(_warmup, "_full", {"started": None, "spawned": False})
+    monkeypatch.setattr(_warmup, "_ahead", {"entered": set(), "children": {}, "all": [], "launched": True,
+                                            "eager": False})
+    monkeypatch.setattr(_warmup, "_FULL_DELAY_S", 0.5)
+    monkeypatch.setattr(sys, "executable", "/usr/bin/python3")
+    monkeypatch.delenv(_warmup._AHEAD_ENV, raising=False)
+    assert _warmup.compile_full_tier()
+    assert started == []                                          # not at once
+    end = time.monotonic() + 10
+    while not started and time.monotonic() < end:
+        time.sleep(0.05)
+    assert len(started) == 1
+    (cmd,), kw = started[0]
+    assert cmd[-4:] == ["treeshap", "treeshap-interactions", "--jobs", "1"] and kw["start_new_session"]
+    assert kw["env"]["HITML_KERNEL_TIER"] == "full" and kw["env"]["HITML_WARMUP_NICE"] == "idle"
+    assert kw["env"]["HITML_WARMUP_LOCK"] == "1" and kw["env"][_warmup._AHEAD_ENV] == "0"
+    assert at_exit == [(_warmup._spawn_full_tier, True)]
+    _warmup._spawn_full_tier(True)                                # the exit hook: already started, nothing more
+    assert _warmup.compile_full_tier() and len(started) == 1
+
+
+def test_no_full_tier_compile_where_compiles_ahead_are_off(monkeypatch):
+    monkeypatch.setattr(_warmup, "_full", {"started": None, "spawned": False})
+    monkeypatch.setenv(_warmup._AHEAD_ENV, "0")
+    assert _warmup.compile_full_tier() is False
