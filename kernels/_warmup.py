@@ -29,10 +29,19 @@ _state = {"registered": False, "shown": False}
 
 # The CPU TreeSHAP engine's kernel groups that a first cache miss compiles side by side (see compile_ahead), the
 # module of their kernels, and the setting that turns it off
-_AHEAD_GROUPS = (("treeshap",), ("treeshap-interactions",),
-                 ("treeshap-interventional", "treeshap-interventional-interactions"))   # one process per tuple
+_AFTER = {"treeshap-interventional-interactions": "treeshap-interventional"}   # reuses the other group's kernels
 # their nice values: the order in which a script usually needs them (this process runs at its own, lower, value)
 _AHEAD_NICE = {"treeshap": 5, "treeshap-interactions": 10, "treeshap-interventional": 15}
+
+
+def _runs(names) -> list[tuple[str, ...]]:
+    """``names`` as runs for one process each: a group that reuses another's kernels (``_AFTER``) right after it."""
+    return [(n, *(c for c, after in _AFTER.items() if after == n and c in names)) for n in names
+            if not (n in _AFTER and _AFTER[n] in names)]
+
+
+_AHEAD_GROUPS = tuple(_runs(("treeshap", "treeshap-interactions", "treeshap-interventional",
+                             "treeshap-interventional-interactions")))   # one process per run
 _ENGINE_MODULES = ("hitml.kernels.treeshap._cpu_",)
 _PATH_MODULES = ("hitml.kernels.treeshap.",)   # path extraction: a miss there starts them once expect_cpu_engine ran
 _AHEAD_ENV = "HITML_COMPILE_AHEAD"
@@ -100,10 +109,10 @@ def enter(group: str) -> None:
 
 
 class _Child:
-    """A ``hitml-warmup`` process compiling ``groups`` in order, which prints each group's name when it is done."""
+    """A ``hitml-warmup`` process compiling groups in order, which prints each group's name when it is done."""
 
-    def __init__(self, proc: subprocess.Popen, groups: tuple[str, ...]) -> None:
-        self.proc, self.groups, self.done = proc, groups, set()
+    def __init__(self, proc: subprocess.Popen) -> None:
+        self.proc, self.done = proc, set()
         self._lock = threading.Lock()
 
     def wait_for(self, group: str) -> None:
@@ -146,17 +155,21 @@ def compile_ahead() -> None:
         env = _child_env(HITML_WARMUP_NICE=str(_AHEAD_NICE.get(groups[0], 19)), HITML_WARMUP_REPORT="1",
                          **{_TIER_ENV: kernel_tier() or "quick"})
         try:
-            proc = subprocess.Popen([sys.executable, "-m", "hitml.kernels", "warmup", *groups, "--jobs", "1"],
-                                    env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                    stderr=subprocess.DEVNULL, text=True)
+            proc = _start_warmup(groups, env, stdout=subprocess.PIPE, text=True)
         except OSError:   # no process to spare: this process compiles the groups when it needs them
             continue
-        child = _Child(proc, tuple(groups))
+        child = _Child(proc)
         with _lock:
             _ahead["all"].append(child)
             for g in groups:
                 _ahead["children"][g] = child
     atexit.register(_wait_ahead)
+
+
+def _start_warmup(groups, env: dict, **popen) -> subprocess.Popen:
+    """A ``hitml-warmup`` process of this interpreter compiling ``groups`` in order (no input, no stderr)."""
+    return subprocess.Popen([sys.executable, "-m", "hitml.kernels", "warmup", *groups, "--jobs", "1"], env=env,
+                            stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **popen)
 
 
 def _ahead_allowed() -> bool:
@@ -256,9 +269,7 @@ def _spawn_full_tier(at_exit: bool) -> None:
         _full["spawned"] = True
     env = _child_env(HITML_WARMUP_NICE="idle", HITML_WARMUP_LOCK="1", **{_TIER_ENV: "full"})
     try:
-        subprocess.Popen([sys.executable, "-m", "hitml.kernels", "warmup", *_FULL_GROUPS, "--jobs", "1"],
-                         env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                         start_new_session=True)
+        _start_warmup(_FULL_GROUPS, env, stdout=subprocess.DEVNULL, start_new_session=True)
     except OSError:
         pass   # the next process tries again
 
@@ -407,7 +418,6 @@ TASKS = {
 
 # CPU seconds of each group's first compile on one core of the 2-core machine (docs/benchmarks/first_call.md): the
 # order in which the warm-up hands the groups to its processes
-_AFTER = {"treeshap-interventional-interactions": "treeshap-interventional"}
 _COST = {"treeshap-interventional": 16.2, "sketch": 15.6, "treeshap-transforms": 12.5, "treeshap": 12.0,
          "treeshap-interactions": 10.1, "shuffle": 5.0, "treeshap-interventional-interactions": 1.6,
          "gpu-packing": 0.4, "permutations": 0.1}
@@ -449,8 +459,7 @@ def warmup(tasks=None, jobs: int | None = None, verbose: bool = True) -> dict[st
     else:
         # a group that reuses another's kernels runs after it in the same process (no second compile of them);
         # longest first, so that the processes finish together (CPU seconds of each group's first compile)
-        runs = [(n, *(c for c, after in _AFTER.items() if after == n and c in names)) for n in names
-                if not (n in _AFTER and _AFTER[n] in names)]
+        runs = _runs(names)
         runs.sort(key=lambda r: -sum(_COST.get(n, 0.0) for n in r))
         jobs = min(jobs, len(runs))
         with ProcessPoolExecutor(jobs) as pool:
@@ -493,14 +502,14 @@ def _lower_priority(nice: str | None) -> None:
 _held: list = []   # the open lock file of this process (held until it exits)
 
 
-def full_tier_lock() -> str:
-    """The lock file that a background full-tier compile holds while it runs (in Numba's cache folder where one is
-    set, else in the temporary folder)."""
+def full_tier_lock(cache_dir: str | None = None) -> str:
+    """The lock file that a background full-tier compile holds while it runs: in ``cache_dir``, by default Numba's
+    cache folder where one is set, else the temporary folder."""
     import tempfile
     from numba.core.config import CACHE_DIR
 
     uid = os.getuid() if hasattr(os, "getuid") else 0
-    return os.path.join(CACHE_DIR or tempfile.gettempdir(), f"hitml-full-tier-{uid}.lock")
+    return os.path.join(cache_dir or CACHE_DIR or tempfile.gettempdir(), f"hitml-full-tier-{uid}.lock")
 
 
 def _take_lock() -> bool:

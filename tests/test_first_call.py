@@ -64,7 +64,7 @@ def _wait_full_tier(cache: Path, timeout: float = 900.0) -> None:
     import fcntl
     import time
 
-    lock = cache / f"hitml-full-tier-{os.getuid()}.lock"
+    lock = _warmup.full_tier_lock(str(cache))
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         files = _files(cache)

@@ -216,12 +216,12 @@ def shap_quad_kernel(X, path_ptr, feature, lower, upper, missing_ok, cat_ptr, ca
 def interaction_quad_kernel(X, path_ptr, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words,
                             cat_outside, zero_fraction, leaf_value, max_len, tq, wq, order, group_ptr, group_out, gpi,
                             bw, mirror, out, strides, lo, hi):
-    """Work items ``[lo, hi)`` of the interaction values of row i, feature pair (f, g), output k added to ``out[i*s0 + f*s1 + g*s2 + k*s3]``
-    (``strides`` in elements, so the caller picks the layout), both triangles, bias entry untouched. Work items
-    are (row block, ``gpi`` path groups) as in the SHAP kernel: group g, the paths ``order[group_ptr[g]:group_ptr[g
-    + 1]]``, writes only output ``group_out[g]`` (every output when negative). ``mirror``: write
-    the upper triangle and copy it to the lower one at the end (dense outputs); else write both entries of each
-    pair at once (sparse ones, where copying the whole matrix would cost more than the pairs)."""
+    """Work items ``[lo, hi)`` of the interaction values of row i, feature pair (f, g), output k added to
+    ``out[i*s0 + f*s1 + g*s2 + k*s3]`` (``strides`` in elements, so the caller picks the layout), both triangles,
+    bias entry untouched. Work items are (row block, ``gpi`` path groups) as in the SHAP kernel: group g, the paths
+    ``order[group_ptr[g]:group_ptr[g + 1]]``, writes only output ``group_out[g]`` (every output when negative).
+    ``mirror``: write the upper triangle and copy it to the lower one at the end (dense outputs); else write both
+    entries of each pair at once (sparse ones, where copying the whole matrix would cost more than the pairs)."""
     X, path_ptr, feature, lower, upper = borrow(X), borrow(path_ptr), borrow(feature), borrow(lower), borrow(upper)
     missing_ok, cat_ptr, cat_nwords = borrow(missing_ok), borrow(cat_ptr), borrow(cat_nwords)
     cat_words, cat_outside, zero_fraction = borrow(cat_words), borrow(cat_outside), borrow(zero_fraction)

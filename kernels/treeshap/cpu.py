@@ -150,6 +150,19 @@ def _tables(ps: PathSet, tq: np.ndarray, wq: np.ndarray) -> tuple[np.ndarray, np
     return off, tab
 
 
+def _tiered(full, quick):
+    """A runner of the twins ``full`` / ``quick`` whose tier (``_warmup.pick``) is chosen at its first chunk of rows
+    and kept for the call's other chunks."""
+    chosen = []
+
+    def run(*args):
+        if not chosen:
+            chosen.append(_warmup.pick(full, quick, args))
+        chosen[0](*args)
+
+    return run
+
+
 def shap_values(paths: PathSet, X, *, tree_limit=None, progress=None) -> np.ndarray:
     """Path-dependent ("tree_path_dependent") SHAP values, (n, M+1, K) float64, bias in column M."""
     _warmup.enter("treeshap")
@@ -167,14 +180,11 @@ def shap_values(paths: PathSet, X, *, tree_limit=None, progress=None) -> np.ndar
         args = args + (tq, wq) + _tables(ps, tq, wq) + groups
         acc_values = M * (1 if gout[0] >= 0 else ps.n_outputs)        # one work item's sums per row
 
-        quad = []
+        quad = _tiered(_q.shap_quad_kernel, _q.shap_quad_items)
 
         def kernel(Xc, *a):
             block, gpi = _q.block_for(len(Xc), numba.get_num_threads(), acc_values, len(gout))
-            full = (Xc, *a[:-1], gpi, block, a[-1])
-            if not quad:   # the tier, once per call (_warmup.pick)
-                quad.append(_warmup.pick(_q.shap_quad_kernel, _q.shap_quad_items, full))
-            quad[0](*full)
+            quad(Xc, *a[:-1], gpi, block, a[-1])
     else:
         work = len(ps.feature) * (2 * L + 2) + ps.n_paths
         kernel = _k.shap_kernel
@@ -234,14 +244,11 @@ def interaction_values(paths: PathSet, X, *, tree_limit=None, progress=None) -> 
     args = args + _q.gauss_legendre((L + 1) // 2) + (order, gptr, gout)
     work = len(ps.feature) * (L * L + 2 * L) // 2 + ps.n_paths + (M + 1) ** 2 * K
 
-    quad = []
+    quad = _tiered(_q.interaction_quad_kernel, _q.interaction_quad_items)
 
     def call(a, b):
         block, gpi = _q.block_for(b - a, numba.get_num_threads(), groups=len(gout))
-        full = (X[a:b], *args, gpi, block, mirror, flat[a * sr:b * sr], strides)
-        if not quad:   # the tier, once per call (_warmup.pick)
-            quad.append(_warmup.pick(_q.interaction_quad_kernel, _q.interaction_quad_items, full))
-        quad[0](*full)
+        quad(X[a:b], *args, gpi, block, mirror, flat[a * sr:b * sr], strides)
 
     _run(call, n, work, desc, progress, (M + 1) ** 2 * K)
     out[:, M, M, :] += ps.bias()
