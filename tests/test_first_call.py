@@ -361,3 +361,79 @@ def test_no_full_tier_compile_where_compiles_ahead_are_off(monkeypatch):
     monkeypatch.setattr(_warmup, "_full", {"started": None, "spawned": False})
     monkeypatch.setenv(_warmup._AHEAD_ENV, "0")
     assert _warmup.compile_full_tier() is False
+
+
+_PARTS_THEN_ALL = r"""
+import json
+from hitml.kernels import _warmup
+from hitml.kernels.treeshap import _cpu_patterns as pt
+_warmup._treeshap_interventional()
+module, parts = _warmup._PARTS["treeshap-interventional"]
+print(json.dumps({k: sum(getattr(pt, k).dispatcher.stats.cache_misses.values()) if hasattr(getattr(pt, k), "dispatcher")
+                  else sum(getattr(pt, k).stats.cache_misses.values()) for names in parts for k in names}))
+"""
+
+
+def _compiled(cache: Path) -> set[str]:
+    """The kernels with machine code in ``cache`` (their cache data files)."""
+    return {Path(p).name.split(".")[1].split("-")[0] for p in _files(cache) if p.endswith(".nbc")}
+
+
+def test_parts_of_a_group_compile_their_own_kernels_and_all_of_the_group(tmp_path):
+    """Each part of the interventional group compiles exactly its kernels (the others' run as no-ops, and none is
+    compiled twice); the parts, in processes of their own, leave nothing of the group for a later process to
+    compile."""
+    cache = tmp_path / "numba_cache"
+    _, parts = _warmup._PARTS["treeshap-interventional"]
+    seen = set()
+    for i, names in enumerate(parts):
+        done = _run(cache, "-m", "hitml.kernels", "warmup", f"treeshap-interventional@{i}", "--jobs", "1",
+                    HITML_COMPILE_AHEAD="0")
+        assert done.returncode == 0, done.stderr
+        now = _compiled(cache)
+        assert now - seen == set(names), (i, sorted(now - seen))
+        seen = now
+    after = _run(cache, "-c", _PARTS_THEN_ALL, HITML_COMPILE_AHEAD="0")
+    assert after.returncode == 0, after.stderr
+    misses = json.loads(after.stdout.strip().splitlines()[-1])
+    assert set(misses) == {k for names in parts for k in names} and not any(misses.values()), misses
+
+
+def test_parts_and_runs():
+    assert _warmup._runs(["treeshap", "treeshap-interventional", "treeshap-interventional-interactions"]) == [
+        ("treeshap",), ("treeshap-interventional@0", "treeshap-interventional-interactions"),
+        ("treeshap-interventional@1",)]
+    assert _warmup._group("treeshap-interventional@1") == "treeshap-interventional"
+    with pytest.raises(ValueError, match="unknown warm-up groups"):
+        _warmup.warmup(["treeshap-interventional@7"], verbose=False)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the forking warm-up runs on Linux only")
+def test_forking_warmup_reports_each_group_once_and_fills_the_cache(tmp_path):
+    cache = tmp_path / "numba_cache"
+    done = _run(cache, "-m", "hitml.kernels", "warmup", "--fork", "treeshap-interventional@0,treeshap-transforms",
+                "treeshap-interventional@1", HITML_COMPILE_AHEAD="0", HITML_KERNEL_TIER="quick")
+    assert done.returncode == 0, done.stderr
+    assert sorted(done.stdout.split()) == ["treeshap-interventional@0", "treeshap-interventional@1",
+                                           "treeshap-transforms"]
+    assert {"rows_kernel", "fail_counts", "value_tables", "tree_walk_kernel"} <= _compiled(cache)
+    # a group that fails is reported (so that no one waits for it) and fails the process
+    bad = _run(cache, "-m", "hitml.kernels", "warmup", "--fork", "treeshap", HITML_COMPILE_AHEAD="0",
+               HITML_KERNEL_TIER="nonsense")
+    assert bad.returncode == 1 and bad.stdout.split() == ["treeshap"], (bad.stdout, bad.stderr)
+
+
+_SHAP_ONLY_NO_FORK = _SHAP_ONLY.replace("from hitml.kernels.treeshap import cpu",
+                                        "from hitml.kernels.treeshap import cpu\n_warmup._can_fork = lambda: False")
+
+
+def test_compile_ahead_without_fork_starts_a_process_per_run(tmp_path):
+    """Where processes cannot fork, each run of groups compiles in a process of its own: the same groups end up
+    in the cache."""
+    cache = tmp_path / "numba_cache"
+    first = _run(cache, "-c", _SHAP_ONLY_NO_FORK)
+    assert first.returncode == 0, first.stderr
+    assert json.loads(first.stdout.strip().splitlines()[-1]) == [
+        "treeshap-interactions", "treeshap-interventional", "treeshap-interventional-interactions"]
+    assert {"interaction_quad_kernel_items", "rows_kernel", "fail_counts", "interaction_tables"} <= _compiled(cache)
+    _wait_full_tier(cache)

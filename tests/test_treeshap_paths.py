@@ -160,3 +160,20 @@ def test_select_splits_shap_additively():
     np.testing.assert_allclose(a.bias() + b.bias() - ps.base_offset, ps.bias(), rtol=1e-12)
     with pytest.raises(ValueError, match="keep must have shape"):
         ps.select(keep[:-1])
+
+
+def test_path_probability_is_the_product_in_element_order():
+    """Each path's product of zero fractions equals math.prod over its elements in order (bytes), empty paths 1.0."""
+    import math
+
+    from hitml.kernels.treeshap.paths import _path_probability
+
+    rng = np.random.default_rng(3)
+    lens = rng.integers(0, 9, size=400)
+    lens[:5] = 0
+    ptr = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+    z = rng.uniform(0.01, 1.0, size=int(ptr[-1])) ** rng.uniform(0.5, 30.0, size=int(ptr[-1]))
+    got = _path_probability(ptr, z)
+    want = np.array([math.prod(z[ptr[p]:ptr[p + 1]].tolist()) for p in range(len(lens))])
+    assert got.tobytes() == want.tobytes()
+    assert _path_probability(np.zeros(1, np.int64), np.zeros(0)).shape == (0,)
