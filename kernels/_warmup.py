@@ -33,8 +33,9 @@ _state = {"registered": False, "shown": False}
 # module of their kernels, and the setting that turns it off
 _AFTER = {"treeshap-interventional-interactions": "treeshap-interventional"}   # reuses the other group's kernels
 # their nice values: the order in which a script usually needs them (this process runs at its own, lower, value)
+# (interventional interactions, the least used, on idle CPU time only: a process that waits for them leaves some)
 _AHEAD_NICE = {"treeshap": 5, "treeshap-interactions": 10, "treeshap-interventional": 15,
-               "treeshap-interventional-interactions": 19}
+               "treeshap-interventional-interactions": "idle"}
 
 
 # Groups whose kernels compile in parts, one process each: a part compiles the kernels it names (of the module given)
@@ -183,7 +184,7 @@ def compile_ahead() -> None:
     # (about 1.6 CPU s saved per run on the 2-core machine); elsewhere each run is a process of its own.
     tier = {_TIER_ENV: kernel_tier() or "quick"}
     if _can_fork():
-        env = _child_env(HITML_WARMUP_NICE=str(min(_AHEAD_NICE.values())), **tier)
+        env = _child_env(HITML_WARMUP_NICE=str(_AHEAD_NICE["treeshap"]), **tier)
         launches = [(["--fork", *(",".join(run) for run in todo)], env, todo)]
     else:
         launches = [([*run, "--jobs", "1"], _child_env(HITML_WARMUP_NICE=str(_nice(run)), HITML_WARMUP_REPORT="1",
@@ -201,8 +202,8 @@ def compile_ahead() -> None:
     atexit.register(_wait_ahead)
 
 
-def _nice(run: tuple[str, ...]) -> int:
-    """The nice value of compile_ahead's process for ``run``."""
+def _nice(run: tuple[str, ...]) -> int | str:
+    """The priority of compile_ahead's process for ``run`` (a nice value, or "idle")."""
     return _AHEAD_NICE.get(_group(run[0]), 19)
 
 
@@ -528,6 +529,8 @@ def warmup(tasks=None, jobs: int | None = None, verbose: bool = True) -> dict[st
         report = os.environ.get("HITML_WARMUP_REPORT") == "1"
         results = []
         for n in names:
+            if report:   # compile_ahead's process: each group at its own priority
+                _set_priority(_AHEAD_NICE.get(_group(n), 19))
             results.append(_run_task(n))
             if report:
                 print(n, flush=True)
@@ -580,9 +583,8 @@ def _lower_priority(nice: str | None) -> None:
 
 def _fork_runs(runs: list[tuple[str, ...]]) -> int:
     """compile_ahead's process where processes can fork: import the kernels' modules and set up Numba's typing and
-    target contexts once, then fork one process per run of groups, which lowers its priority to the run's
-    (``_AHEAD_NICE``), compiles the groups in order and prints each one's name on stdout (the pipe all share) when
-    done. Waits for them all; returns 1 if any failed."""
+    target contexts once, then fork one process per run of groups, which compiles the groups in order, each at its
+    priority (``_AHEAD_NICE``), and prints each one's name on stdout (the pipe all share) when done. Waits for them all; returns 1 if any failed."""
     from numba.core.registry import cpu_target
 
     from .treeshap import cpu  # noqa: F401 - every TreeSHAP kernel module, imported once for all runs
@@ -592,24 +594,30 @@ def _fork_runs(runs: list[tuple[str, ...]]) -> int:
     sys.stdout.flush()
     pids = []
     for run in runs:
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError:   # no process to spare: the process that waits for these groups compiles them itself
+            continue
         if pid == 0:   # the child: compile, report, and leave without the parent's exit handlers
-            code = 1
+            code = 0
             try:
-                code = 0
                 for name in run:   # at the group's own priority (a later group of a run may be needed later)
-                    _set_nice(_AHEAD_NICE.get(_group(name), 19))
+                    _set_priority(_AHEAD_NICE.get(_group(name), 19))
                     code |= bool(_run_task(name)[2])
                     print(name, flush=True)
+            except BaseException:  # noqa: BLE001 - a closed pipe, an interrupt: this process only ends
+                code = 1
             finally:
                 os._exit(code)
         pids.append(pid)
     return int(any(os.waitpid(pid, 0)[1] != 0 for pid in pids))
 
 
-def _set_nice(target: int) -> None:
-    """Lower this process's priority to nice ``target`` (never raise it)."""
-    if hasattr(os, "nice"):
+def _set_priority(target: int | str) -> None:
+    """Lower this process's priority to nice ``target``, or to idle (see ``_lower_priority``); never raise it."""
+    if target == "idle":
+        _lower_priority("idle")
+    elif hasattr(os, "nice"):
         current = os.nice(0)
         if target > current:
             os.nice(target - current)
