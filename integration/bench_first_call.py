@@ -150,7 +150,8 @@ def _wait_background(cache: Path, timeout: float = 600.0) -> None:
 
 def _part(kind: str, model_path: Path, cache_root: Path, repeat: int) -> dict:
     """``repeat`` pairs of (first-ever, later) processes, each pair with a cache folder of its own; the pair whose
-    first-ever total is the median is reported in full, the totals of all of them beside it."""
+    first-ever total is the median (of an even count, the higher middle one) is reported in full, the totals of all
+    of them beside it."""
     pairs = []
     for r in range(repeat):
         cache = cache_root / f"numba_cache_{kind}_{r}"
@@ -160,8 +161,9 @@ def _part(kind: str, model_path: Path, cache_root: Path, repeat: int) -> dict:
         pairs.append((first, later))
         _wait_background(cache)
     order = sorted(range(repeat), key=lambda i: _total(pairs[i][0]))
-    first, later = pairs[order[(repeat - 1) // 2]]
-    return {"first_ever": first, "later": later, "repeats": [
+    first, later = pairs[order[repeat // 2]]   # the median (of an even count, the higher of the middle two)
+    shown = "the median one" if repeat % 2 else "the higher of the middle two"
+    return {"first_ever": first, "later": later, "shown": shown, "repeats": [
                 {"first_ever_total_s": _total(a), "first_ever_explainer_s": a["hitml"]["explainer_s"],
                  "later_total_s": _total(b), "load_before": a["load_before"]} for a, b in pairs],
             "machine": _machine(), "versions": _versions(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
@@ -203,7 +205,8 @@ def _markdown(res: dict) -> str:
                   (f"- Building the explainer (`shap.TreeExplainer(model, backend=...)`, path extraction), not in "
                    f"the totals: {f['hitml']['explainer_s']:.2f} s first-ever, {later['hitml']['explainer_s']:.2f} s "
                    f"later (shap's own: {later['shap']['explainer_s']:.2f} s)."),
-                  *([f"- {len(reps)} repeats, each with a cache folder of its own (the median one is shown above). "
+                  *([f"- {len(reps)} repeats, each with a cache folder of its own ({part.get('shown', 'one')} is "
+                     "shown above). "
                      "First-ever totals: " + ", ".join(f"{r['first_ever_total_s']:.2f}" for r in reps) +
                      " s (explainer " + ", ".join(f"{r['first_ever_explainer_s']:.2f}" for r in reps) +
                      " s); later totals: " + ", ".join(f"{r['later_total_s']:.2f}" for r in reps) + " s."]
