@@ -149,7 +149,6 @@ def items(count: str) -> Callable[[object], ItemKernel]:
     return wrap
 
 
-
 def serial_twin(dispatcher, count: str) -> ItemKernel:
     """The work-item twin of a ``parallel=True`` kernel whose loop is ``for item in prange(lo, hi)`` over its last
     two arguments: the same Python function compiled without the parfor passes (``prange`` is then ``range``), with

@@ -55,13 +55,17 @@ def _runs(names) -> list[tuple[str, ...]]:
             if not (n in _AFTER and _AFTER[n] in names)]
     out = []
     for run in runs:
-        n_parts = len(_PARTS[run[0]][1]) if run[0] in _PARTS else 1
-        if n_parts == 1:
+        if _n_parts(run[0]) == 1:
             out.append(run)
             continue
         out.append((f"{run[0]}{_PART_SEP}0", *run[1:]))
-        out.extend((f"{run[0]}{_PART_SEP}{i}",) for i in range(1, n_parts))
+        out.extend((f"{run[0]}{_PART_SEP}{i}",) for i in range(1, _n_parts(run[0])))
     return out
+
+
+def _n_parts(group: str) -> int:
+    """The number of parts ``group`` compiles in (``_PARTS``; 1 for the others)."""
+    return len(_PARTS[group][1]) if group in _PARTS else 1
 
 
 def _group(name: str) -> str:
@@ -473,6 +477,17 @@ def _run_tasks(names: tuple[str, ...]) -> list[tuple[str, float, str]]:
     return [_run_task(n) for n in names]
 
 
+def _run_reporting(names) -> list[tuple[str, float, str]]:
+    """A compile_ahead process's run: each group at its own priority (``_AHEAD_NICE``), its name on stdout when
+    done (what ``_Child.wait_for`` reads)."""
+    results = []
+    for n in names:
+        _set_priority(_AHEAD_NICE.get(_group(n), 19))
+        results.append(_run_task(n))
+        print(n, flush=True)
+    return results
+
+
 def _run_task(name: str) -> tuple[str, float, str]:
     _state["shown"] = True  # the warm-up says what it does; no first-use notice from its workers
     _ahead["launched"] = True  # and it compiles its groups itself
@@ -512,7 +527,7 @@ def _no_op(*args, **kwargs) -> None:
 
 def _task_names() -> set[str]:
     """The names ``hitml-warmup`` accepts: the groups, and the parts of those in parts."""
-    return set(TASKS) | {f"{g}{_PART_SEP}{i}" for g, (_, parts) in _PARTS.items() for i in range(len(parts))}
+    return set(TASKS) | {f"{g}{_PART_SEP}{i}" for g in _PARTS for i in range(_n_parts(g))}
 
 
 def warmup(tasks=None, jobs: int | None = None, verbose: bool = True) -> dict[str, float]:
@@ -527,18 +542,12 @@ def warmup(tasks=None, jobs: int | None = None, verbose: bool = True) -> dict[st
     t0 = time.perf_counter()
     if jobs == 1:   # in the order given; each group's name on stdout when done (for compile_ahead's waits)
         report = os.environ.get("HITML_WARMUP_REPORT") == "1"
-        results = []
-        for n in names:
-            if report:   # compile_ahead's process: each group at its own priority
-                _set_priority(_AHEAD_NICE.get(_group(n), 19))
-            results.append(_run_task(n))
-            if report:
-                print(n, flush=True)
+        results = _run_reporting(names) if report else _run_tasks(names)
     else:
         # a group that reuses another's kernels runs after it in the same process (no second compile of them);
         # longest first, so that the processes finish together (CPU seconds of each group's first compile)
         runs = _runs(names)
-        runs.sort(key=lambda r: -sum(_COST.get(_group(n), 0.0) / _n_parts(n) for n in r))
+        runs.sort(key=lambda r: -sum(_COST.get(_group(n), 0.0) / _n_parts(_group(n)) for n in r))
         jobs = min(jobs, len(runs))
         with ProcessPoolExecutor(jobs) as pool:
             results = [r for rs in pool.map(_run_tasks, runs, chunksize=1) for r in rs]
@@ -554,10 +563,6 @@ def warmup(tasks=None, jobs: int | None = None, verbose: bool = True) -> dict[st
     if failed:
         raise RuntimeError("warm-up failed for: " + "; ".join(failed))
     return {name: secs for name, secs, _ in results}
-
-
-def _n_parts(name: str) -> int:
-    return len(_PARTS[_group(name)][1]) if _PART_SEP in name else 1
 
 
 def _cache_dir() -> str:
@@ -584,7 +589,8 @@ def _lower_priority(nice: str | None) -> None:
 def _fork_runs(runs: list[tuple[str, ...]]) -> int:
     """compile_ahead's process where processes can fork: import the kernels' modules and set up Numba's typing and
     target contexts once, then fork one process per run of groups, which compiles the groups in order, each at its
-    priority (``_AHEAD_NICE``), and prints each one's name on stdout (the pipe all share) when done. Waits for them all; returns 1 if any failed."""
+    priority (``_AHEAD_NICE``), and prints each one's name on stdout (the pipe all share) when done. Waits for them
+    all; returns 1 if any failed."""
     from numba.core.registry import cpu_target
 
     from .treeshap import cpu  # noqa: F401 - every TreeSHAP kernel module, imported once for all runs
@@ -599,12 +605,8 @@ def _fork_runs(runs: list[tuple[str, ...]]) -> int:
         except OSError:   # no process to spare: the process that waits for these groups compiles them itself
             continue
         if pid == 0:   # the child: compile, report, and leave without the parent's exit handlers
-            code = 0
             try:
-                for name in run:   # at the group's own priority (a later group of a run may be needed later)
-                    _set_priority(_AHEAD_NICE.get(_group(name), 19))
-                    code |= bool(_run_task(name)[2])
-                    print(name, flush=True)
+                code = int(any(err for _, _, err in _run_reporting(run)))
             except BaseException:  # noqa: BLE001 - a closed pipe, an interrupt: this process only ends
                 code = 1
             finally:

@@ -369,8 +369,7 @@ from hitml.kernels import _warmup
 from hitml.kernels.treeshap import _cpu_patterns as pt
 _warmup._treeshap_interventional()
 module, parts = _warmup._PARTS["treeshap-interventional"]
-print(json.dumps({k: sum(getattr(pt, k).dispatcher.stats.cache_misses.values()) if hasattr(getattr(pt, k), "dispatcher")
-                  else sum(getattr(pt, k).stats.cache_misses.values()) for names in parts for k in names}))
+print(json.dumps({k: sum(getattr(pt, k).stats.cache_misses.values()) for names in parts for k in names}))
 """
 
 
