@@ -191,7 +191,7 @@ def compile_ahead() -> None:
         env = _child_env(HITML_WARMUP_NICE=str(_AHEAD_NICE["treeshap"]), **tier)
         launches = [(["--fork", *(",".join(run) for run in todo)], env, todo)]
     else:
-        launches = [([*run, "--jobs", "1"], _child_env(HITML_WARMUP_NICE=str(_nice(run)), HITML_WARMUP_REPORT="1",
+        launches = [([*run, "--jobs", "1"], _child_env(HITML_WARMUP_NICE=str(_nice(run[0])), HITML_WARMUP_REPORT="1",
                                                        **tier), [run]) for run in todo]
     for args, env, runs in launches:
         try:
@@ -206,9 +206,10 @@ def compile_ahead() -> None:
     atexit.register(_wait_ahead)
 
 
-def _nice(run: tuple[str, ...]) -> int | str:
-    """The priority of compile_ahead's process for ``run`` (a nice value, or "idle")."""
-    return _AHEAD_NICE.get(_group(run[0]), 19)
+def _nice(name: str) -> int | str:
+    """The priority compile_ahead's processes compile a run's entry ``name`` at (``group`` or ``group@i``): a nice
+    value, or "idle"."""
+    return _AHEAD_NICE.get(_group(name), 19)
 
 
 def _can_fork() -> bool:
@@ -482,7 +483,7 @@ def _run_reporting(names) -> list[tuple[str, float, str]]:
     done (what ``_Child.wait_for`` reads)."""
     results = []
     for n in names:
-        _set_priority(_AHEAD_NICE.get(_group(n), 19))
+        _set_priority(_nice(n))
         results.append(_run_task(n))
         print(n, flush=True)
     return results
