@@ -6,7 +6,9 @@
 
 Each measurement is a fresh subprocess with a private Numba cache folder (NUMBA_CACHE_DIR): the "first-ever" process
 finds it empty (what a user meets on a new machine without `hitml-warmup`), the "later" process finds what the first
-one left (a user's second script). In each process, on one XGBoost model (cal_housing, 50 trees of depth 6), in this
+one left (a user's second script). The CPU part runs twice: as installed (the compiled copies of the TreeSHAP kernels
+that installing hitml builds, kernels/_aot.py, serve a process whose Numba cache lacks the kernels), and with
+HITML_AOT=0 (what a machine without valid copies meets: Numba compiles on first use). In each process, on one XGBoost model (cal_housing, 50 trees of depth 6), in this
 order: the first `shap_values` on 100 rows, then 5,000 rows, the first `shap_interaction_values` (20 rows), the first
 interventional call (`data=` 100 background rows, feature_perturbation="interventional", 100 rows); then shap's own
 TreeExplainer on the same calls in the same process, and a second (steady-state) 5,000-row call of each. The GPU part
@@ -78,6 +80,8 @@ def _child(kind: str, model_path: str) -> dict:
     backend = "cpu" if kind == "cpu" else "gpu"
     res["hitml"] = run(lambda **kw: shap.TreeExplainer(model, backend=backend, **kw))
     res["shap"] = run(lambda **kw: shap.TreeExplainer(model, **kw))
+    from hitml.kernels import _aot
+    res["compiled_copies"] = _aot.status()
     return res
 
 
@@ -111,8 +115,8 @@ def _machine() -> dict:
             "numba_threads": os.environ.get("NUMBA_NUM_THREADS") or os.cpu_count()}
 
 
-def _one_process(kind: str, model_path: Path, cache: Path) -> dict:
-    env = dict(os.environ, NUMBA_CACHE_DIR=str(cache), HITML_PROGRESS="1")
+def _one_process(kind: str, model_path: Path, cache: Path, extra_env: dict) -> dict:
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(cache), HITML_PROGRESS="1", **extra_env)
     load0 = os.getloadavg()
     t = time.perf_counter()
     done = subprocess.run([sys.executable, __file__, "--child", kind, "--model", str(model_path)], env=env, check=False,
@@ -148,22 +152,23 @@ def _wait_background(cache: Path, timeout: float = 600.0) -> None:
                 time.sleep(1.0)
 
 
-def _part(kind: str, model_path: Path, cache_root: Path, repeat: int) -> dict:
+def _part(kind: str, model_path: Path, cache_root: Path, repeat: int, extra_env: dict | None = None,
+          tag: str = "") -> dict:
     """``repeat`` pairs of (first-ever, later) processes, each pair with a cache folder of its own; the pair whose
     first-ever total is the median (of an even count, the higher middle one) is reported in full, the totals of all
     of them beside it."""
     pairs = []
     for r in range(repeat):
-        cache = cache_root / f"numba_cache_{kind}_{r}"
+        cache = cache_root / f"numba_cache_{kind}{tag}_{r}"
         cache.mkdir(parents=True, exist_ok=True)
-        first = _one_process(kind, model_path, cache)
-        later = _one_process(kind, model_path, cache)
+        first = _one_process(kind, model_path, cache, extra_env or {})
+        later = _one_process(kind, model_path, cache, extra_env or {})
         pairs.append((first, later))
         _wait_background(cache)
     order = sorted(range(repeat), key=lambda i: _total(pairs[i][0]))
     first, later = pairs[order[repeat // 2]]   # the median (of an even count, the higher of the middle two)
     shown = "the median one" if repeat % 2 else "the higher of the middle two"
-    return {"first_ever": first, "later": later, "shown": shown, "repeats": [
+    return {"first_ever": first, "later": later, "shown": shown, "env": extra_env or {}, "repeats": [
                 {"first_ever_total_s": _total(a), "first_ever_explainer_s": a["hitml"]["explainer_s"],
                  "later_total_s": _total(b), "load_before": a["load_before"]} for a, b in pairs],
             "machine": _machine(), "versions": _versions(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
@@ -178,16 +183,19 @@ def _markdown(res: dict) -> str:
              ("`integration/bench_first_call.py`: each column is a fresh Python process with a private Numba cache "
              "folder; \"first-ever\" finds it empty, \"later\" finds what the first-ever process compiled. Model: "
              "XGBoost on cal_housing, 50 trees of depth 6. Seconds of wall time."), ""]
-    for kind in ("cpu", "gpu"):
+    titles = {"cpu": "CPU (`backend=\"cpu\"`), as installed: the compiled copies of the kernels",
+              "cpu_numba": "CPU (`backend=\"cpu\"`), `HITML_AOT=0`: Numba compiles on first use",
+              "gpu": "GPU (`backend=\"gpu\"`)"}
+    for kind in ("cpu", "cpu_numba", "gpu"):
         part = res.get(kind)
         if part is None:
             continue
         if "skipped" in part:
-            lines += [f"## {kind.upper()}", "", f"Skipped: {part['skipped']}", ""]
+            lines += [f"## {titles[kind]}", "", f"Skipped: {part['skipped']}", ""]
             continue
         f, later = part["first_ever"], part["later"]
         m, v = part["machine"], part["versions"]
-        lines += [f"## {kind.upper()} (`backend=\"{kind}\"`)", "",
+        lines += [f"## {titles[kind]}", "",
                   (f"{part['date']}. Machine: {m['cpu']}, {m['cores']} cores, Numba threads {m['numba_threads']}, "
                    f"GPU: {m['gpu'] or 'none'}. {m['platform']}."), "",
                   "Versions: " + ", ".join(f"{k} {val}" for k, val in v.items() if val) + ".", "",
@@ -214,7 +222,9 @@ def _markdown(res: dict) -> str:
                   (f"- `import hitml.shap_ext` (with shap and xgboost): {f['import_s']:.2f} s / "
                   f"{later['import_s']:.2f} s; the engine (Numba) is imported on the first call, so its import is "
                   "inside the first call's time."),
-                  f"- Load average (1, 5, 15 min) before / after: first-ever {_load(f)}, later {_load(later)}.", ""]
+                  f"- Load average (1, 5, 15 min) before / after: first-ever {_load(f)}, later {_load(later)}.",
+                  *([f"- Compiled copies, first-ever process: {f['compiled_copies']}."] if "compiled_copies" in f
+                    else []), ""]
     return "\n".join(lines) + "\n"
 
 
@@ -247,6 +257,7 @@ def main() -> None:
         xgb.XGBRegressor(n_estimators=50, max_depth=6, n_jobs=2).fit(df, y).save_model(model_path)
         if not args.gpu_only:
             res["cpu"] = _part("cpu", model_path, Path(tmp), args.repeat)
+            res["cpu_numba"] = _part("cpu", model_path, Path(tmp), args.repeat, {"HITML_AOT": "0"}, "_numba")
         if not args.cpu_only:
             ok, why = _gpu_visible()
             res["gpu"] = (_part("gpu", model_path, Path(tmp), args.repeat) if ok else

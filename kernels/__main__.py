@@ -1,11 +1,17 @@
-"""``python -m hitml.kernels warmup [GROUP ...] [--jobs N]``: compile hitml's CPU kernels ahead of use."""
+"""``python -m hitml.kernels warmup [GROUP ...] [--jobs N]``: compile hitml's CPU kernels ahead of use (into Numba's
+cache); ``python -m hitml.kernels aot [OUT_DIR]``: build the compiled copies of the TreeSHAP kernels (``_aot``)."""
 import sys
-
-from ._warmup import main
 
 if __name__ == "__main__":
     argv = sys.argv[1:]
+    if argv and argv[0] == "aot":
+        from ._aot import main as aot_main
+
+        sys.exit(aot_main(argv[1:]))
     if not argv or argv[0] != "warmup":
-        print("usage: python -m hitml.kernels warmup [GROUP ...] [--jobs N]", file=sys.stderr)
+        print("usage: python -m hitml.kernels warmup [GROUP ...] [--jobs N]\n"
+              "       python -m hitml.kernels aot [OUT_DIR] [--jobs N] [--check]", file=sys.stderr)
         sys.exit(2)
+    from ._warmup import main
+
     sys.exit(main(argv[1:]))

@@ -30,6 +30,8 @@ from numba import types
 from numba.core import cgutils
 from numba.core.extending import intrinsic
 
+from ._aot import EntryPoint, entry
+
 _CHUNKS_PER_THREAD = 4   # chunks per thread and call: threads that finish early take more chunks
 
 
@@ -104,23 +106,19 @@ def run_items(kernel, n_items: int, args: tuple, threads: int | None = None) -> 
         raise failed[0]
 
 
-class ItemKernel:
+class ItemKernel(EntryPoint):
     """A Numba kernel over work items ``[lo, hi)`` (its last two arguments), called with the other arguments.
     ``count`` is a Python expression in the kernel's argument names (and its module's globals) for the number of
-    work items; :func:`run_items` runs them. ``dispatcher`` is the Numba function."""
+    work items; :func:`run_items` runs them (on one thread where ``_aot.entry`` picks the kernel's compiled copy).
+    ``dispatcher`` is the Numba function; its other attributes (``signatures``, ``stats``, ...) pass through."""
 
     def __init__(self, dispatcher, count: str) -> None:
-        self.dispatcher = dispatcher
-        self.py_func = dispatcher.py_func
+        super().__init__(dispatcher)
         names = list(inspect.signature(self.py_func).parameters)
         if names[-2:] != ["lo", "hi"]:
             raise TypeError(f"{self.py_func.__qualname__}: a work-item kernel's last arguments are (lo, hi)")
         self._names = names[:-2]
         self._count = compile(count, f"<work items of {self.py_func.__qualname__}>", "eval")
-        self.__name__ = dispatcher.py_func.__name__
-        self.__qualname__ = dispatcher.py_func.__qualname__
-        self.__doc__ = dispatcher.py_func.__doc__
-        self.__module__ = dispatcher.py_func.__module__
 
     def count(self, *args) -> int:
         """The number of work items of a call with ``args``."""
@@ -129,13 +127,8 @@ class ItemKernel:
         return int(eval(self._count, self.py_func.__globals__, dict(zip(self._names, args))))
 
     def __call__(self, *args) -> None:
-        run_items(self.dispatcher, self.count(*args), args)
-
-    def __getattr__(self, name: str):
-        """The Numba dispatcher's attributes (``signatures``, ``stats``, ``inspect_asm``, ...)."""
-        if name == "dispatcher":
-            raise AttributeError(name)
-        return getattr(self.dispatcher, name)
+        kernel = entry(self.dispatcher, (*args, 0, 0))
+        run_items(kernel, self.count(*args), args, None if kernel is self.dispatcher else 1)
 
     def __repr__(self) -> str:
         return f"<hitml work-item kernel {self.__qualname__}>"

@@ -22,7 +22,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
-from . import _numba_compile
+from . import _aot, _numba_compile
 
 _NOTICE = ("hitml: compiling Numba kernels for this machine on first use (about 10-20 s on 2 cores, once; later "
            "processes load them from Numba's cache; `hitml-warmup` compiles all ahead)")
@@ -86,7 +86,7 @@ _TIER_ENV = "HITML_KERNEL_TIER"
 _TIERS = ("full", "quick")
 _FULL_GROUPS = ("treeshap", "treeshap-interactions")
 _FULL_DELAY_S = 30.0   # after the compiles ahead have ended: a script that ends sooner starts it at exit
-_full: dict = {"started": None, "spawned": False}
+_full: dict = {"started": None, "spawned": False, "groups": set()}
 
 
 def _show_notice() -> bool:
@@ -179,6 +179,9 @@ def compile_ahead() -> None:
         if _ahead["launched"] or not _ahead_allowed():
             return
         _ahead["launched"] = True
+    if _aot.available():   # the compiled copies serve this process; compile_full_tier compiles behind them
+        return
+    with _lock:
         todo = [t for t in ([g for g in run if _group(g) not in _ahead["entered"]] for run in _AHEAD_GROUPS) if t]
     if not todo:
         return
@@ -233,7 +236,7 @@ def _child_env(**extra: str) -> dict:
     from numba.core.config import CACHE_DIR
 
     env = dict(os.environ, HITML_PROGRESS="0", PYTHONPATH=os.pathsep.join(p for p in sys.path if p),
-               **{_AHEAD_ENV: "0"}, **extra)
+               **{_AHEAD_ENV: "0", _aot._ENV: "0"}, **extra)
     if CACHE_DIR:
         env["NUMBA_CACHE_DIR"] = CACHE_DIR
     return env
@@ -282,19 +285,22 @@ def pick(full, quick, args: tuple):
     ``HITML_KERNEL_TIER=full`` or ``quick`` forces a tier (``hitml-warmup`` compiles the full one). Returns a
     callable taking ``args``."""
     tier = kernel_tier()
-    if tier == "quick" or (tier is None and loaded(full, (*args, 0, 0)) is False and compile_full_tier()):
-        return quick
+    if tier == "quick" or (tier is None and loaded(full, (*args, 0, 0)) is False
+                           and (compile_full_tier() or _aot.available())):
+        return quick   # (its compiled copy, where _aot has one and its Numba code is not cached either)
     return lambda *a: full(*a, 0, quick.count(*a))
 
 
-def compile_full_tier() -> bool:
-    """Arrange (once per process) for a background process to compile the full tier of ``_FULL_GROUPS`` into
-    Numba's cache, and return whether one will run. It starts once this process's compiles ahead have ended and
+def compile_full_tier(groups: tuple[str, ...] = _FULL_GROUPS) -> bool:
+    """Arrange (once per process) for a background process to compile the full tier of ``groups`` (by default
+    ``_FULL_GROUPS``; ``_aot.entry`` names the groups of the kernels whose compiled copies ran; all calls' groups
+    are compiled together) into Numba's cache, and return whether one will run. It starts once this process's compiles ahead have ended and
     ``_FULL_DELAY_S`` more seconds have passed, or at exit, whichever comes first (on a 2-core machine a compile
     beside the first calls' cost them about 5 s, even at idle priority): detached (it outlives this process, which
     does not wait for it), on idle CPU time only (Linux ``SCHED_IDLE``, else nice 19), and skipped while another
     such process holds the lock next to the cache."""
     with _lock:
+        _full["groups"].update(groups)
         if _full["started"] is not None:
             return _full["started"]
         _full["started"] = _ahead_allowed()
@@ -320,7 +326,7 @@ def _spawn_full_tier(at_exit: bool) -> None:
         _full["spawned"] = True
     env = _child_env(HITML_WARMUP_NICE="idle", HITML_WARMUP_LOCK="1", **{_TIER_ENV: "full"})
     try:
-        _start_warmup([*_FULL_GROUPS, "--jobs", "1"], env, stdout=subprocess.DEVNULL, start_new_session=True)
+        _start_warmup([*sorted(_full["groups"]), "--jobs", "1"], env, stdout=subprocess.DEVNULL, start_new_session=True)
     except OSError:
         pass   # the next process tries again
 
@@ -448,6 +454,11 @@ def _permutations() -> None:
     shapley.discrepancy(perms, w)
 
 
+def _treeshap_paths() -> None:
+    """Path extraction (``extract_paths``), which the CPU and the GPU engine both run."""
+    _tiny_paths()
+
+
 def _gpu_packing() -> None:
     from .treeshap import pack
 
@@ -460,6 +471,7 @@ TASKS = {
     "treeshap-interventional": _treeshap_interventional,
     "treeshap-interventional-interactions": _treeshap_interventional_interactions,
     "treeshap-transforms": _treeshap_transforms,
+    "treeshap-paths": _treeshap_paths,
     "sketch": _sketch,
     "shuffle": _shuffle,
     "permutations": _permutations,
@@ -471,7 +483,7 @@ TASKS = {
 # order in which the warm-up hands the groups to its processes
 _COST = {"treeshap-interventional": 16.2, "sketch": 15.6, "treeshap-transforms": 12.5, "treeshap": 12.0,
          "treeshap-interactions": 10.1, "shuffle": 5.0, "treeshap-interventional-interactions": 1.6,
-         "gpu-packing": 0.4, "permutations": 0.1}
+         "treeshap-paths": 1.8, "gpu-packing": 0.4, "permutations": 0.1}
 
 
 def _run_tasks(names: tuple[str, ...]) -> list[tuple[str, float, str]]:
@@ -491,6 +503,7 @@ def _run_reporting(names) -> list[tuple[str, float, str]]:
 
 def _run_task(name: str) -> tuple[str, float, str]:
     _state["shown"] = True  # the warm-up says what it does; no first-use notice from its workers
+    _aot.disable()  # and it compiles the Numba kernels, which later processes load
     _ahead["launched"] = True  # and it compiles its groups itself
     t = time.perf_counter()
     try:

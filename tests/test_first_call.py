@@ -47,7 +47,8 @@ print(json.dumps(out))
 
 
 def _run(cache: Path, *args: str, **extra_env: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, NUMBA_CACHE_DIR=str(cache), HITML_PROGRESS="1", NUMBA_NUM_THREADS="2",
+    # HITML_AOT=0: these processes test Numba's cache and compiles (tests/test_aot.py tests the compiled copies)
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(cache), HITML_PROGRESS="1", NUMBA_NUM_THREADS="2", HITML_AOT="0",
                PYTHONPATH=os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), ) if p), **extra_env)
     return subprocess.run([sys.executable, *args], env=env, capture_output=True, text=True, timeout=1500, check=False,
                           cwd=ROOT)
@@ -288,6 +289,7 @@ def test_pick_runs_the_quick_twin_only_while_the_full_tier_compiles_behind(monke
     state = {}
     monkeypatch.setattr(_warmup, "loaded", lambda d, a: state["loaded"])
     monkeypatch.setattr(_warmup, "compile_full_tier", lambda: state["behind"])
+    monkeypatch.setattr(_warmup._aot, "available", lambda: False)   # (with compiled copies, "quick" runs them)
     monkeypatch.delenv(_warmup._TIER_ENV, raising=False)
     quick = Quick()
     for loaded, behind, want in [(True, True, "full"), (False, True, "quick"), (False, False, "full")]:
@@ -336,7 +338,7 @@ def test_full_tier_compile_starts_after_the_compiles_ahead_and_a_delay(monkeypat
     started, at_exit = [], []
     monkeypatch.setattr(_warmup.subprocess, "Popen", lambda *a, **k: started.append((a, k)))
     monkeypatch.setattr(_warmup.atexit, "register", lambda *a: at_exit.append(a))
-    monkeypatch.setattr(_warmup, "_full", {"started": None, "spawned": False})
+    monkeypatch.setattr(_warmup, "_full", {"started": None, "spawned": False, "groups": set()})
     monkeypatch.setattr(_warmup, "_ahead", {"entered": set(), "children": {}, "all": [], "launched": True,
                                             "eager": False})
     monkeypatch.setattr(_warmup, "_FULL_DELAY_S", 0.5)
@@ -358,7 +360,7 @@ def test_full_tier_compile_starts_after_the_compiles_ahead_and_a_delay(monkeypat
 
 
 def test_no_full_tier_compile_where_compiles_ahead_are_off(monkeypatch):
-    monkeypatch.setattr(_warmup, "_full", {"started": None, "spawned": False})
+    monkeypatch.setattr(_warmup, "_full", {"started": None, "spawned": False, "groups": set()})
     monkeypatch.setenv(_warmup._AHEAD_ENV, "0")
     assert _warmup.compile_full_tier() is False
 

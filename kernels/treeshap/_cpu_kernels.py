@@ -6,6 +6,7 @@ import math
 import numba
 import numpy as np
 
+from .._aot import entry_point
 from .._items import borrow, items
 
 TRANSFORMS = {"identity": 0, "logistic": 1, "logistic_nlogloss": 2, "squared_loss": 3}
@@ -176,6 +177,7 @@ def _transform(code, margin, y):
     return margin
 
 
+@entry_point
 @numba.njit(cache=True)
 def interventional_weights(max_len):
     """W[s, n] = s! (n - s - 1)! / n! for 0 <= s < n <= max_len."""

@@ -14,6 +14,7 @@ import numpy as np
 from numba import types
 from numba.extending import intrinsic
 
+from .._aot import entry_point
 from .._items import borrow, items
 from ._cpu_kernels import _satisfies
 
@@ -118,6 +119,7 @@ def _ctpop(typingctx, x):
     return types.uint64(types.uint64), codegen
 
 
+@entry_point
 @numba.njit(cache=True)
 def transpose_block(X, i0, i1, XT):
     """XT[:, :i1 - i0] = X[i0:i1].T."""
@@ -527,6 +529,7 @@ def sparse_rows(X, pidx, path_ptr, feature, lower, upper, missing_ok, cat_ptr, c
                                 out[i, idx, k] += c * v
 
 
+@entry_point
 @numba.njit(cache=True)
 def sibling_pairs(path_ptr, tree_index, feature, lower, upper, missing_ok, cat_ptr, leaf_value, same, mode, pair_k,
                   pair_bit):

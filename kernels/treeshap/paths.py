@@ -6,6 +6,7 @@ from dataclasses import dataclass, replace
 import numba
 import numpy as np
 
+from .._aot import entry_point
 from .._warmup import register_compile_notice
 
 register_compile_notice()  # a one-line notice while Numba compiles these kernels (first use only)
@@ -198,6 +199,7 @@ def _path_probability(path_ptr: np.ndarray, zero_fraction: np.ndarray) -> np.nda
     return out
 
 
+@entry_point
 @numba.njit(cache=True)
 def _walk(cl, cr, cd, feat, thr, cover, is_cat, node_cat_ptr, node_cat_nwords, node_words, fill,
           n_paths_out, n_elem_out, n_words_out,
