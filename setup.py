@@ -11,7 +11,7 @@ import subprocess
 import sys
 import tempfile
 
-from setuptools import setup
+from setuptools import Distribution, setup
 from setuptools.command.build_py import build_py
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
@@ -41,4 +41,11 @@ class BuildPyWithKernels(build_py):
                   file=sys.stderr)
 
 
-setup(cmdclass={"build_py": BuildPyWithKernels})
+class KernelsDistribution(Distribution):
+    """A wheel holding the compiled kernels is for this platform and Python (its tag says so), not pure Python."""
+
+    def has_ext_modules(self) -> bool:
+        return os.environ.get("HITML_AOT", "1") != "0"
+
+
+setup(cmdclass={"build_py": BuildPyWithKernels}, distclass=KernelsDistribution)

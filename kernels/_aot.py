@@ -28,6 +28,8 @@ import sys
 import threading
 import time
 
+import numpy as np
+
 _ENV = "HITML_AOT"             # "0" switches the compiled copies off
 _DIR_ENV = "HITML_AOT_DIR"     # another folder of compiled copies (tests)
 _DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_compiled")
@@ -165,15 +167,15 @@ def entry(dispatcher, args: tuple):
     t = table()
     if not t:
         return dispatcher
-    try:
-        sig = tuple(dispatcher.typeof_pyval(a) for a in args)
-    except (TypeError, ValueError):
-        return dispatcher
-    key = (dispatcher, sig)
+    key = (dispatcher, *map(_arg_key, args))
     got = _decided.get(key)
     now = time.monotonic()
     if got is not None and (got[0] is dispatcher or now - got[1] < _RECHECK_S):
         return got[0]
+    try:
+        sig = tuple(dispatcher.typeof_pyval(a) for a in args)
+    except Exception:  # noqa: BLE001 - a type Numba cannot take: the dispatcher raises its own error for it
+        return dispatcher
     from . import _warmup
 
     copy = t.get(export_name(dispatcher.py_func))
@@ -183,8 +185,23 @@ def entry(dispatcher, args: tuple):
         fn = copy[0]
         module = (dispatcher.py_func.__module__ or "").removeprefix(_MODULE_PREFIX)
         _warmup.compile_full_tier(_GROUPS_OF.get(module, GROUPS))
-    _decided[key] = (fn, now)
+    if None not in key:
+        _decided[key] = (fn, now)
     return fn
+
+
+def _arg_key(a):
+    """What Numba's type of ``a`` depends on, quick to compute (``typeof`` takes about 25 us per array): for an
+    array its dtype, dimensions, layout flags, writeability and alignment; for a scalar its type (and for a Python
+    int whether it fits int64). None for any other argument (its type is then looked up on every call)."""
+    if isinstance(a, np.ndarray):
+        f = a.flags
+        return (a.dtype, a.ndim, f.c_contiguous, f.f_contiguous, f.writeable, f.aligned)
+    if isinstance(a, bool | float | np.generic):
+        return type(a)
+    if isinstance(a, int):
+        return (int, -(1 << 63) <= a < (1 << 63))
+    return None
 
 
 class EntryPoint:

@@ -47,7 +47,7 @@ def _run_copies(monkeypatch, fn, behind: list | None = None):
     monkeypatch.delenv(_aot._ENV, raising=False)
     monkeypatch.delenv(_warmup._TIER_ENV, raising=False)
     out = fn()
-    ran = {d.py_func.__name__ for (d, _s), (f, _t) in _aot._decided.items() if f is not d}
+    ran = {key[0].py_func.__name__ for key, (f, _t) in _aot._decided.items() if f is not key[0]}
     monkeypatch.undo()
     return out, ran
 
@@ -134,7 +134,7 @@ def test_numba_code_in_the_cache_runs_instead_of_a_copy(copies, monkeypatch):
     ps = _warmup._hand_paths()
     X = np.random.default_rng(0).normal(size=(6, 3))
     cpu.interventional_shap_values(ps, X, X[:3], progress=False)   # work-item kernels, each through _aot.entry
-    assert _aot._decided and all(f is d for (d, _s), (f, _t) in _aot._decided.items())
+    assert _aot._decided and all(f is key[0] for key, (f, _t) in _aot._decided.items())
 
 
 def _copy_with(copies: str, tmp_path: Path, **changes) -> Path:
@@ -220,3 +220,25 @@ def test_first_ever_process_runs_the_copies_without_compiling(copies, tmp_path):
     got, want = np.load(tmp_path / "out1.npz"), np.load(tmp_path / "out0.npz")
     for k in want:
         assert got[k].tobytes() == want[k].tobytes(), k
+
+
+def test_argument_keys_tell_apart_what_numbas_types_do():
+    """entry() caches its choice by a quick key per argument: two arguments with one key have one Numba type."""
+    import numba
+
+    base = np.arange(24.0).reshape(4, 6)
+    ro = base.copy()
+    ro.flags.writeable = False
+    args = [base, base.T, base[:, ::2], ro, base.astype(np.float32), base[0], base.ravel(),
+            np.zeros(0, np.int64), np.zeros(3, np.int32), np.zeros(3, np.uint32), np.zeros(3, np.bool_),
+            np.asfortranarray(base), 1, 2, 1 << 63, -1, True, False, 1.5, np.float32(1), np.int32(3), np.int64(3),
+            np.bool_(True)]
+    keys = [_aot._arg_key(a) for a in args]
+    types = [numba.typeof(a) for a in args]
+    for i in range(len(args)):
+        for j in range(len(args)):
+            if keys[i] == keys[j]:   # (one type may have several keys: a Python int and np.int64, say)
+                assert types[i] == types[j], (i, j, keys[i], types[i], types[j])
+    # the key is of the type, not of the value
+    assert _aot._arg_key(base) == _aot._arg_key(base + 1) and _aot._arg_key(7) == _aot._arg_key(-3)
+    assert _aot._arg_key((1, 2)) is None

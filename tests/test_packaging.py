@@ -66,6 +66,37 @@ def test_wheel_holds_namespaced_packages_and_cu_sources(wheel):
     assert "hitml = hitml.shap_ext:GPUTreeExplainer" in zipfile.ZipFile(wheel).read(eps).decode()
 
 
+def test_wheel_holds_compiled_kernels_that_run_where_they_match(wheel, venv, tmp_path):
+    """Building the wheel builds the compiled TreeSHAP kernels (setup.py); installed, they run where the build's
+    Numba, llvmlite, NumPy, Python and CPU are this environment's, and a first-ever process compiles nothing."""
+    zf = zipfile.ZipFile(wheel)
+    names = set(zf.namelist())
+    assert "hitml/kernels/_compiled/manifest.json" in names
+    assert any(n.startswith("hitml/kernels/_compiled/_hitml_aot_") and n.endswith(".so") for n in names), names
+    assert not wheel.name.endswith("-none-any.whl"), wheel.name   # a platform wheel: it holds machine code
+    manifest = json.loads(zf.read("hitml/kernels/_compiled/manifest.json"))
+    code = textwrap.dedent("""
+        import json, numpy as np, xgboost as xgb, shap
+        import hitml.shap_ext
+        from hitml.kernels import _aot
+        from hitml.kernels.treeshap import _cpu_quad as q
+        X = np.random.default_rng(0).normal(size=(200, 4)); y = X[:, 0] * X[:, 1]
+        model = xgb.XGBRegressor(n_estimators=5, max_depth=4, n_jobs=1).fit(X, y)
+        sv = shap.TreeExplainer(model, backend="cpu").shap_values(X)
+        ref = model.get_booster().predict(xgb.DMatrix(X), pred_contribs=True)
+        print(json.dumps({"host": _aot.host(), "available": _aot.available(), "status": _aot.status(),
+                          "close": bool(np.allclose(sv, ref[:, :-1], atol=1e-5)),
+                          "compiled": sum(q.shap_quad_items.stats.cache_misses.values())}))
+    """)
+    out = json.loads(_run([str(venv), "-c", code], cwd=tmp_path, env={
+        "NUMBA_CACHE_DIR": str(tmp_path / "cache"), "HITML_COMPILE_AHEAD": "0"}).stdout.strip().splitlines()[-1])
+    assert out["close"]
+    if all(manifest[k] == v for k, v in out["host"].items()):   # built by this environment's compiler
+        assert out["available"] and out["compiled"] == 0, out
+    else:                                                          # another Numba: never run, and said why
+        assert not out["available"] and "do not match" in out["status"], out
+
+
 def test_installs_beside_pypi_kernels(venv):
     code = textwrap.dedent("""
         import json, importlib.metadata as md, importlib.resources as res
