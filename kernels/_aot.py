@@ -20,6 +20,7 @@ Kernels that Python calls are the work-item kernels (``_items.ItemKernel``) and 
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import json
@@ -49,6 +50,7 @@ _RECHECK_S = 10.0   # how often a process running a copy looks again for the Num
 _lock = threading.Lock()
 _state: dict = {"table": None, "off": False, "why": ""}
 _decided: dict = {}
+_local = threading.local()   # .allowed: whether the call this thread makes may run copies (see copies_allowed)
 
 
 def source_files(root: str | None = None) -> list[str]:
@@ -159,13 +161,25 @@ def disable() -> None:
     _state["off"] = True
 
 
+@contextlib.contextmanager
+def copies_allowed(allowed: bool):
+    """Within: whether :func:`entry` may choose a compiled copy in this thread. The engine says no for a call so long
+    that running it on one thread would lose more than compiling the Numba kernel and running it on all threads."""
+    before = getattr(_local, "allowed", True)
+    _local.allowed = allowed
+    try:
+        yield
+    finally:
+        _local.allowed = before
+
+
 def entry(dispatcher, args: tuple):
     """The machine code to run ``dispatcher`` with ``args`` on: ``dispatcher`` itself where its code is in this
     process or in Numba's cache, or where no compiled copy matches the argument types; else the compiled copy (and
     the Numba kernels are then compiled in the background for later processes). A process on a copy looks for the
     Numba kernel again at most every ``_RECHECK_S`` seconds."""
     t = table()
-    if not t:
+    if not t or not getattr(_local, "allowed", True):
         return dispatcher
     key = (dispatcher, *map(_arg_key, args))
     got = _decided.get(key)

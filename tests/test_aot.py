@@ -242,3 +242,27 @@ def test_argument_keys_tell_apart_what_numbas_types_do():
     # the key is of the type, not of the value
     assert _aot._arg_key(base) == _aot._arg_key(base + 1) and _aot._arg_key(7) == _aot._arg_key(-3)
     assert _aot._arg_key((1, 2)) is None
+
+
+def test_long_calls_on_several_threads_run_the_numba_kernels(copies, monkeypatch):
+    """A call whose single-threaded copy would lose more than a compile costs runs (and compiles) the Numba kernel."""
+    import numba
+
+    monkeypatch.setattr(numba, "get_num_threads", lambda: 8)
+    assert cpu._copies_pay(1e9) and not cpu._copies_pay(1e11)
+    monkeypatch.setattr(numba, "get_num_threads", lambda: 1)
+    assert cpu._copies_pay(1e11)                       # one thread: nothing to lose
+    monkeypatch.undo()
+    monkeypatch.setattr(_aot, "_decided", {})
+    monkeypatch.setattr(_warmup, "loaded", lambda d, a: False)
+    monkeypatch.setattr(_warmup, "compile_full_tier", lambda groups=(): True)
+    d = cpu._q.shap_quad_items.dispatcher
+    ps = _warmup._hand_paths()
+    args = (np.zeros((4, 3)), *cpu._path_args(ps))    # the argument types do not matter while copies are barred
+    with _aot.copies_allowed(False):
+        assert _aot.entry(d, args) is d and not _aot._decided
+    monkeypatch.setattr(cpu, "_copies_pay", lambda work: False)
+    X = np.random.default_rng(0).normal(size=(10, 3))
+    cpu.interventional_shap_values(ps, X, X[:3], progress=False)
+    cpu.shap_values(ps, X, progress=False)
+    assert not _aot._decided                           # no copy chosen, none run

@@ -9,7 +9,7 @@ from typing import ClassVar
 import numba
 import numpy as np
 
-from .. import _warmup
+from .. import _aot, _warmup
 from .._options import Options
 from .._progress import check_progress, progress_bar
 from . import _cpu_interventional as _kw
@@ -32,6 +32,9 @@ _CHUNK_WORK = 2e8          # element-operations per chunk of rows (about a secon
 # for imperfect scaling): about 2 s on one thread (the rates behind both constants: docs/design/treeshap.md, section 8).
 _QUIET_WORK = 3e9
 _OUT_WORK = 12
+# a call whose work would take longer than this on one thread, less what its threads would do, runs the Numba kernels
+# (compiled first where need be: about 5 s on the 2-core machine) rather than the single-threaded compiled copies
+_COPY_LOSS_WORK = 7.5e9
 
 
 @dataclass
@@ -94,9 +97,17 @@ def _bar_setting(progress, total_work):
     return progress
 
 
+def _copies_pay(total_work: float) -> bool:
+    """Whether a call of ``total_work`` may run the compiled copies of the kernels (``_aot``, one thread): it loses
+    the threads' share of the work, which must stay under what a compile costs (``_COPY_LOSS_WORK``)."""
+    threads = numba.get_num_threads()
+    return threads <= 1 or total_work * (1.0 - 1.0 / threads) < _COPY_LOSS_WORK
+
+
 def _run(call, n, work_per_row, desc, progress, out_per_row=0):
     """Call ``call(a, b)`` on row chunks [a, b), advancing a progress bar (by rows) when the call is long."""
-    with progress_bar(n, desc, _bar_setting(progress, (work_per_row + _OUT_WORK * out_per_row) * n)) as bar:
+    total = (work_per_row + _OUT_WORK * out_per_row) * n
+    with progress_bar(n, desc, _bar_setting(progress, total)) as bar, _aot.copies_allowed(_copies_pay(total)):
         for a, b in _chunks(n, work_per_row):
             call(a, b)
             bar.update(b - a)
@@ -298,17 +309,21 @@ def _pattern_engine(ps: PathSet, X: np.ndarray, R: np.ndarray, weights, metric: 
     mode = np.zeros(ps.n_paths, np.int8)          # sibling pairs (values only): 1 left, 2 right
     pair_k = np.zeros(ps.n_paths, np.int64)
     pair_bit = np.zeros(ps.n_paths, np.int64)
+    call_work = float(n) * (len(ps.feature) + nR) * 4
     if not interactions and options.sibling_pairs:
         chunk_id = np.full(ps.n_paths + 1, -1, np.int64)
         for c, chunk in enumerate(plan.chunks):
             chunk_id[chunk] = c
         same = (chunk_id[:-1] >= 0) & (chunk_id[:-1] == chunk_id[1:])    # p and p + 1 in one chunk
-        _kp.sibling_pairs(ps.path_ptr, ps.tree_index, ps.feature, ps.lower, ps.upper, ps.missing_ok, ps.cat_ptr,
-                          ps.leaf_value, same, mode, pair_k, pair_bit)
+        with _aot.copies_allowed(_copies_pay(call_work)):
+            _kp.sibling_pairs(ps.path_ptr, ps.tree_index, ps.feature, ps.lower, ps.upper, ps.missing_ok,
+                              ps.cat_ptr,
+                              ps.leaf_value, same, mode, pair_k, pair_bit)
     steps = len(plan.chunks) + (1 if len(plan.long) else 0)
     rblock = _kp.row_block(M, flat.shape[1] * K, n, numba.get_num_threads(), interactions)
     copy = _kp.copies_output(M, flat.shape[1] * K, rblock, interactions)
-    with progress_bar(n * steps, desc, _bar_setting(progress, float(n) * (len(ps.feature) + nR) * 4)) as bar:
+    with (progress_bar(n * steps, desc, _bar_setting(progress, call_work)) as bar,
+          _aot.copies_allowed(_copies_pay(call_work))):
         for chunk, t_size, h_size in zip(plan.chunks, plan.tab_size, plan.hist_size):
             hist = np.zeros(h_size, np.int64)
             _background_histograms(R, wint, weights is not None, chunk, pa, plan.hist_off, mode, hist)
