@@ -29,12 +29,12 @@ class BuildPyWithKernels(build_py):
         else:
             out = os.path.join(os.path.abspath(self.build_lib), "hitml", "kernels", "_compiled")
         with tempfile.TemporaryDirectory(prefix="hitml-build-") as ns:   # `hitml.kernels` importable from the source
-            os.makedirs(os.path.join(ns, "hitml"))
-            os.symlink(os.path.join(ROOT, "kernels"), os.path.join(ns, "hitml", "kernels"))
             env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (ns, os.environ.get("PYTHONPATH")) if p))
             try:
+                os.makedirs(os.path.join(ns, "hitml"))
+                os.symlink(os.path.join(ROOT, "kernels"), os.path.join(ns, "hitml", "kernels"))
                 code = subprocess.run([sys.executable, "-m", "hitml.kernels", "aot", out], env=env, cwd=ns).returncode
-            except OSError as exc:
+            except OSError as exc:   # no symbolic links (Windows without the right), no process to spare
                 code = f"{exc}"
         if code:
             print(f"hitml: the compiled kernels were not built ({code}); the CPU kernels compile on first use",
