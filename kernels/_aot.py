@@ -79,17 +79,20 @@ def host() -> dict:
     import llvmlite
     import llvmlite.binding as ll
     import numba
-    import numpy as np
 
     return {"format": _FORMAT, "python": "%d.%d" % sys.version_info[:2], "numba": numba.__version__,
             "llvmlite": llvmlite.__version__, "numpy": np.__version__.split(".")[0],
             "cpu": ll.get_host_cpu_name(), "features": ll.get_host_cpu_features().flatten()}
 
 
+def _module(py_func) -> str:
+    """A kernel's module after ``hitml.kernels.`` (a key of ``_GROUPS_OF``)."""
+    return (py_func.__module__ or "").removeprefix(_MODULE_PREFIX)
+
+
 def export_name(py_func) -> str:
     """The name a kernel's copy is exported under: its module (after ``hitml.kernels.``) and its name."""
-    module = (py_func.__module__ or "").removeprefix(_MODULE_PREFIX)
-    return f"{module}.{py_func.__name__}".replace(".", "__")
+    return f"{_module(py_func)}.{py_func.__name__}".replace(".", "__")
 
 
 def folder() -> str:
@@ -130,9 +133,13 @@ def _load() -> dict:
     return table
 
 
+def _switched_off() -> bool:
+    return _state["off"] or os.environ.get(_ENV, "1") == "0"
+
+
 def table() -> dict:
     """The compiled copies this process may run (loaded once; empty where switched off, missing or stale)."""
-    if _state["off"] or os.environ.get(_ENV, "1") == "0":
+    if _switched_off():
         return {}
     if _state["table"] is None:
         with _lock:
@@ -151,7 +158,7 @@ def status() -> str:
     t = table()
     if t:
         return f"{len(t)} compiled kernels from {folder()}"
-    if _state["off"] or os.environ.get(_ENV, "1") == "0":
+    if _switched_off():
         return f"compiled kernels switched off ({_ENV}=0)"
     return _state["why"] or "no compiled kernels"
 
@@ -197,8 +204,7 @@ def entry(dispatcher, args: tuple):
         fn = dispatcher
     else:
         fn = copy[0]
-        module = (dispatcher.py_func.__module__ or "").removeprefix(_MODULE_PREFIX)
-        _warmup.compile_full_tier(_GROUPS_OF.get(module, GROUPS))
+        _warmup.compile_full_tier(_GROUPS_OF.get(_module(dispatcher.py_func), GROUPS))
     if None not in key:
         _decided[key] = (fn, now)
     return fn
@@ -249,8 +255,8 @@ def entry_point(dispatcher) -> EntryPoint:
 
 # ------------------------------------------------------------------------------------------------------- build
 def _kernels() -> list:
-    """(export name, Numba dispatcher, signature) of every kernel Python calls in the TreeSHAP modules that this
-    process has compiled."""
+    """(export name, Numba dispatcher, argument types, return type) of every kernel Python calls in the TreeSHAP
+    modules, for each signature this process has compiled."""
     import importlib
 
     out = []
@@ -280,9 +286,6 @@ def _compile_module(module_name: str, kernels: list, out_dir: str) -> str:
     return os.path.basename(cc.output_file)
 
 
-_HEAVY = ("treeshap___cpu_quad__shap_quad_kernel_items", "treeshap___cpu_quad__interaction_quad_kernel_items")
-
-
 def build(out_dir: str | None = None, jobs: int | None = None, verbose: bool = True) -> dict:
     """Compile the TreeSHAP kernels with Numba (running the warm-up groups of :data:`GROUPS` in this process, into
     a temporary Numba cache) and build their copies into ``out_dir`` (default: ``hitml/kernels/_compiled``), in
@@ -308,8 +311,11 @@ def build(out_dir: str | None = None, jobs: int | None = None, verbose: bool = T
         if verbose:
             print(f"hitml: {len(kernels)} kernels compiled with Numba in {time.perf_counter() - t0:.1f} s; "
                   "building their ahead-of-time copies", file=sys.stderr, flush=True)
-        heavy = [[k] for k in kernels if k[0] in _HEAVY]
-        rest = [k for k in kernels if k[0] not in _HEAVY]
+        from .treeshap import _cpu_quad as q   # the quadrature twins compile longest: a module each
+
+        big = {export_name(k.py_func) for k in (q.shap_quad_items, q.interaction_quad_items)}
+        heavy = [[k] for k in kernels if k[0] in big]
+        rest = [k for k in kernels if k[0] not in big]
         parts = [*heavy, rest[0::2], rest[1::2]]
         names = [f"_hitml_aot_{i}" for i in range(len(parts))]
         for stale in os.listdir(out_dir):

@@ -294,11 +294,11 @@ def pick(full, quick, args: tuple):
 def compile_full_tier(groups: tuple[str, ...] = _FULL_GROUPS) -> bool:
     """Arrange (once per process) for a background process to compile the full tier of ``groups`` (by default
     ``_FULL_GROUPS``; ``_aot.entry`` names the groups of the kernels whose compiled copies ran; all calls' groups
-    are compiled together) into Numba's cache, and return whether one will run. It starts once this process's compiles ahead have ended and
-    ``_FULL_DELAY_S`` more seconds have passed, or at exit, whichever comes first (on a 2-core machine a compile
-    beside the first calls' cost them about 5 s, even at idle priority): detached (it outlives this process, which
-    does not wait for it), on idle CPU time only (Linux ``SCHED_IDLE``, else nice 19), and skipped while another
-    such process holds the lock next to the cache."""
+    are compiled together) into Numba's cache, and return whether one will run. It starts once this process's
+    compiles ahead have ended and ``_FULL_DELAY_S`` more seconds have passed, or at exit, whichever comes first (on
+    a 2-core machine a compile beside the first calls' cost them about 5 s, even at idle priority): detached (it
+    outlives this process, which does not wait for it), on idle CPU time only (Linux ``SCHED_IDLE``, else nice
+    19), and skipped while another such process holds the lock next to the cache."""
     with _lock:
         _full["groups"].update(groups)
         if _full["started"] is not None:
@@ -326,7 +326,8 @@ def _spawn_full_tier(at_exit: bool) -> None:
         _full["spawned"] = True
     env = _child_env(HITML_WARMUP_NICE="idle", HITML_WARMUP_LOCK="1", **{_TIER_ENV: "full"})
     try:
-        _start_warmup([*sorted(_full["groups"]), "--jobs", "1"], env, stdout=subprocess.DEVNULL, start_new_session=True)
+        _start_warmup([*sorted(_full["groups"]), "--jobs", "1"], env, stdout=subprocess.DEVNULL,
+                      start_new_session=True)
     except OSError:
         pass   # the next process tries again
 

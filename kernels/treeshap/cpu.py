@@ -310,20 +310,19 @@ def _pattern_engine(ps: PathSet, X: np.ndarray, R: np.ndarray, weights, metric: 
     pair_k = np.zeros(ps.n_paths, np.int64)
     pair_bit = np.zeros(ps.n_paths, np.int64)
     call_work = float(n) * (len(ps.feature) + nR) * 4
+    copies = _copies_pay(call_work)
     if not interactions and options.sibling_pairs:
         chunk_id = np.full(ps.n_paths + 1, -1, np.int64)
         for c, chunk in enumerate(plan.chunks):
             chunk_id[chunk] = c
         same = (chunk_id[:-1] >= 0) & (chunk_id[:-1] == chunk_id[1:])    # p and p + 1 in one chunk
-        with _aot.copies_allowed(_copies_pay(call_work)):
+        with _aot.copies_allowed(copies):
             _kp.sibling_pairs(ps.path_ptr, ps.tree_index, ps.feature, ps.lower, ps.upper, ps.missing_ok,
-                              ps.cat_ptr,
-                              ps.leaf_value, same, mode, pair_k, pair_bit)
+                              ps.cat_ptr, ps.leaf_value, same, mode, pair_k, pair_bit)
     steps = len(plan.chunks) + (1 if len(plan.long) else 0)
     rblock = _kp.row_block(M, flat.shape[1] * K, n, numba.get_num_threads(), interactions)
     copy = _kp.copies_output(M, flat.shape[1] * K, rblock, interactions)
-    with (progress_bar(n * steps, desc, _bar_setting(progress, call_work)) as bar,
-          _aot.copies_allowed(_copies_pay(call_work))):
+    with progress_bar(n * steps, desc, _bar_setting(progress, call_work)) as bar, _aot.copies_allowed(copies):
         for chunk, t_size, h_size in zip(plan.chunks, plan.tab_size, plan.hist_size):
             hist = np.zeros(h_size, np.int64)
             _background_histograms(R, wint, weights is not None, chunk, pa, plan.hist_off, mode, hist)
