@@ -292,9 +292,36 @@ def check_x(X, ps: PathSet, name: str = "X"):
     return X
 
 
+_CONVERT_SRC = "treeshap/convert.cu"
+_EXACT = {(np.dtype(np.float32), np.dtype(np.float64)): "f32_to_f64",
+          (np.dtype(np.float64), np.dtype(np.float32)): "f64_to_f32"}
+
+
+def exact_astype(x, dtype):
+    """CuPy array ``x`` as a C-contiguous array of ``dtype``, converted as NumPy converts on the host.
+
+    CuPy's own ``astype`` runs kernels compiled with ``-ftz=true``, which flush float32 subnormals to zero when
+    widened to float64 and subnormal float32 results to zero when narrowed from float64 (a split between
+    subnormals would then see zeros). float32 <-> float64 goes through convert.cu's exact conversions instead;
+    every other cast (integers, bool, float16, same dtype) has no float32 subnormal to lose and stays CuPy's.
+    """
+    cp = cupy_module()
+    dtype = np.dtype(dtype)
+    x = cp.asarray(x)
+    name = _EXACT.get((np.dtype(x.dtype), dtype))
+    if name is None:
+        return cp.ascontiguousarray(x.astype(dtype, copy=False))
+    src = cp.ascontiguousarray(x)          # a same-dtype copy moves bits: no float instruction, nothing flushed
+    out = cp.empty(x.shape, dtype=dtype)
+    if out.size:
+        get_kernel(_CONVERT_SRC, name)((_grid_for(out.size),), (_THREADS,), (src, out, np.int64(out.size)))
+    return out
+
+
 def to_device(X, xdtype, keep: list | None = None):
     """Rows of X on the device in the kernel's precision: the model's input dtype (float32) or float64. Host rows
-    are cast on the host (fewer bytes to copy); with ``keep`` through a pinned block held there (device.upload)."""
+    are cast on the host (fewer bytes to copy); with ``keep`` through a pinned block held there (device.upload).
+    Device-side casts are exact (:func:`exact_astype`)."""
     cp = cupy_module()
     if not is_cupy_array(X):
         X = np.asarray(X)
@@ -306,8 +333,8 @@ def to_device(X, xdtype, keep: list | None = None):
             Xd = device.upload(X, src, options.pinned_bytes, keep)
         else:
             Xd = cp.asarray(np.ascontiguousarray(X, dtype=src))
-        return Xd if Xd.dtype == xdtype else Xd.astype(xdtype)
-    return cp.ascontiguousarray(cp.asarray(X).astype(xdtype, copy=False))
+        return Xd if Xd.dtype == xdtype else exact_astype(Xd, xdtype)
+    return exact_astype(X, xdtype)
 
 
 def budget() -> int:

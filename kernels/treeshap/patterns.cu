@@ -29,9 +29,19 @@ struct Paths {
     const unsigned char *cat_outside
 #define PATHS Paths P{path_ptr, feature, lower, upper, missing_ok, cat_ptr, cat_nwords, cat_words, cat_outside}
 
+// A row value as a double, exactly: CuPy compiles with -ftz=true, under which (double)x of a float is
+// cvt.ftz.f64.f32 and flushes float32 subnormals to zero (a split between subnormals would see zeros); cvt.f64.f32
+// without .ftz keeps them, as the CPU twin's widening does.
+__device__ __forceinline__ double exact_double(float x) {
+    double r;
+    asm("cvt.f64.f32 %0, %1;" : "=d"(r) : "f"(x));
+    return r;
+}
+__device__ __forceinline__ double exact_double(double x) { return x; }
+
 template <typename XT>
 __device__ __forceinline__ bool satisfies(XT xv, i64 e, const Paths& P) {
-    double x = (double)xv;
+    double x = exact_double(xv);
     if (x != x) return P.missing_ok[e] != 0;
     double lo = P.lower[e];
     if (!((lo < -1.7976931348623157e308 || lo < x) && x <= P.upper[e])) return false;   // lo = -inf: no lower bound
