@@ -12,7 +12,11 @@ from shap.utils._exceptions import ExplainerError, InvalidModelError
 
 from hitml import shap_ext
 
-cb = pytest.importorskip("catboost")
+
+@pytest.fixture
+def cb():
+    """catboost, for the tests that need it (the others also run without it, in the minimal environment)."""
+    return pytest.importorskip("catboost")
 
 
 def close(actual, expected, rtol=1e-6):
@@ -33,7 +37,7 @@ def housing():
     return df, y
 
 
-def test_catboost_defaults_match_raw_formula_val(housing):
+def test_catboost_defaults_match_raw_formula_val(housing, cb):
     """CatBoostRegressor() uses boost_from_average=True: the bias is the base value, and values add up to
     RawFormulaVal (this was off by the bias, about 12 here, and check_additivity did not notice)."""
     X, y = housing
@@ -50,7 +54,7 @@ def test_catboost_defaults_match_raw_formula_val(housing):
     close(ours(model)(X[:5]).base_values, np.full(5, native[0, -1]))
 
 
-def test_check_additivity_compares_with_the_library(housing, monkeypatch):
+def test_check_additivity_compares_with_the_library(housing, monkeypatch, cb):
     """A parse that loses the bias (as before) now fails the check instead of passing silently."""
     from hitml.shap_ext import _catboost
 
@@ -69,7 +73,7 @@ def test_check_additivity_compares_with_the_library(housing, monkeypatch):
     ex.shap_values(X[:20], check_additivity=False)  # the user can still opt out
 
 
-def test_catboost_string_categories_pool_and_frames():
+def test_catboost_string_categories_pool_and_frames(cb):
     rng = np.random.default_rng(1)
     df = pd.DataFrame({"a": rng.normal(size=300), "colour": rng.choice(["red", "green", "blue"], 300),
                        "b": rng.normal(size=300), "city": rng.choice(["x", "y", "z", "w"], 300)})
@@ -99,7 +103,7 @@ def test_catboost_string_categories_pool_and_frames():
     close(svm.sum(1) + np.asarray(ours(clf).expected_value), clf.predict(df[:20], prediction_type="RawFormulaVal"))
 
 
-def test_catboost_numeric_pool_nan_modes_and_scale():
+def test_catboost_numeric_pool_nan_modes_and_scale(cb):
     rng = np.random.default_rng(2)
     X = rng.normal(size=(300, 4))
     X[rng.random(X.shape) < 0.2] = np.nan
