@@ -271,7 +271,7 @@ def loaded(dispatcher, args: tuple) -> bool | None:
                 dispatcher.targetctx.insert_user_function(cres.entry_point, cres.fndesc, [cres.library])
             dispatcher.add_overload(cres)
             return True
-    except Exception:  # noqa: BLE001 - another Numba: the caller takes the full tier, which compiles as before
+    except Exception:  # noqa: BLE001 - another Numba: the caller takes the full tier (the twins' same bytes)
         return None
 
 

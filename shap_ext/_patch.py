@@ -69,11 +69,10 @@ def _explainer_new(cls, *args: Any, **kwargs: Any):
 def _is_tree_model(model: Any, masker: Any) -> bool:
     if isinstance(model, TreeEnsemble):
         return True
-    try:  # shap's own test: linear models win first in shap.Explainer's "auto" choice
-        if shap.explainers.LinearExplainer.supports_model_with_masker(model, masker):
-            return False
-    except Exception:  # noqa: BLE001 - a probe of a foreign model may raise anything; shap decides below
-        pass
+    # shap's own test, as shap.Explainer makes it (unguarded; the probe catches a foreign model's parse errors
+    # itself): linear models win first in its "auto" choice
+    if shap.explainers.LinearExplainer.supports_model_with_masker(model, masker):
+        return False
     return bool(_ShapTree.supports_model_with_masker(model, masker))
 
 

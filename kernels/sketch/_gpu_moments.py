@@ -283,7 +283,7 @@ class _Launches:
                 self(X, w, side.ptr)
             finally:
                 g = side.end_capture()
-        except Exception:  # noqa: BLE001 - no graphs here (old driver, capture mode): plain launches
+        except Exception:  # noqa: BLE001 - no graphs here (old driver, capture mode): plain launches, the same kernels
             return None
         return g
 
