@@ -35,6 +35,7 @@ __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "disable": "._patch",
     "enable": "._patch",
     "install": "._patch",
+    "load_catboost_json": "._catboost",
     "uninstall": "._patch",
 })
 

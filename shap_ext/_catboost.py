@@ -10,8 +10,8 @@ import numpy as np
 
 from ._categories import CategoricalSplits
 
-__all__ = ["CatBoostModel", "NotParseable", "is_catboost", "native_expected_value", "native_margin",
-           "native_values", "to_pool"]
+__all__ = ["CatBoostModel", "NotParseable", "is_catboost", "json_margin", "load_catboost_json",
+           "native_expected_value", "native_margin", "native_values", "to_pool"]
 
 # CatBoost loss -> shap's (tree_output, objective), for model_output="probability" / "log_loss"
 _UNITS = {
@@ -30,9 +30,21 @@ def is_catboost(model: Any) -> bool:
 
 
 def _dump(model: Any) -> dict[str, Any]:
+    """CatBoost's JSON of ``model``; :class:`NotParseable` where its writer refuses the model (a split border at
+    ±inf, from training data holding ±inf: ``library/cpp/json/writer/json.cpp`` writes no non-finite float)."""
+    import catboost
+
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "model.json")
-        model.save_model(path, format="json")
+        borders = model.get_borders() if hasattr(model, "get_borders") else {}
+        if any(np.isinf(np.asarray(b, dtype=np.float64)).any() for b in borders.values()):
+            raise NotParseable("split borders at ±inf, which CatBoost's JSON export cannot write")
+        try:
+            model.save_model(path, format="json")
+        except catboost.CatBoostError as exc:
+            if "invalid float value" not in str(exc):
+                raise
+            raise NotParseable(f"a value CatBoost's JSON export cannot write ({exc})") from None
         with open(path, encoding="utf-8") as fh:
             return json.load(fh)
 
@@ -42,22 +54,42 @@ def _loss_name(doc: dict[str, Any]) -> str:
     return str(loss.get("type", "")) if isinstance(loss, dict) else str(loss)
 
 
+def _nan_right(feature: dict[str, Any]) -> bool:
+    """Whether CatBoost sends NaN right on this float feature: its evaluator replaces NaN by +inf (``AsTrue``,
+    nan_mode 'Max') or -inf (``AsFalse``, 'Min') only where the feature had NaN in training (``has_nans``), and
+    compares ``val > border`` (catboost/libs/model/cpu/quantization.h, ``BinarizeFeatures``): +inf is above every
+    border, -inf and an unreplaced NaN above none."""
+    return bool(feature.get("has_nans", True)) and feature.get("nan_value_treatment") == "AsTrue"
+
+
+def _n_features(doc: dict[str, Any]) -> int:
+    """Input columns of a CatBoost JSON model: one past the largest flat feature index it lists."""
+    info = doc.get("features_info", {})
+    flat = [int(f["flat_feature_index"]) for kind in ("float_features", "categorical_features", "text_features",
+                                                      "embedding_features") for f in info.get(kind, []) or []]
+    return max(flat) + 1 if flat else 0
+
+
 class CatBoostModel:
     """A CatBoost model of symmetric (oblivious) trees on numeric features, in shap's dict-of-trees format.
 
     Split ``s`` of a tree sends ``x`` right when ``x > border`` (CatBoost compares in float32, so X is rounded to
-    float32); NaN goes right only for ``nan_mode='Max'`` (``AsTrue``). The leaf index is ``sum_s bit_s << s``, so
-    the first listed split is the deepest level of the unrolled binary tree. Leaf values are multiplied by the
-    model's scale and its bias (``boost_from_average``) becomes the base offset: the trees then sum to
-    ``predict(prediction_type='RawFormulaVal')``. Covers are CatBoost's ``leaf_weights``.
+    float32); NaN goes right only for ``nan_mode='Max'`` (``AsTrue``) on a feature that had NaN in training. The
+    leaf index is ``sum_s bit_s << s``, so the first listed split is the deepest level of the unrolled binary tree.
+    Leaf values are multiplied by the model's scale and its bias (``boost_from_average``) becomes the base offset:
+    the trees then sum to ``predict(prediction_type='RawFormulaVal')``. Covers are CatBoost's ``leaf_weights``.
     Non-symmetric trees (``grow_policy`` Depthwise / Lossguide) are read from their nested JSON nodes the same way:
     exact TreeSHAP of these trees sums to the prediction (CatBoost's own ShapValues there do not, by up to 10%).
     Raises :class:`NotParseable` for categorical (one-hot / CTR) splits.
+
+    ``model`` is the catboost object (its JSON dump is read), or None with ``doc``, a JSON document already read
+    (:meth:`from_json`): the model's own prediction is then :func:`json_margin`, and catboost is not needed.
     """
 
-    def __init__(self, model: Any) -> None:
+    def __init__(self, model: Any, doc: dict[str, Any] | None = None) -> None:
         self.model = model
-        doc = _dump(model)
+        doc = _dump(model) if doc is None else doc
+        self.doc = doc
         if "oblivious_trees" not in doc and "trees" not in doc:
             raise NotParseable("a tree layout this reader does not know")
         info = doc.get("features_info", {})
@@ -65,12 +97,12 @@ class CatBoostModel:
             raise NotParseable("categorical features (one-hot and CTR splits act on hashed categories)")
         floats = info.get("float_features", [])
         flat = [int(f["flat_feature_index"]) for f in floats]
-        nan_right = [f.get("nan_value_treatment") == "AsTrue" for f in floats]
+        nan_right = [_nan_right(f) for f in floats]
         scale, bias = doc.get("scale_and_bias", [1.0, [0.0]])
         self.base_offset = np.atleast_1d(np.asarray(bias, dtype=np.float64))
         K = len(self.base_offset)
         self.n_outputs = K
-        self.n_features_in_ = len(model.feature_names_)
+        self.n_features_in_ = len(model.feature_names_) if model is not None else _n_features(doc)
         self.input_dtype = np.dtype(np.float32)
         if "oblivious_trees" in doc:
             trees = [self._tree(t, tree, flat, nan_right, float(scale), K)
@@ -166,9 +198,132 @@ class CatBoostModel:
                 "thresholds": np.asarray(thr, dtype=np.float64), "values": np.asarray(vals, dtype=np.float64),
                 "node_sample_weight": np.asarray(cover, dtype=np.float64)}
 
+    @classmethod
+    def from_json(cls, source: str | os.PathLike | dict[str, Any]) -> CatBoostModel:
+        """The model of a CatBoost JSON file (``save_model(path, format="json")``), without catboost.
+
+        See :func:`load_catboost_json`.
+        """
+        if isinstance(source, dict):
+            return cls(None, source)
+        with open(source, encoding="utf-8") as fh:
+            return cls(None, json.load(fh))
+
     def predict_margin(self, X: np.ndarray, tree_limit: int | None = None) -> np.ndarray:
-        """CatBoost's own ``RawFormulaVal`` (scale and bias included) of the first ``tree_limit`` trees."""
+        """CatBoost's own ``RawFormulaVal`` (scale and bias included) of the first ``tree_limit`` trees; for a model
+        read from JSON alone, CatBoost's evaluation rules applied to the JSON trees (:func:`json_margin`)."""
+        if self.model is None:
+            return json_margin(self.doc, X, tree_limit)
         return native_margin(self.model, X, tree_limit)
+
+
+def load_catboost_json(source: str | os.PathLike | dict[str, Any]) -> CatBoostModel:
+    """A CatBoost model saved as JSON, for ``shap.TreeExplainer`` without catboost installed.
+
+    CatBoost writes the file with ``model.save_model(path, format="json")``; the model it returns goes to
+    ``shap.TreeExplainer(model, backend=...)`` (after ``import hitml.shap_ext``) in place of the catboost object,
+    and gives the same values. Rows are NumPy or CuPy arrays (or frames, read by position) with the model's
+    columns in order; CatBoost rounds them to float32. The additivity check compares with CatBoost's evaluation
+    rules applied to the file's trees (:func:`json_margin`), as catboost is not there to predict.
+
+    Parameters
+    ----------
+    source : str, os.PathLike or dict
+        The JSON file's path, or its document already parsed (``json.load``).
+
+    Returns
+    -------
+    CatBoostModel
+        The model's trees in shap's dict-of-trees format (``.shap_dict``), and ``predict_margin``.
+
+    Raises
+    ------
+    NotParseable
+        For models with categorical (one-hot / CTR) splits, which need CatBoost's own hashing.
+
+    Examples
+    --------
+    A one-split model (CatBoost's JSON layout: ``x0 > 0.5`` goes right):
+
+    >>> import numpy as np, shap
+    >>> import hitml.shap_ext
+    >>> from hitml.shap_ext import load_catboost_json
+    >>> doc = {"features_info": {"float_features": [
+    ...            {"flat_feature_index": 0, "feature_index": 0, "borders": [0.5], "has_nans": False,
+    ...             "nan_value_treatment": "AsIs"}]},
+    ...        "oblivious_trees": [{"splits": [{"split_type": "FloatFeature", "float_feature_index": 0,
+    ...                                          "border": 0.5}],
+    ...                             "leaf_values": [-1.0, 1.0], "leaf_weights": [3.0, 1.0]}],
+    ...        "scale_and_bias": [1.0, [0.0]]}
+    >>> model = load_catboost_json(doc)
+    >>> explainer = shap.TreeExplainer(model, backend="cpu")
+    >>> explainer.shap_values(np.array([[0.0], [1.0]])).round(2).tolist()
+    [[-0.5], [1.5]]
+    """
+    return CatBoostModel.from_json(source)
+
+
+def _float32_rows(X: Any) -> np.ndarray:
+    with np.errstate(over="ignore"):   # |x| beyond float32's range reads as +-inf, as CatBoost's float cast does
+        return np.asarray(X, dtype=np.float32)
+
+
+def json_margin(doc: dict[str, Any], X: Any, tree_limit: int | None = None) -> np.ndarray:
+    """``RawFormulaVal`` of a CatBoost JSON model's first ``tree_limit`` trees, by CatBoost's evaluation rules.
+
+    catboost/libs/model/cpu/quantization.h (``BinarizeFeatures``, ``BinarizeFloats``): each value is a float32;
+    on a feature that had NaN in training, NaN becomes -inf (``AsFalse``) or +inf (``AsTrue``); a split is the bit
+    ``val > border`` (an unreplaced NaN: 0). An oblivious tree's leaf is ``sum_s bit_s << s`` over its listed
+    splits (catboost/libs/model/cpu/evaluator_impl.cpp); a non-symmetric tree goes right on a set bit. The trees'
+    leaf values are summed and then scaled and shifted (``scale_and_bias``). Independent of the unrolled trees
+    :class:`CatBoostModel` gives the engine. (n,) for one output, (n, K) for several.
+    """
+    x = _float32_rows(X)
+    if x.ndim == 1:
+        x = x[None, :]
+    floats = {int(f.get("feature_index", j)): f
+              for j, f in enumerate(doc.get("features_info", {}).get("float_features", []))}
+    cols = {}
+    for i, f in floats.items():
+        col = x[:, int(f["flat_feature_index"])]
+        if f.get("has_nans", True) and f.get("nan_value_treatment") in ("AsTrue", "AsFalse"):
+            inf = np.float32(np.inf if f["nan_value_treatment"] == "AsTrue" else -np.inf)
+            col = np.where(np.isnan(col), inf, col)
+        cols[i] = col
+
+    def bit(split: dict[str, Any]) -> np.ndarray:
+        return cols[int(split["float_feature_index"])] > np.float32(split["border"])
+
+    scale, bias = doc.get("scale_and_bias", [1.0, [0.0]])
+    bias = np.atleast_1d(np.asarray(bias, dtype=np.float64))
+    K = len(bias)
+    n = x.shape[0]
+    total = np.zeros((n, K))
+    if "oblivious_trees" in doc:
+        for tree in doc["oblivious_trees"][:tree_limit]:
+            leaf = np.zeros(n, dtype=np.int64)
+            for s, split in enumerate(tree.get("splits", [])):
+                leaf |= bit(split).astype(np.int64) << s
+            total += np.asarray(tree["leaf_values"], dtype=np.float64).reshape(-1, K)[leaf]
+    else:
+        for tree in doc["trees"][:tree_limit]:
+            total += _nested_values(tree, bit, np.arange(n), K, n)
+    out = total * float(scale) + bias
+    return out[:, 0] if K == 1 else out
+
+
+def _nested_values(node: dict[str, Any], bit: Any, rows: np.ndarray, K: int, n: int) -> np.ndarray:
+    """Leaf values (n, K) of a non-symmetric tree's ``rows`` (zeros elsewhere)."""
+    out = np.zeros((n, K))
+    stack = [(node, rows)]
+    while stack:
+        node, rows = stack.pop()
+        if "split" not in node:
+            out[rows] = np.asarray(node["value"], dtype=np.float64).reshape(K)
+            continue
+        right = bit(node["split"])[rows]
+        stack += [(node["left"], rows[~right]), (node["right"], rows[right])]
+    return out
 
 
 def to_pool(model: Any, X: Any) -> Any:
@@ -202,9 +357,11 @@ def native_values(model: Any, X: Any, interactions: bool) -> np.ndarray:
 
 def symmetric_trees(model: Any) -> bool:
     """Whether the model's trees are symmetric (``grow_policy='SymmetricTree'``, CatBoost's default)."""
+    from catboost import CatBoostError
+
     try:
         return model.get_all_params().get("grow_policy", "SymmetricTree") == "SymmetricTree"
-    except Exception:  # noqa: BLE001 - a model without stored parameters: the default policy
+    except CatBoostError:  # a model without stored parameters: the default policy
         return True
 
 

@@ -93,6 +93,16 @@ def check_feature_names(model: Any, df: Any) -> None:
 
 
 # -------------------------------------------------------------------------------------------------------- LightGBM
+def lightgbm_native_kinds() -> tuple[str, ...]:
+    """The frame kinds LightGBM's own predict takes besides pandas: polars and pyarrow through narwhals' dispatch
+    (``lightgbm.basic.nwd``, LightGBM >= 4.7), pyarrow Tables alone in 4.2-4.6 (``_is_pyarrow_table``)."""
+    import lightgbm.basic as lgb_basic
+
+    if getattr(lgb_basic, "nwd", None) is not None:
+        return ("polars", "pyarrow")
+    return ("pyarrow",) if hasattr(lgb_basic, "_is_pyarrow_table") else ()
+
+
 def lightgbm_frame(df: Any, pandas_categorical: list | None) -> np.ndarray:
     """A frame as LightGBM's ``predict`` reads it: category columns as the codes of the training categories.
 

@@ -14,7 +14,8 @@ from hitml.kernels.device import array_module, is_cupy_array, resolve_backend, t
 from ._categories import categorical_splits
 from ._compat import DEPRECATED_APPROX, DimensionError, ExplainerError, InvalidModelError, TreeEnsemble
 from ._dask import dask_shap_values, is_dask_collection
-from ._inputs import InputReader, model_n_features, to_matrix
+from ._inputs import (InputReader, _exact_astype, check_native, model_n_features, native_columns, native_rows,
+                      to_matrix)
 from ._catboost import native_expected_value, native_margin, native_values, symmetric_trees, warn_not_additive
 from ._models import build_ensemble, convert_model
 from ._native import frame_margin, library_margin
@@ -183,10 +184,12 @@ class TreeExplainer(_ShapTreeExplainer):
         user_model = model
         model, converted, self.route = convert_model(model, data is not None)
         self._reader = InputReader(user_model)
-        if isinstance(data, pd.DataFrame):
+        columns = check_native(data, self._reader, "background data")  # a polars DataFrame or pyarrow Table
+        if isinstance(data, pd.DataFrame) or columns is not None:
             if feature_names is None:
-                order = self._reader.output_order(data)
-                feature_names = list(data.columns) if order is None else list(self._reader.names)
+                header = data if columns is None else pd.DataFrame(columns=columns)
+                order = self._reader.output_order(header)
+                feature_names = list(header.columns) if order is None else list(self._reader.names)
             rows = to_matrix(data, None, np.dtype(np.float64), "background data", self._reader)[0]
             data = pd.DataFrame(self._reader.missing_rules(rows),
                                 columns=feature_names if feature_names is not None else None)
@@ -236,6 +239,8 @@ class TreeExplainer(_ShapTreeExplainer):
             )
         self._reader.zero_features = getattr(ens, "_lgb_zero_features", None)
         self._reader.cat_features = getattr(ens, "_cat_features", None)
+        self._reader.lowest_features = getattr(ens, "_lowest_features", None)
+        self._reader.lowest_move = getattr(ens, "_lowest_move", (0.0, 0.0))
         self._setup_engine(converted if converted is not None else user_model)
 
     # -- set-up -------------------------------------------------------------------------------------------
@@ -325,7 +330,10 @@ class TreeExplainer(_ShapTreeExplainer):
             dtype = np.dtype(row)
         arr, flat = to_matrix(X, width, dtype, "X", self._reader)
         if row is not None and arr.dtype != row:
-            arr = arr.astype(row).astype(arr.dtype)  # rounded as the library rounds rows
+            # rounded as the library rounds rows; CuPy rows exactly (CuPy's astype flushes float32 subnormals)
+            with np.errstate(over="ignore"):       # beyond float32's range: +-inf, as the library's cast
+                arr = _exact_astype(_exact_astype(arr, row), arr.dtype) if is_cupy_array(arr) else \
+                    arr.astype(row).astype(arr.dtype)
         if not self._n_features_exact and arr.shape[1] < self.n_features:
             raise ValueError(f"X has {arr.shape[1]} features, but the trees split on feature index "
                              f"{self.n_features - 1}")
@@ -339,7 +347,10 @@ class TreeExplainer(_ShapTreeExplainer):
         library_model = getattr(ens, "_library_model", None)
         margin = frame_margin(library_model, ens, user_X, tree_limit) if isinstance(user_X, pd.DataFrame) else None
         if margin is None:
-            margin = library_margin(library_model, ens, X, tree_limit)
+            with warnings.catch_warnings():
+                if native_columns(user_X) is not None:  # the rows read from a polars/Arrow frame with its names
+                    warnings.filterwarnings("ignore", message="X does not have valid feature names")
+                margin = library_margin(library_model, ens, X, tree_limit)
         return TreeEnsemble.predict(ens, X, tree_limit=tree_limit) if margin is None else margin
 
     def _check_additivity(self, out: Any, X: Any, flat: bool, tree_limit: int, user_X: Any = None) -> None:
@@ -369,8 +380,10 @@ class TreeExplainer(_ShapTreeExplainer):
             X = pd.DataFrame([X.to_numpy()], columns=X.index).infer_objects()
         elif flat:
             X = pd.DataFrame([list(X)], columns=list(model.feature_names_)).infer_objects()
-        if isinstance(X, pd.DataFrame):
-            self._reader.catboost_names(X)  # CatBoost's name rules (duplicates, names)
+        columns = check_native(X, self._reader)  # a polars DataFrame (CatBoost refuses a pyarrow Table)
+        if isinstance(X, pd.DataFrame) or columns is not None:
+            # CatBoost's name rules (duplicates, names)
+            self._reader.catboost_names(X if columns is None else pd.DataFrame(columns=columns))
         n_rows = X.num_row() if hasattr(X, "num_row") else len(X)
         if n_rows == 0:
             M = len(model.feature_names_)
@@ -454,7 +467,8 @@ class TreeExplainer(_ShapTreeExplainer):
 
     def _in_frame_order(self, out: Any, X: Any, flat: bool, interactions: bool) -> Any:
         """Values in the frame's column order where the library reads a frame by name (CatBoost)."""
-        order = self._reader.output_order(X)
+        columns = native_columns(X)
+        order = self._reader.output_order(X if columns is None else pd.DataFrame(columns=columns))
         if order is None:
             return out
         axis = 0 if flat else 1
@@ -552,8 +566,13 @@ class TreeExplainer(_ShapTreeExplainer):
                             "which returns a lazy dask array")
         if is_cupy_array(X):
             X = to_numpy(X)
-        return super().__call__(X, y=y, interactions=interactions, check_additivity=check_additivity,
-                                approximate=approximate)
+        columns = check_native(X, self._reader)  # a polars DataFrame or pyarrow Table the model's library takes
+        out = super().__call__(X, y=y, interactions=interactions, check_additivity=check_additivity,
+                               approximate=approximate)
+        if columns is not None:  # shap names the columns of a pandas frame only; its rows as X holds them
+            out.feature_names = columns
+            out.data = native_rows(X)
+        return out
 
 
 class GPUTreeExplainer(TreeExplainer):

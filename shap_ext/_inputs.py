@@ -1,6 +1,7 @@
-"""Validation and conversion of the rows to explain and of background data (NumPy, pandas, CuPy)."""
+"""Validation and conversion of the rows to explain and of background data (NumPy, pandas, polars, pyarrow, CuPy)."""
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import numpy as np
@@ -8,7 +9,7 @@ import pandas as pd
 
 from hitml.kernels.device import array_module, is_cupy_array
 
-from ._compat import check_feature_names, hgb_preprocess, hgb_preprocessor, lightgbm_frame
+from ._compat import check_feature_names, hgb_preprocess, hgb_preprocessor, lightgbm_frame, lightgbm_native_kinds
 
 __all__ = ["InputReader", "encode_frame", "model_n_features", "to_matrix"]
 
@@ -50,6 +51,8 @@ def _dmatrix_dense(dm: Any) -> np.ndarray:
 
 
 def _numeric_host(X: Any, what: str, reader: "InputReader | None" = None) -> np.ndarray:
+    if check_native(X, reader, what) is not None:  # a polars DataFrame or pyarrow Table the library takes
+        return _native_host(X, what, reader)
     if isinstance(X, pd.DataFrame):
         return reader.frame(X, what) if reader is not None else encode_frame(X, what).to_numpy()
     if isinstance(X, pd.Series):  # one row of a frame (``df.iloc[i]``): category features hold their labels
@@ -62,7 +65,8 @@ def _numeric_host(X: Any, what: str, reader: "InputReader | None" = None) -> np.
             return reader.frame(X.to_frame().T, what)[0]
         return X.to_numpy(dtype=np.float64, na_value=np.nan)
     if type(X).__name__ == "DMatrix" and type(X).__module__.startswith("xgboost"):
-        return _dmatrix_dense(X)
+        dense = _dmatrix_dense(X)
+        return reader.dmatrix_codes(X, dense) if reader is not None and reader.library == "xgboost" else dense
     if type(X).__name__ == "Pool" and type(X).__module__.startswith("catboost"):
         if X.get_cat_feature_indices():
             raise ValueError(f"{what} is a catboost.Pool with categorical features, which only a CatBoost model "
@@ -99,6 +103,218 @@ def _series_row(X: pd.Series, reader: "InputReader | None") -> pd.DataFrame:
     return row
 
 
+# -- polars DataFrames and pyarrow Tables ------------------------------------------------------------------------
+# Taken where the model's library takes them in its own predict, and read as that library reads them:
+#   XGBoost: both (xgboost/data.py, dispatch_data_backend: _is_polars, _is_arrow); a polars frame goes through
+#     _transform_polars_df, which needs pyarrow and refuses polars.Categorical, then _transform_arrow_table.
+#   LightGBM >= 4.7: both (lightgbm/basic.py, _InnerPredictor.predict: narwhals' is_into_dataframe, then one Arrow C
+#     stream, LGBM_BoosterPredictForArrowStream); 4.2-4.6: pyarrow Tables (_is_pyarrow_table).
+#   scikit-learn: both (sklearn/utils/validation.py, check_array and _get_feature_names through narwhals;
+#     HistGradientBoosting's _preprocess_X through its ColumnTransformer).
+#   CatBoost: polars DataFrames (catboost/core.py, ARRAY_TYPES and Pool._check_data_type); a pyarrow Table raises.
+_NATIVE_NAMES = {"polars": "a polars DataFrame", "pyarrow": "a pyarrow Table"}
+_LIBRARY_NAMES = {"xgboost": "XGBoost", "lightgbm": "LightGBM", "sklearn": "scikit-learn", "catboost": "CatBoost"}
+
+
+def _native_kind(X: Any) -> str | None:
+    """"polars" for a polars DataFrame, "pyarrow" for a pyarrow Table, "other" for any other polars or pyarrow
+    object (LazyFrame, Series, RecordBatch, Array, ...), None otherwise. Imports neither package."""
+    roots = {cls.__module__.split(".")[0] for cls in type(X).__mro__}
+    for root, frame in (("polars", "DataFrame"), ("pyarrow", "Table")):
+        if root in roots:
+            mod = sys.modules.get(root)
+            return root if mod is not None and isinstance(X, getattr(mod, frame)) else "other"
+    return None
+
+
+def native_columns(X: Any) -> list[str] | None:
+    """The column names of a polars DataFrame or pyarrow Table, in order; None for any other input."""
+    kind = _native_kind(X)
+    if kind == "polars":
+        return list(X.columns)
+    if kind == "pyarrow":
+        return list(X.column_names)
+    return None
+
+
+def native_rows(X: Any) -> np.ndarray:
+    """A polars DataFrame's or pyarrow Table's values as a 2-D NumPy array (``DataFrame.values`` for pandas):
+    labels of category columns, None for nulls (an object array where the columns are not all numbers)."""
+    if _native_kind(X) == "polars":
+        return X.to_numpy()
+    if X.num_columns == 0:
+        return np.empty((X.num_rows, 0))
+    return np.column_stack([c.to_numpy(zero_copy_only=False) for c in X.columns])
+
+
+def _native_kinds(library: str | None) -> tuple[str, ...]:
+    """The kinds (``_native_kind``) that ``library``'s own predict takes."""
+    if library in ("xgboost", "sklearn"):
+        return ("polars", "pyarrow")
+    if library == "catboost":
+        return ("polars",)
+    if library == "lightgbm":
+        return lightgbm_native_kinds()
+    return ()
+
+
+def check_native(X: Any, reader: "InputReader | None", what: str = "X") -> list[str] | None:
+    """The column names of a polars DataFrame or pyarrow Table that the model's library takes; None for inputs of
+    neither package. TypeError, naming the accepted types, for one the library's own predict does not take (a
+    pyarrow Table for CatBoost, any for a model without a library) and for other polars/pyarrow objects."""
+    kind = _native_kind(X)
+    if kind is None:
+        return None
+    library = reader.library if reader is not None else None
+    kinds = _native_kinds(library)
+    if kind in kinds:
+        return native_columns(X)
+    accepted = ", ".join(["a NumPy array", "a pandas DataFrame"] + [_NATIVE_NAMES[k] for k in kinds])
+    model = f"a {_LIBRARY_NAMES[library]} model" if library else "a model without a host library"
+    raise TypeError(f"{what} of type {type(X).__module__}.{type(X).__qualname__} is not supported for {model}; "
+                    f"pass {accepted} (a polars DataFrame or pyarrow Table is taken where the library's own "
+                    "predict takes it, and read as it reads it)")
+
+
+def _native_host(X: Any, what: str, reader: "InputReader") -> np.ndarray:
+    """A polars DataFrame or pyarrow Table (that ``check_native`` passed) as a float64 matrix in the model's feature
+    order, read as the model's library reads that type."""
+    kind = _native_kind(X)
+    if reader.library == "xgboost":
+        return _xgboost_native(X, kind, what, reader)
+    if reader.library == "lightgbm":
+        return _lightgbm_native(X, kind, what, reader)
+    if reader.library == "sklearn":
+        return _sklearn_native(X, reader)
+    return _catboost_native_rows(X, what, reader)
+
+
+def _native_head(X: Any, kind: str) -> Any:
+    """The first row (none of none), with the frame's types, names and dictionaries."""
+    return X.head(1) if kind == "polars" else X.slice(0, 1)
+
+
+def _polars_float64(X: Any, what: str) -> np.ndarray:
+    """A polars DataFrame's numbers and booleans as float64, nulls NaN, through polars alone (no pyarrow).
+    Integers round to the nearest double, as a C++ ``static_cast<double>`` does."""
+    pl = sys.modules["polars"]
+    out = np.empty((X.height, X.width))
+    for j, s in enumerate(X.get_columns()):
+        if not (s.dtype.is_integer() or s.dtype.is_float() or s.dtype == pl.Boolean):
+            raise TypeError(f"{what}'s column {s.name!r} has polars type {s.dtype}, which is not a number")
+        out[:, j] = s.cast(pl.Float64).to_numpy()
+    return out
+
+
+def _arrow_float64(col: Any, what: str) -> np.ndarray:
+    """An Arrow array's numbers and booleans as float64, nulls NaN (integers round to the nearest double)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not (pa.types.is_integer(col.type) or pa.types.is_floating(col.type) or pa.types.is_boolean(col.type)):
+        raise TypeError(f"{what} has a column of Arrow type {col.type}, which is not a number")
+    # safe=False: integers beyond 2**53 round instead of raising; a copy (a zero-copy view is read-only)
+    return np.array(pc.cast(col, pa.float64(), safe=False).to_numpy(zero_copy_only=False), dtype=np.float64)
+
+
+def _xgboost_native(X: Any, kind: str, what: str, reader: "InputReader") -> np.ndarray:
+    import xgboost
+
+    # XGBoost's own checks on the first row: pyarrow for a polars frame, polars.Categorical refused, dictionaries
+    # of strings only, column types, names and their order (predict's validate_features=True default), duplicate
+    # names, categories unseen in training (the whole dictionary is checked, used or not). Float values become
+    # 0 or NaN (inf * 0): XGBoost would refuse an inf the explainer can take.
+    probe = _native_head(X, kind)
+    if kind == "polars":
+        pl = sys.modules["polars"]
+        probe = probe.with_columns([(pl.col(n) * 0).alias(n) for n, t in probe.schema.items() if t.is_float()])
+    else:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        for j, field in enumerate(probe.schema):
+            if pa.types.is_floating(field.type):
+                probe = probe.set_column(j, field, pc.multiply(probe.column(j), 0).cast(field.type))
+    reader.booster.predict(xgboost.DMatrix(probe, enable_categorical=True), validate_features=True)
+    # xgboost.data._transform_polars_df reads a polars frame as its Arrow table
+    return _xgboost_arrow_rows(X.to_arrow() if kind == "polars" else X, reader._xgboost_categories(), what)
+
+
+def _xgboost_arrow_rows(table: Any, cats: dict, what: str) -> np.ndarray:
+    """A pyarrow Table as XGBoost reads it (xgboost.data._transform_arrow_table, ArrowTransformed): each column's
+    chunks combined; numbers and booleans (cast to int8 there) by value, nulls missing; a dictionary column by
+    label, re-coded to the model's stored categories (XGBoost >= 3.1 re-codes by label at predict), or by its
+    indices where the model stores none; null entries missing."""
+    import pyarrow as pa
+
+    out = np.empty((table.num_rows, table.num_columns))
+    for j in range(table.num_columns):
+        col = table.column(j).combine_chunks()  # one dictionary for all chunks, as XGBoost combines them
+        if not pa.types.is_dictionary(col.type):
+            out[:, j] = _arrow_float64(col, what)
+            continue
+        codes = _arrow_float64(col.indices, what)
+        if j in cats:
+            labels = pd.Index(col.dictionary.to_pylist(), dtype=object)
+            lut = pd.Index(cats[j]).get_indexer(labels).astype(np.float64)
+            lut[lut < 0] = np.nan  # a label the model does not know (XGBoost refused it on the first row)
+            known = ~np.isnan(codes)
+            codes[known] = lut[codes[known].astype(np.int64)]
+        out[:, j] = codes
+    return out
+
+
+def _lightgbm_native(X: Any, kind: str, what: str, reader: "InputReader") -> np.ndarray:
+    import warnings
+
+    # LightGBM's own reading of the first row: column types (integers, float32/64 and booleans; dictionary,
+    # string, float16, date, ... columns raise LightGBMError "Unsupported Arrow type", src/arrow/array.hpp,
+    # ArrowChunkedArray::View::visit) and the number of columns
+    reader.booster.predict(_native_head(X, kind))
+    cols = [str(c) for c in native_columns(X)]
+    if misplaced(cols, reader.names) and not _duplicates(cols):
+        warnings.warn(
+            f"{what}'s columns {misplaced(cols, reader.names)} carry the model's feature names at other positions; "
+            f"LightGBM reads columns by position (as its predict does), so the values are for the model's "
+            f"features {reader.names}, not for {cols}. Order the columns as the model's.", UserWarning, stacklevel=5)
+    # every value as a double, nulls NaN (ArrowChunkedArray::Iterator<double>: null_default() is quiet_NaN)
+    arr = _polars_float64(X, what) if kind == "polars" else (
+        np.column_stack([_arrow_float64(c, what) for c in X.columns]) if X.num_columns else np.empty((X.num_rows, 0)))
+    if np.any(arr == -LIGHTGBM_ZERO):
+        # The Arrow reader hands LightGBM every value as it is (LGBM_BoosterPredictForArrowChunkedArray,
+        # src/c_api.cpp), its dense-row reader reads |x| <= kZeroThreshold as 0.0, and hitml reads rows as the
+        # latter does. The two differ only at x == -kZeroThreshold, LightGBM's own split threshold next to zero
+        # (src/io/bin.cpp, FindBinWithZeroAsOneBin: no other threshold lies within +-kZeroThreshold).
+        raise ValueError(f"{what} holds {-LIGHTGBM_ZERO!r} (LightGBM's -kZeroThreshold), which LightGBM's Arrow "
+                         "reader and its NumPy reader send down different sides of a split at that threshold; "
+                         "hitml reads it as the NumPy reader does (0.0): pass the rows as a NumPy array")
+    return arr
+
+
+def _sklearn_native(X: Any, reader: "InputReader") -> np.ndarray:
+    from sklearn.utils.validation import check_array
+
+    # scikit-learn's own feature-name check, as its predict runs it (validate_data(reset=False)): ValueError for
+    # other names or their order, a warning where the model was fitted without names
+    check_feature_names(reader.model, X)
+    if reader.hgb_layout is None:
+        # its own conversion (np.asarray of the frame: nulls NaN, a string or category column raises ValueError);
+        # rows without values give an empty matrix, as for other inputs
+        return check_array(X, dtype=np.float64, ensure_all_finite=False, ensure_min_samples=0)
+    if X.shape[0] == 0:
+        return np.empty((0, X.shape[1]))
+    # HistGradientBoosting's own encoder (OrdinalEncoder by label: unknown and null categories NaN)
+    return reader._hgb_back(hgb_preprocess(reader.model, X))
+
+
+def _catboost_native_rows(X: Any, what: str, reader: "InputReader") -> np.ndarray:
+    # CatBoost's own reading of the first row: names (CatBoostError for other names), column types
+    if X.height:
+        reader.model.predict(X.head(1), prediction_type="RawFormulaVal")
+    df = pd.DataFrame(_polars_float64(X, what), columns=list(X.columns))
+    return reader.frame(df, what)  # CatBoost's name rules; the model's names in another order are read by name
+
+
 def to_matrix(X: Any, n_features: int | None, dtype: np.dtype, what: str = "X",
               reader: "InputReader | None" = None) -> tuple[Any, bool]:
     """``(matrix, flat)``: a 2-D array of ``dtype`` (CuPy stays CuPy); ``flat`` when a single 1-D row was given.
@@ -123,8 +339,18 @@ def to_matrix(X: Any, n_features: int | None, dtype: np.dtype, what: str = "X",
     if n_features is not None and arr.shape[1] != n_features:
         raise ValueError(f"{what} has {arr.shape[1]} features, but the model was trained on {n_features} features")
     if arr.dtype != dtype:
-        arr = arr.astype(dtype)
+        # CuPy's astype flushes float32 subnormals to zero (its kernels are compiled with -ftz=true); a value beyond
+        # float32's range becomes +-inf, as the libraries' own float casts make it (no warning)
+        with np.errstate(over="ignore"):
+            arr = _exact_astype(arr, dtype) if is_cupy_array(arr) else arr.astype(dtype)
     return arr, flat
+
+
+def _exact_astype(arr: Any, dtype: Any) -> Any:
+    """A CuPy array cast as NumPy casts on the host (float32 subnormals kept): the GPU engine's conversion."""
+    from hitml.kernels.treeshap._gpu_core import exact_astype
+
+    return exact_astype(arr, dtype)
 
 
 def model_n_features(model: Any, ensemble: Any) -> tuple[int, bool]:
@@ -137,7 +363,7 @@ def model_n_features(model: Any, ensemble: Any) -> tuple[int, bool]:
     ):
         try:
             n = int(getter(model))
-        except Exception:  # noqa: BLE001 - attribute probing across libraries
+        except (AttributeError, TypeError):  # not this library's attribute (None where a model keeps no names)
             continue
         if n > 0:
             return n, True
@@ -148,7 +374,10 @@ def model_n_features(model: Any, ensemble: Any) -> tuple[int, bool]:
     return (int(used.max()) + 1 if used.size else 1), False
 
 
-LIGHTGBM_ZERO = float(np.float32(1e-35))  # LightGBM's kZeroThreshold (a float constant): |x| <= it IsZero
+# LightGBM's kZeroThreshold, ``const double kZeroThreshold = 1e-35f`` (include/LightGBM/meta.h): the float 1e-35
+# widened, 1.0000000180025095e-35. Its dense-row reader keeps a value only where |x| > it (or x is NaN) and reads
+# the others as 0.0; Tree::IsZero is |x| <= it.
+LIGHTGBM_ZERO = float(np.float32(1e-35))
 
 
 def _library(model: Any) -> str | None:
@@ -184,8 +413,10 @@ class InputReader:
       reads as NaN.
     - LightGBM: ``lightgbm.basic._data_from_pandas`` with the model's ``pandas_categorical`` (category columns
       re-coded by label; unseen and NaN labels become NaN); columns by position, as LightGBM reads them (a frame
-      whose names are the model's in another order warns); values within 1e-35 of zero are missing on features whose
-      splits use missing type Zero.
+      whose names are the model's in another order warns); arrays of other dtypes than float32/float64 are read as
+      float32 (``lightgbm.basic._np2d_to_np1d``); on every feature a value with ``|x| <= 1e-35f`` (-0.0 and
+      subnormals too) is 0.0, as LightGBM's dense-row reader reads it, and missing (NaN) on features whose splits
+      use missing type Zero.
     - scikit-learn: the estimator's own feature-name check (``ValueError`` for other names or order); a
       HistGradientBoosting model with categorical features reads rows through its own ``_preprocess_X`` (its
       OrdinalEncoder: unknown and NaN categories become NaN, the missing side), placed back in input order.
@@ -200,10 +431,14 @@ class InputReader:
         self.missing: float | None = None
         self.zero_features: np.ndarray | None = None   # LightGBM features with missing type Zero (set later)
         self.cat_features: np.ndarray | None = None    # features whose category splits truncate values toward 0
+        self.lowest_features: np.ndarray | None = None  # features split at -inf (see missing_rules; set later)
+        self.lowest_move: tuple[float, float] = (0.0, 0.0)  # the value read on the other side there, and where to
         self.hgb_layout: Any = None
         self._xgb_cats: dict[int, list] | None = None
         self._stored: dict[int, list] | None = None
         lib = self.library
+        from sklearn.exceptions import NotFittedError  # what XGBoost's and LightGBM's sklearn wrappers raise unfitted
+
         try:
             if lib == "xgboost":
                 self.booster = model.get_booster() if hasattr(model, "get_booster") else model
@@ -222,7 +457,7 @@ class InputReader:
                     self.hgb_layout = np.concatenate([np.flatnonzero(is_cat), np.flatnonzero(~is_cat)])
             elif lib == "catboost":
                 self.names = [str(n) for n in model.feature_names_]
-        except Exception:  # noqa: BLE001 - an unfitted model: the explainer reports shap's own error
+        except NotFittedError:  # an unfitted model: the explainer reports shap's own error
             self.library = None
 
     # -- what the explainer asks -------------------------------------------------------------------------------
@@ -232,7 +467,7 @@ class InputReader:
 
     @property
     def reads_arrays(self) -> bool:
-        return self.hgb_layout is not None
+        return self.hgb_layout is not None or self.library == "lightgbm"
 
     def stored_categories(self) -> dict[int, list]:
         """``{column: categories}`` of the model's category features, where the model stores their labels."""
@@ -253,22 +488,34 @@ class InputReader:
         return {}
 
     def keeps_values(self) -> bool:
-        """True where missing_rules changes no value (no missing value other than NaN, no LightGBM zero-as-missing
-        features, no category features)."""
+        """True where missing_rules changes no value (no missing value other than NaN, not a LightGBM model, no
+        category features). LightGBM reads ``|x| <= 1e-35f`` as 0.0 on every feature, so its rows always go
+        through missing_rules."""
+        if self.library == "lightgbm":
+            return False
         zero = self.zero_features is not None and len(self.zero_features)
         cats = self.cat_features is not None and len(self.cat_features)
-        return self.missing is None and not zero and not cats
+        lowest = self.lowest_features is not None and len(self.lowest_features)
+        return self.missing is None and not zero and not cats and not lowest
 
     def missing_rules(self, arr: Any) -> Any:
-        """Values as the library's split rules read them (NumPy or CuPy): XGBoost's ``missing`` value and
-        LightGBM's near-zero values (missing type Zero) become NaN; on category features of XGBoost and LightGBM,
-        a value in (-1, 0) is category 0 (both truncate to an int before testing for a negative category)."""
+        """Values as the library's split rules read them (NumPy or CuPy): XGBoost's ``missing`` value becomes NaN;
+        LightGBM reads ``|x| <= 1e-35f`` as 0.0 on every feature, and as missing (NaN) on features with missing
+        type Zero; on category features of XGBoost and LightGBM, a value in (-1, 0) is category 0 (both truncate
+        to an int before testing for a negative category)."""
         if self.keeps_values():
             return arr
         zero = self.zero_features is not None and len(self.zero_features)
         cats = self.cat_features is not None and len(self.cat_features)
         xp = array_module(arr)
-        arr = arr.copy()
+        if self.library == "lightgbm":
+            # LightGBM's dense-row reader (RowPairFunctionFromDenseMatrix, src/c_api.cpp) keeps x only where
+            # |x| > kZeroThreshold or x is NaN; the predictor's buffer holds 0.0 for the others. On every feature
+            # and missing type, so that a split at +-kZeroThreshold sends them where 0.0 goes. A new array (the
+            # caller's rows are not written to); -0.0 becomes +0.0 as in LightGBM.
+            arr = xp.where(xp.abs(arr) <= LIGHTGBM_ZERO, arr.dtype.type(0), arr)
+        else:
+            arr = arr.copy()
         if self.missing is not None:
             arr[arr == self.missing] = np.nan
         if zero:
@@ -277,6 +524,12 @@ class InputReader:
         if cats:
             cols = arr[:, self.cat_features]
             arr[:, self.cat_features] = xp.where((cols > -1) & (cols < 0), 0.0, cols)
+        if self.lowest_features is not None and len(self.lowest_features):
+            # a split at -inf is stored at -DBL_MAX (shap_ext._models._lowest_splits, which says why); the one value
+            # that the move sends to the other side moves with it, to a value on the same side of every other split
+            src, dst = self.lowest_move
+            cols = arr[:, self.lowest_features]
+            arr[:, self.lowest_features] = xp.where(cols == src, arr.dtype.type(dst), cols)
         return arr
 
     def output_order(self, X: Any) -> np.ndarray | None:
@@ -303,7 +556,12 @@ class InputReader:
         return encode_frame(df, what).to_numpy()
 
     def array(self, arr: np.ndarray) -> np.ndarray:
-        """A 2-D host array as the library reads it (HistGradientBoosting: its own category encoding)."""
+        """A 2-D host array as the library reads it (HistGradientBoosting: its own category encoding; LightGBM:
+        dtypes other than float32 and float64 as float32)."""
+        if self.library == "lightgbm":
+            # lightgbm.basic._np2d_to_np1d hands LightGBM float32/float64 arrays as they are and any other dtype
+            # (integers above 2**24 included) cast to float32: the values its predict compares
+            return arr if arr.dtype in (np.float32, np.float64) else arr.astype(np.float32)
         if self.hgb_layout is None or arr.shape[0] == 0:
             return arr
         import warnings
@@ -317,18 +575,96 @@ class InputReader:
         out[:, self.hgb_layout] = enc
         return out
 
-    def _xgboost_categories(self) -> dict[int, list]:
+    # XGBoost's serialised index type of a numeric category feature (src/data/cat_container.cc, CatIndexType; in
+    # 3.1-3.3 the same numbers as include/xgboost/json.h, Value::ValueKind, the typed arrays). XGBoost only
+    # predicts with a frame whose category index has the same type (cat_container.h), so rows rebuilt from
+    # labels (a pd.Series) need it.
+    _XGB_CAT_DTYPES = {7: np.float32, 8: np.float64, 9: np.int8, 10: np.uint8, 11: np.int16, 12: np.uint16,
+                       13: np.int32, 14: np.uint32, 15: np.int64, 16: np.uint64}
+
+    def _xgboost_categories(self) -> dict[int, pd.Index]:
+        """``{column: categories}`` stored in the model (XGBoost >= 3.1), in the order its trees' codes index.
+
+        Read from the model JSON (XGBoost: "use the booster model IO ... to preserve the categories in a stable
+        format", ``xgboost._data_utils.Categories``), so that no optional package (pyarrow, which
+        ``Booster.get_categories(export_to_arrow=True)`` needs) decides a value. String labels are the stored UTF-8
+        bytes, decoded with ``surrogateescape`` (XGBoost compares bytes; any byte string keeps its identity).
+        Empty where the model stores none: XGBoost < 3.1, a model trained on codes, no category features; XGBoost
+        then reads a frame's category codes as they are, and so do we.
+        """
         if self._xgb_cats is None:
-            cats: dict[int, list] = {}
-            try:
-                arrays = self.booster.get_categories(export_to_arrow=True).to_arrow()
-            except Exception:  # noqa: BLE001 - XGBoost < 3.1 stores no categories: codes are read as they are
-                arrays = []
-            for j, (_, values) in enumerate(arrays or []):
-                if values is not None and len(values):
-                    cats[j] = values.to_pylist()
-            self._xgb_cats = cats
+            is_cat = [t == "c" for t in (self.types or [])]
+            self._xgb_cats = self._xgboost_model_categories(self.booster, is_cat) if any(is_cat) else {}
         return self._xgb_cats
+
+    @classmethod
+    def _xgboost_model_categories(cls, booster: Any, is_cat: list[bool]) -> dict[int, pd.Index]:
+        import json
+
+        import xgboost
+
+        gb = json.loads(booster.save_raw(raw_format="json"))["learner"]["gradient_booster"]
+        # gbtree, and dart from 3.3: {"model": {..., "cats"}}; dart before: {"gbtree": {"model": ...}}
+        # (src/gbm/gbtree.cc, Dart::SaveModel); gblinear stores no categories (gbtree_model.cc, GBTreeModel::SaveModel)
+        gb = gb["gbtree"] if "model" not in gb and "gbtree" in gb else gb
+        stored = gb.get("model", {}).get("cats")
+        if stored is None or not stored.get("enc"):  # XGBoost < 3.1, or an empty CatContainer
+            return {}
+        enc = stored["enc"]
+        if len(enc) != len(is_cat):
+            raise xgboost.core.XGBoostError(f"the model stores categories of {len(enc)} features but has "
+                                            f"{len(is_cat)} features")
+        cats: dict[int, pd.Index] = {}
+        for j, col in enumerate(enc):
+            if not is_cat[j]:
+                continue
+            if "offsets" in col:  # strings: UTF-8 bytes (int8 in the JSON) cut at the offsets (CatStrArray)
+                offsets = col["offsets"]
+                if not offsets:  # no categories stored for this feature (GetCategoriesImpl exports null)
+                    continue
+                raw = np.asarray(col["values"], dtype=np.int8).tobytes()
+                labels = [raw[offsets[i]:offsets[i + 1]].decode("utf-8", "surrogateescape")
+                          for i in range(len(offsets) - 1)]
+                cats[j] = pd.Index(labels, dtype=object)
+            else:
+                dtype = cls._XGB_CAT_DTYPES.get(int(col["type"]))
+                if dtype is None:  # XGBoost's own loader refuses it too ("Invalid type.")
+                    raise xgboost.core.XGBoostError(f"feature {j}: unknown category index type {col['type']}")
+                cats[j] = pd.Index(np.asarray(col["values"], dtype=dtype))
+        return cats
+
+    def dmatrix_codes(self, dm: Any, dense: np.ndarray) -> np.ndarray:
+        """A DMatrix's category codes re-coded to the model's: XGBoost >= 3.1 stores a DMatrix's own categories
+        with it (from a frame) and re-codes them by label at prediction (``cat_container.h``). Reading those labels
+        needs pyarrow (``DMatrix.get_categories(export_to_arrow=True)``); without it such a DMatrix raises
+        ImportError rather than being read as raw codes."""
+        model_cats = self._xgboost_categories()
+        types = dm.feature_types or []
+        if not model_cats or "c" not in types:
+            return dense  # codes as they are, as XGBoost reads them without stored categories
+        try:
+            import pyarrow  # noqa: F401 - only to name the missing package before XGBoost's own export needs it
+        except ImportError:
+            raise ImportError("explaining an xgboost.DMatrix built from categorical data needs pyarrow, which "
+                              "XGBoost needs to export the DMatrix's categories (pip install pyarrow); or pass "
+                              "the pandas DataFrame itself") from None
+        import xgboost
+
+        exported = dm.get_categories(export_to_arrow=True).to_arrow()
+        out = dense
+        for j, (_, labels) in enumerate(exported):
+            if labels is None or j not in model_cats:
+                continue
+            own = pd.Index(labels.to_pylist())
+            codes = out[:, j]
+            ok = ~np.isnan(codes)
+            pos = model_cats[j].get_indexer(own[codes[ok].astype(np.int64)])
+            if np.any(pos < 0):
+                raise xgboost.core.XGBoostError("Found a category not in the training set (the DMatrix's column "
+                                                f"{j} holds a label the model was not trained on)")
+            out = out.copy() if out is dense else out
+            out[np.flatnonzero(ok), j] = pos
+        return out
 
     def _xgboost_frame(self, df: pd.DataFrame, what: str) -> np.ndarray:
         import xgboost
@@ -347,6 +683,10 @@ class InputReader:
         for j in range(df.shape[1]):
             col = df.iloc[:, j]
             if isinstance(col.dtype, pd.CategoricalDtype) and j in cats:
+                if pd.api.types.infer_dtype(col.cat.categories, skipna=False) == "bytes":
+                    # XGBoost compares a bytes label's bytes with the stored UTF-8 (_data_utils.pd_cat_inf)
+                    labels = pd.Index([b.decode("utf-8", "surrogateescape") for b in col.cat.categories], dtype=object)
+                    col = pd.Categorical.from_codes(col.cat.codes, categories=labels)
                 codes = pd.Categorical(col, categories=cats[j]).codes.astype(np.float64)
                 codes[codes < 0] = np.nan
                 cols[j] = codes

@@ -37,6 +37,16 @@ def _xgboost(ens: Any, X: np.ndarray, tree_limit: int) -> np.ndarray:
     return booster.predict(dm, output_margin=True, iteration_range=(0, n_iter), validate_features=False)
 
 
+def _xgboost_inplace(ens: Any, X: np.ndarray, tree_limit: int) -> np.ndarray:
+    """XGBoost's margin through ``inplace_predict``, which (unlike ``DMatrix``) takes ±inf as values."""
+    booster = ens.original_model
+    n_iter = tree_limit // ens.num_stacked_models
+    with np.errstate(over="ignore"):  # beyond float32's range is +-inf, as XGBoost casts
+        X = np.asarray(X, dtype=np.float32)
+    return booster.inplace_predict(X, iteration_range=(0, n_iter),
+                                   predict_type="margin", missing=np.nan, validate_features=False)
+
+
 def _lightgbm(ens: Any, X: np.ndarray, tree_limit: int) -> np.ndarray:
     booster = ens.original_model
     n_iter = tree_limit // max(int(booster.num_model_per_iteration()), 1)
@@ -81,13 +91,55 @@ def _sklearn(model: Any, X: np.ndarray) -> np.ndarray | None:
     return None
 
 
-def _finite(X: np.ndarray, ens: Any) -> np.ndarray:
-    """±inf as the largest finite value of the precision the model compares in: the same branch at every finite
-    threshold, and XGBoost and scikit-learn, which refuse inf, predict on it (shap explains inf rows)."""
-    if X.dtype.kind != "f" or not np.isinf(X).any():
+def _reads_inf(user_model: Any, ens: Any) -> bool:
+    """Whether the library's own predict takes ±inf rows and routes them by its split rule, so they reach it as
+    they are: CatBoost (``val > border`` on float32 values, NaN replaced by ±inf first: catboost/libs/model/cpu/
+    quantization.h, ``BinarizeFeatures`` / ``BinarizeFloats``), LightGBM (``fval <= threshold`` on doubles:
+    include/LightGBM/tree.h, ``NumericalDecision``) and HistGradientBoosting (``X <= threshold`` on float64, its
+    predict validates with ``ensure_all_finite=False``)."""
+    original = getattr(ens, "original_model", None)
+    if type(original).__name__ == "CatBoostModel" or ens.model_type in ("catboost", "lightgbm"):
+        return True
+    return type(user_model).__name__ in ("HistGradientBoostingRegressor", "HistGradientBoostingClassifier")
+
+
+def _inf_bound(ens: Any) -> float:
+    """The largest finite value of the precision the library compares rows in (float32 rows: XGBoost, sklearn)."""
+    float32 = np.dtype(ens.input_dtype) == np.float32 or getattr(ens, "_row_dtype", None) is not None
+    return float(np.finfo(np.float32 if float32 else np.float64).max)
+
+
+def _finite(X: np.ndarray, ens: Any, user_model: Any = None) -> np.ndarray | None:
+    """Rows the library predicts on as it would read ±inf rows, or None where no finite substitute can be.
+
+    Libraries that take ±inf (:func:`_reads_inf`) get the rows as they are. XGBoost's ``DMatrix`` and
+    scikit-learn's trees refuse inf (xgboost src/data/data.cc: "Input data contains `inf`"; sklearn
+    ``check_array``), so ±inf become ±B, the largest float32, where that takes the library's branch at every
+    split of the feature. XGBoost sends x left when ``x < split_cond`` (float32; predict_fn.h, ``GetNextNode``):
+    B and +inf part only at ``split_cond = +inf`` (its exact method writes one where two neighbouring values sum
+    past B), -B and -inf only at ``split_cond = -B``. scikit-learn sends x left when ``x <= threshold`` (float32 x,
+    float64 threshold; _tree.pyx, ``apply_dense``): B and +inf part only at thresholds in ``[B, +inf)``, -B and
+    -inf below -B; its thresholds (_splitter.pyx: a midpoint, or the lower value where the midpoint is a
+    neighbour or infinite; ExtraTrees: a draw in ``[min, max)``) lie in ``[-B, B)``. In shap's form of the trees
+    (``x <= t`` left, XGBoost's ``t`` the float32 below ``split_cond``) both cases show as a ``t >= B`` (+inf) or
+    ``t < -B`` (-inf) on the feature, which gives None for a row's +inf (-inf) there.
+    """
+    if X.dtype.kind != "f" or _reads_inf(user_model, ens) or not hasattr(ens, "children_left"):
         return X
-    big = np.finfo(np.float32 if np.dtype(ens.input_dtype) == np.float32 or
-                   getattr(ens, "_row_dtype", None) is not None else np.float64).max
+    big = _inf_bound(ens)
+    if big < np.finfo(np.float64).max and X.dtype != np.float32:
+        with np.errstate(over="ignore"):  # as the library casts: beyond float32's range is +-inf (the row reader
+            X = X.astype(np.float32).astype(X.dtype)  # moves XGBoost's -inf above -DBL_MAX at -inf splits)
+    if not np.isinf(X).any():
+        return X
+    internal = np.asarray(ens.children_left) >= 0
+    feat = np.asarray(ens.features)[internal]
+    thr = np.asarray(ens.thresholds, dtype=np.float64)[internal]
+    cols = np.arange(X.shape[1])
+    pos = np.isin(cols, feat[thr >= big]) & np.isposinf(X).any(axis=0)
+    neg = np.isin(cols, feat[thr < -big]) & np.isneginf(X).any(axis=0)
+    if pos.any() or neg.any():
+        return None
     return np.clip(X, -big, big)
 
 
@@ -98,8 +150,14 @@ def library_margin(user_model: Any, ens: Any, X: np.ndarray, tree_limit: int) ->
     ``predict_margin``), scikit-learn ``predict`` / ``predict_proba`` / ``decision_function`` / the raw boosting
     score. scikit-learn forests cut by ``tree_limit`` have no library prediction (None).
     """
-    X = _finite(np.asarray(X), ens)
+    X = np.asarray(X)
+    finite = _finite(X, ens, user_model)
     original = getattr(ens, "original_model", None)
+    if finite is None:
+        # a row's ±inf has no finite stand-in: XGBoost's inplace predict reads inf itself (predict_fn.h,
+        # GetNextNode: ``fvalue < split_cond``); any other library has no reading of it to compare with
+        return np.asarray(_xgboost_inplace(ens, X, tree_limit)) if ens.model_type == "xgboost" else None
+    X = finite
     if callable(getattr(original, "predict_margin", None)):  # converted models (CatBoost, treelite)
         return np.asarray(original.predict_margin(X, tree_limit))
     if ens.model_type == "xgboost":
@@ -108,7 +166,8 @@ def library_margin(user_model: Any, ens: Any, X: np.ndarray, tree_limit: int) ->
         return np.asarray(_lightgbm(ens, X, tree_limit))
     if tree_limit < ens.values.shape[0] or user_model is None or type(user_model).__module__.split(".")[0] != "sklearn":
         return None
-    out = _sklearn(user_model, X)
+    with np.errstate(over="ignore", invalid="ignore"):   # its finiteness check sums the rows: +-FLT_MAX overflow
+        out = _sklearn(user_model, X)
     return None if out is None else np.asarray(out, dtype=np.float64)
 
 
@@ -129,8 +188,9 @@ def frame_margin(user_model: Any, ens: Any, df: Any, tree_limit: int) -> np.ndar
         return None
     original = getattr(ens, "original_model", None)
     if callable(getattr(original, "predict_margin", None)):
-        return None if type(original).__name__ != "CatBoostModel" else np.asarray(
-            original.predict_margin(df, tree_limit))
+        if type(original).__name__ != "CatBoostModel" or original.model is None:  # JSON alone: the rows as read
+            return None
+        return np.asarray(original.predict_margin(df, tree_limit))
     if ens.model_type == "xgboost":
         import xgboost
 
@@ -162,7 +222,7 @@ def _model_names(user_model: Any, ens: Any) -> list[str] | None:
             names = user_model.feature_names_in_
         else:
             names = getattr(user_model, "feature_names_", None)
-    except Exception:  # noqa: BLE001 - attribute probing across libraries
+    except AttributeError:  # a model type without these attributes (a library error on a fitted model propagates)
         return None
     return None if names is None else [str(n) for n in names]
 
