@@ -298,11 +298,11 @@ def test_interaction_variants(variant, dmax, row, monkeypatch):
 def test_cupy_output_larger_than_the_gpu_is_a_clear_error():
     import cupy as cp
     from sklearn.tree import DecisionTreeRegressor
-    M = 3000                                            # (M + 1)^2 doubles per row: 72 MB; 2000 rows > any GPU
+    M = 3000                                            # (M + 1)^2 doubles per row: 72 MB; 4000 rows > any GPU
     X, y = _data(400, M, 1)
     ps = _paths_from([_sk_tree(DecisionTreeRegressor(max_depth=3, random_state=0).fit(X, y), 1)], M, 1)
     with pytest.raises(MemoryError, match="pass NumPy input"):
-        _gpu().interaction_values(ps, cp.zeros((2000, M), cp.float32))
+        _gpu().interaction_values(ps, cp.zeros((4000, M), cp.float32))
     _gpu().clear_cache()
     assert not _gpu()._CACHE
 
