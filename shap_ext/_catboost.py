@@ -241,6 +241,10 @@ def load_catboost_json(source: str | os.PathLike | dict[str, Any]) -> CatBoostMo
     NotParseable
         For models with categorical (one-hot / CTR) splits, which need CatBoost's own hashing.
 
+    See Also
+    --------
+    TreeExplainer : explains the returned model on either backend.
+
     Examples
     --------
     A one-split model (CatBoost's JSON layout: ``x0 > 0.5`` goes right):
