@@ -81,8 +81,10 @@ def _numeric_host(X: Any, what: str, reader: "InputReader | None" = None) -> np.
     if arr.dtype.kind not in "biuf":
         if arr.dtype.kind != "O":
             raise ValueError(f"{what} has non-numeric dtype {arr.dtype}; TreeExplainer needs numeric features")
-        try:
-            arr = arr.astype(np.float64)
+        try:  # a lightgbm.Booster casts an object array to float32 (lightgbm.basic._np2d_to_np1d); its scikit-learn
+            # wrappers validate X to float64 first (sklearn's check_array, dtype="numeric")
+            raw_booster = reader is not None and reader.library == "lightgbm" and reader.booster is reader.model
+            arr = arr.astype(np.float32 if raw_booster else np.float64)
         except (TypeError, ValueError) as exc:
             raise ValueError(f"{what} contains non-numeric values ({exc}); TreeExplainer needs numeric features") from None
     if reader is not None and reader.reads_arrays:
@@ -326,7 +328,9 @@ def to_matrix(X: Any, n_features: int | None, dtype: np.dtype, what: str = "X",
     if is_cupy_array(X):
         if X.dtype.kind not in "biuf":
             raise ValueError(f"{what} has non-numeric dtype {X.dtype}; TreeExplainer needs numeric features")
-        arr = X
+        # LightGBM reads integer and bool arrays as float32 (InputReader.array); integers widen exactly on the GPU
+        arr = X.astype(np.float32) if reader is not None and reader.library == "lightgbm" and X.dtype.kind in "biu" \
+            else X
     else:
         arr = _numeric_host(X, what, reader)
     flat = arr.ndim == 1

@@ -437,3 +437,21 @@ def test_gpu_reads_hostile_rows_as_cpu(seed):
         close(np.ravel(gpu.expected_value), np.ravel(cpu.expected_value))
         if data is None:
             close(_as_k(ref, fit.K), _contrib(fit, X)[:, :-1, :])
+
+
+def test_object_arrays_read_as_each_interface_reads_them():
+    """A lightgbm.Booster casts an object array to float32 (lightgbm.basic._np2d_to_np1d); LGBMRegressor validates
+    it to float64 first (scikit-learn's check_array). The split lies between 16777219 and its float32, 16777220."""
+    lgb = pytest.importorskip("lightgbm")
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(400, 2))
+    X[:200, 0] = 16777218.0
+    X[200:, 0] = 16777220.0
+    y = (X[:, 0] > 16777219.0) * 3.0 + X[:, 1]
+    model = lgb.LGBMRegressor(n_estimators=3, num_leaves=4, min_child_samples=5, verbose=-1).fit(X, y)
+    rows = np.array([[16777219.0, 0.5], [16777217.0, -0.5]], dtype=object)
+    for m in (model, model.booster_):
+        ref = m.predict(rows, pred_contrib=True)
+        phi = shap_ext.TreeExplainer(m, backend="cpu").shap_values(rows)
+        np.testing.assert_allclose(phi, ref[:, :-1], rtol=1e-9, atol=1e-12)
+    assert abs(model.predict(rows)[0] - model.booster_.predict(rows)[0]) > 0.5  # the two readings part
