@@ -184,8 +184,8 @@ def frame_margin(user_model: Any, ens: Any, df: Any, tree_limit: int) -> np.ndar
     if names is not None and cols != names and not (ens.model_type == "catboost" and sorted(cols) == sorted(names)):
         return None  # names the library would refuse or read otherwise: the rows as read are predicted instead
     numeric = df.select_dtypes(include="number")
-    if numeric.shape[1] and np.isinf(numeric.to_numpy(dtype=np.float64, na_value=np.nan)).any():
-        return None
+    if numeric.shape[1] and (np.abs(numeric.to_numpy(dtype=np.float64, na_value=np.nan)) > _inf_bound(ens)).any():
+        return None  # ±inf, or beyond the float32 range of a library that rounds rows to float32 (XGBoost refuses it)
     original = getattr(ens, "original_model", None)
     if callable(getattr(original, "predict_margin", None)):
         if type(original).__name__ != "CatBoostModel" or original.model is None:  # JSON alone: the rows as read

@@ -958,8 +958,17 @@ def _check_interventional(res: Result, lib: Lib, train: np.ndarray, X: Any, form
     outputs = ["raw"] + (["probability"] if lib.probability else [])
     for output in outputs:
         what = f"{form} interventional {output}"
-        ex = shap_ext.TreeExplainer(lib.model, bg_form, model_output=output, feature_perturbation="interventional",
-                                    backend=backend)
+        try:
+            ex = shap_ext.TreeExplainer(lib.model, bg_form, model_output=output,
+                                        feature_perturbation="interventional", backend=backend)
+        except NotImplementedError as exc:
+            if "borders at ±inf" not in str(exc):
+                raise
+            # CatBoost's JSON export writes no border at ±inf, so only CatBoost's own path-dependent SHAP can
+            # explain the model: hitml refuses background data, naming why (docs/design/readers.md)
+            res.refusals.append("catboost: hitml refuses background data for a model with a border at ±inf "
+                                "(CatBoost's JSON export cannot write it)")
+            return
         values, kept = _explain(res, lib, ex, Xp, refused[pick], what)
         if values is None:
             continue
