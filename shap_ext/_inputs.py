@@ -505,8 +505,10 @@ class InputReader:
     def missing_rules(self, arr: Any) -> Any:
         """Values as the library's split rules read them (NumPy or CuPy): XGBoost's ``missing`` value becomes NaN;
         LightGBM reads ``|x| <= 1e-35f`` as 0.0 on every feature, and as missing (NaN) on features with missing
-        type Zero; on category features of XGBoost and LightGBM, a value in (-1, 0) is category 0 (both truncate
-        to an int before testing for a negative category)."""
+        type Zero; on LightGBM's category features a value in (-1, 0) is category 0 (``Tree::CategoricalDecision``
+        truncates to an int before testing for a negative category). XGBoost tests the float first
+        (``common::InvalidCat``: ``x < 0`` is no category), as the engines' category test does, so its values
+        stay as they are."""
         if self.keeps_values():
             return arr
         zero = self.zero_features is not None and len(self.zero_features)
@@ -525,7 +527,7 @@ class InputReader:
         if zero:
             cols = arr[:, self.zero_features]
             arr[:, self.zero_features] = xp.where(xp.abs(cols) <= LIGHTGBM_ZERO, np.nan, cols)
-        if cats:
+        if cats and self.library == "lightgbm":
             cols = arr[:, self.cat_features]
             arr[:, self.cat_features] = xp.where((cols > -1) & (cols < 0), 0.0, cols)
         if self.lowest_features is not None and len(self.lowest_features):

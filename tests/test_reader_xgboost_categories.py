@@ -304,3 +304,88 @@ def test_dmatrix_with_categories_without_pyarrow_raises(issue_model, monkeypatch
     hide_pyarrow(monkeypatch)
     with pytest.raises(ImportError, match="pyarrow"):
         ours(model).shap_values(dm)
+
+
+# --- hostile values on category features, as each library tests them --------------------------------------------------
+
+HOSTILE_CATS = [np.nan, -np.inf, -1.0, -0.9999, -0.5, -1e-45, -0.0, 0.0, 1e-45, 5e-324, 0.5, 0.99999, 1.0, 2.5, 11.0,
+                11.5, 12.0, 31.0, 32.0, 33.0, 63.0, 64.0, 1e9, 2.0 ** 31, 2.0 ** 32, 16777216.0, 1e300, np.inf,
+                -2.0 ** 31, -3e38]
+
+
+def _category_models():
+    lgb = pytest.importorskip("lightgbm")
+    rng = np.random.default_rng(7)
+    n = 600
+    X = np.c_[rng.integers(0, 12, n).astype(float), rng.normal(size=n), rng.integers(0, 5, n).astype(float)]
+    X[rng.random(n) < 0.1, 0] = np.nan
+    y = np.sin(np.nan_to_num(X[:, 0])) * 2 + X[:, 1] + (X[:, 2] == 3)
+    types = ["c", "q", "c"]
+    models = {
+        "xgb-partition": xgb.XGBRegressor(n_estimators=8, max_depth=4, enable_categorical=True, max_cat_to_onehot=1,
+                                          feature_types=types).fit(X, y),
+        "xgb-onehot": xgb.XGBRegressor(n_estimators=8, max_depth=4, enable_categorical=True, max_cat_to_onehot=64,
+                                       feature_types=types).fit(X, y),
+        "lightgbm": lgb.LGBMRegressor(n_estimators=8, num_leaves=8, verbose=-1, min_child_samples=5, cat_smooth=1,
+                                      min_data_per_group=5).fit(X, y, categorical_feature=[0, 2]),
+    }
+    assert "cat_threshold=" in models["lightgbm"].booster_.model_to_string()  # it has category splits
+    rows = np.array([[v, 0.3, w] for v in HOSTILE_CATS for w in (0.0, 3.0, -0.5, -1e-45)])
+    return models, rows, X
+
+
+def _finite32(rows):
+    with np.errstate(over="ignore"):  # XGBoost's DMatrix refuses values whose float32 cast is inf
+        return rows[(np.isfinite(rows.astype(np.float32)) | np.isnan(rows)).all(1)]
+
+
+def _library_reads(name, model, R):
+    """The library's own contributions, interactions (XGBoost) and prediction function of rows ``R``."""
+    if name.startswith("xgb"):
+        b = model.get_booster()
+
+        def dm(A):
+            return xgb.DMatrix(A, feature_types=["c", "q", "c"], enable_categorical=True)
+        return (b.predict(dm(R), pred_contribs=True), b.predict(dm(R), pred_interactions=True),
+                lambda A: b.predict(dm(A), output_margin=True))
+    return model.predict(R, pred_contrib=True), None, lambda A: model.predict(A, raw_score=True)
+
+
+@pytest.mark.parametrize("name", ["xgb-partition", "xgb-onehot", "lightgbm"])
+def test_hostile_category_values(name):
+    """XGBoost tests the float before it truncates it (common::InvalidCat: x < 0, so -1e-45 and -0.5, is no category;
+    -0.0 is category 0); LightGBM truncates first (Tree::CategoricalDecision: (-1, 0) is category 0). Values,
+    interactions and interventional values against the library's own numbers and brute force over its predict."""
+    from _differential import brute_force_interventional
+
+    models, rows, X = _category_models()
+    model = models[name]
+    with np.errstate(over="ignore"):
+        forms = (rows, rows.astype(np.float32))
+    for form in forms:
+        R = _finite32(form) if name.startswith("xgb") else form
+        ref, ref_inter, f = _library_reads(name, model, R)
+        ex = ours(model)
+        np.testing.assert_allclose(ex.shap_values(R), ref[:, :-1], rtol=0, atol=1e-5)
+        if ref_inter is not None:
+            np.testing.assert_allclose(ex.shap_interaction_values(R), ref_inter[:, :-1, :-1], rtol=0, atol=1e-5)
+        bg = np.vstack([X[:4], R[::17][:4]])
+        inter = ours(model, data=bg, feature_perturbation="interventional")
+        phi_ref, _ = brute_force_interventional(f, R[::5].astype(np.float64), bg)
+        np.testing.assert_allclose(inter.shap_values(R[::5]), phi_ref[..., 0], rtol=0, atol=1e-5)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["xgb-partition", "xgb-onehot", "lightgbm"])
+def test_hostile_category_values_gpu(name):
+    models, rows, X = _category_models()
+    model = models[name]
+    R = _finite32(rows) if name.startswith("xgb") else rows
+    ref = _library_reads(name, model, R)[0]
+    gpu = shap_ext.TreeExplainer(model, backend="gpu")
+    np.testing.assert_allclose(gpu.shap_values(R), ref[:, :-1], rtol=0, atol=1e-5)
+    np.testing.assert_allclose(gpu.shap_values(R), ours(model).shap_values(R), rtol=1e-12, atol=1e-12)
+    bg = np.vstack([X[:4], R[::17][:4]])
+    kw = dict(data=bg, feature_perturbation="interventional")
+    np.testing.assert_allclose(shap_ext.TreeExplainer(model, backend="gpu", **kw).shap_values(R),
+                               ours(model, **kw).shap_values(R), rtol=1e-12, atol=1e-12)
