@@ -193,7 +193,16 @@ class TreeExplainer(_ShapTreeExplainer):
             rows = to_matrix(data, None, np.dtype(np.float64), "background data", self._reader)[0]
             data = pd.DataFrame(self._reader.missing_rules(rows),
                                 columns=feature_names if feature_names is not None else None)
-        elif data is not None and not isinstance(data, (shap.maskers.Independent,)) and not hasattr(data, "data"):
+        elif isinstance(data, shap.maskers.Independent) and (self._reader.missing is not None
+                                                             or self._reader.reads_arrays):
+            # the masker's rows (already sampled to max_samples) read as the library reads them, as for an array
+            # (a `missing` value, HistGradientBoosting's category encoding, LightGBM's dtypes): shap predicts the
+            # expected value on them, and the engine's tables come from them
+            rows = np.asarray(data.data)
+            dtype = rows.dtype if rows.dtype in (np.float32, np.float64) else np.dtype(np.float64)
+            rows = self._reader.missing_rules(to_matrix(rows, None, dtype, "background data", self._reader)[0])
+            data = shap.maskers.Independent(rows, max_samples=len(rows))
+        elif data is not None and (isinstance(data, np.ndarray) or not hasattr(data, "data")):
             data, _ = to_matrix(data, None, np.dtype(np.float64), "background data", self._reader)
             data = self._reader.missing_rules(data)
         if isinstance(converted, TreeliteModel):

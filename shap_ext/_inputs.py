@@ -449,7 +449,8 @@ class InputReader:
                 self.names = self.booster.feature_names
                 self.types = self.booster.feature_types or []
                 m = getattr(model, "missing", np.nan) if hasattr(model, "get_booster") else np.nan
-                self.missing = None if m is None or np.isnan(m) else float(m)
+                # XGBoost takes `missing` as a float32 (XGDMatrixCreateFromDense) and compares the float32 row value
+                self.missing = None if m is None or np.isnan(m) else float(np.float32(m))
             elif lib == "lightgbm":
                 self.booster = model.booster_ if hasattr(model, "booster_") else model
                 self.names = list(self.booster.feature_name())
@@ -523,7 +524,10 @@ class InputReader:
         else:
             arr = arr.copy()
         if self.missing is not None:
-            arr[arr == self.missing] = np.nan
+            # XGBoost compares the row's float32 value with its float32 `missing` (src/data/adapter.h, IsValidFunctor)
+            with np.errstate(over="ignore"):
+                as32 = _exact_astype(arr, np.float32) if is_cupy_array(arr) else arr.astype(np.float32)
+                arr[as32 == np.float32(self.missing)] = np.nan
         if zero:
             cols = arr[:, self.zero_features]
             arr[:, self.zero_features] = xp.where(xp.abs(cols) <= LIGHTGBM_ZERO, np.nan, cols)
