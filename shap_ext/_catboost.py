@@ -103,6 +103,11 @@ class CatBoostModel:
         K = len(self.base_offset)
         self.n_outputs = K
         self.n_features_in_ = len(model.feature_names_) if model is not None else _n_features(doc)
+        ids = {int(f["flat_feature_index"]): str(f.get("feature_id", "")) for f in floats}
+        # the file's feature ids, by which CatBoost reads a frame; None where it was trained without names
+        self.feature_names_ = [str(n) for n in model.feature_names_] if model is not None else (
+            [ids[j] for j in range(self.n_features_in_)] if sorted(ids) == list(range(self.n_features_in_))
+            and all(ids.values()) else None)
         self.input_dtype = np.dtype(np.float32)
         if "oblivious_trees" in doc:
             trees = [self._tree(t, tree, flat, nan_right, float(scale), K)
@@ -222,8 +227,9 @@ def load_catboost_json(source: str | os.PathLike | dict[str, Any]) -> CatBoostMo
 
     CatBoost writes the file with ``model.save_model(path, format="json")``; the model it returns goes to
     ``shap.TreeExplainer(model, backend=...)`` (after ``import hitml.shap_ext``) in place of the catboost object,
-    and gives the same values. Rows are NumPy or CuPy arrays (or frames, read by position) with the model's
-    columns in order; CatBoost rounds them to float32. The additivity check compares with CatBoost's evaluation
+    and gives the same values. Rows are NumPy or CuPy arrays with the model's columns in order, or frames: read by
+    name where the file keeps the training names (``feature_id``), with values in the frame's column order, as for
+    a catboost model; by position otherwise. CatBoost rounds rows to float32. The additivity check compares with CatBoost's evaluation
     rules applied to the file's trees (:func:`json_margin`), as catboost is not there to predict.
 
     Parameters

@@ -385,6 +385,8 @@ LIGHTGBM_ZERO = float(np.float32(1e-35))
 
 
 def _library(model: Any) -> str | None:
+    if type(model).__name__ == "CatBoostModel" and getattr(model, "model", True) is None:
+        return "catboost-json"  # a CatBoost model read from its JSON file (load_catboost_json), without catboost
     mod = type(model).__module__.split(".")[0]
     return mod if mod in ("xgboost", "lightgbm", "sklearn", "catboost") else None
 
@@ -462,13 +464,15 @@ class InputReader:
                     self.hgb_layout = np.concatenate([np.flatnonzero(is_cat), np.flatnonzero(~is_cat)])
             elif lib == "catboost":
                 self.names = [str(n) for n in model.feature_names_]
+            elif lib == "catboost-json":
+                self.names = model.feature_names_  # the file's feature ids (None where it was trained unnamed)
         except NotFittedError:  # an unfitted model: the explainer reports shap's own error
             self.library = None
 
     # -- what the explainer asks -------------------------------------------------------------------------------
     @property
     def reads_frames(self) -> bool:
-        return self.library in ("xgboost", "sklearn", "catboost", "lightgbm")
+        return self.library in ("xgboost", "sklearn", "catboost", "catboost-json", "lightgbm")
 
     @property
     def reads_arrays(self) -> bool:
@@ -544,7 +548,8 @@ class InputReader:
 
     def output_order(self, X: Any) -> np.ndarray | None:
         """Columns of the model's values to return, in the frame's order (CatBoost reads frames by name)."""
-        if self.library != "catboost" or not isinstance(X, (pd.DataFrame, pd.Series)) or self.names is None:
+        if self.library not in ("catboost", "catboost-json") or not isinstance(X, (pd.DataFrame, pd.Series)) \
+                or self.names is None:
             return None
         cols = [str(c) for c in (X.columns if isinstance(X, pd.DataFrame) else X.index)]
         if cols == self.names or sorted(cols) != sorted(self.names) or _duplicates(cols):
@@ -561,7 +566,7 @@ class InputReader:
             return self._lightgbm_frame(df, what)
         if self.library == "sklearn":
             return self._sklearn_frame(df, what)
-        if self.library == "catboost":
+        if self.library in ("catboost", "catboost-json"):
             return self._catboost_frame(df, what)
         return encode_frame(df, what).to_numpy()
 
@@ -741,17 +746,21 @@ class InputReader:
 
     def catboost_names(self, df: pd.DataFrame) -> np.ndarray | None:
         """CatBoost's name rules for a frame: duplicates and other names raise ``CatBoostError``; the model's
-        names in another order are read by name (returns :meth:`output_order`)."""
-        import catboost
-
+        names in another order are read by name (returns :meth:`output_order`). Without catboost (a model read from
+        its JSON file) the same rules raise ValueError."""
+        try:
+            from catboost import CatBoostError as error
+        except ImportError:
+            error = ValueError
+        if self.names is None:  # a JSON model trained without names: CatBoost reads a frame by position
+            return None
         cols = [str(c) for c in df.columns]
         dup = _duplicates(cols)
         if dup:
-            raise catboost.CatBoostError(f"All feature names should be different, but '{dup[0]}' used more than once.")
+            raise error(f"All feature names should be different, but '{dup[0]}' used more than once.")
         order = self.output_order(df)
         wrong = misplaced(cols, self.names) if order is None else []
         if wrong:
             bad = cols.index(wrong[0])
-            raise catboost.CatBoostError(f"At position {bad} should be feature with name {self.names[bad]} "
-                                         f"(found {cols[bad]}).")
+            raise error(f"At position {bad} should be feature with name {self.names[bad]} (found {cols[bad]}).")
         return order

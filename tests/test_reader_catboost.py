@@ -321,3 +321,29 @@ def test_stored_catboost_json_gpu(name):
 
 def test_stored_files_are_small():
     assert STORED and sum(p.stat().st_size for p in DATA.iterdir()) < 2 << 20
+
+
+def test_catboost_json_model_reads_frames_by_name(tmp_path):
+    """A model trained on named columns keeps the names in its JSON (feature_id): a frame is read by name, as
+    CatBoost reads it, values come back in the frame's order; duplicate and unknown names raise (CatBoostError
+    where catboost is installed, ValueError where it is not)."""
+    cb = pytest.importorskip("catboost")
+    import pandas as pd
+
+    rng = np.random.default_rng(5)
+    df = pd.DataFrame(rng.normal(size=(300, 3)), columns=["a", "b", "c"])
+    model = cb.CatBoostRegressor(iterations=5, depth=3, verbose=0, allow_writing_files=False, thread_count=1).fit(
+        df, df.a * 2 - df.c)
+    path = tmp_path / "named.json"
+    model.save_model(str(path), format="json")
+    loaded = load_catboost_json(path)
+    assert loaded.feature_names_ == ["a", "b", "c"]
+    frame = df.iloc[:20][["c", "a", "b"]]
+    native = model.get_feature_importance(data=cb.Pool(frame), type="ShapValues", thread_count=1)
+    phi = shap.TreeExplainer(loaded, backend="cpu").shap_values(frame)
+    np.testing.assert_allclose(phi, native[:, [2, 0, 1]], rtol=1e-6, atol=1e-6)  # CatBoost's are in model order
+    np.testing.assert_array_equal(phi, shap.TreeExplainer(model, backend="cpu").shap_values(frame))
+    with pytest.raises(ValueError if not issubclass(cb.CatBoostError, ValueError) else cb.CatBoostError):
+        shap.TreeExplainer(loaded, backend="cpu").shap_values(frame.set_axis(["a", "a", "b"], axis=1))
+    with pytest.raises((ValueError, cb.CatBoostError)):
+        shap.TreeExplainer(loaded, backend="cpu").shap_values(frame.set_axis(["x", "y", "z"], axis=1))
