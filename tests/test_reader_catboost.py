@@ -343,7 +343,7 @@ def test_catboost_json_model_reads_frames_by_name(tmp_path):
     phi = shap.TreeExplainer(loaded, backend="cpu").shap_values(frame)
     np.testing.assert_allclose(phi, native[:, [2, 0, 1]], rtol=1e-6, atol=1e-6)  # CatBoost's are in model order
     np.testing.assert_array_equal(phi, shap.TreeExplainer(model, backend="cpu").shap_values(frame))
-    with pytest.raises(ValueError if not issubclass(cb.CatBoostError, ValueError) else cb.CatBoostError):
+    with pytest.raises(cb.CatBoostError):  # catboost is installed here: its own error type
         shap.TreeExplainer(loaded, backend="cpu").shap_values(frame.set_axis(["a", "a", "b"], axis=1))
-    with pytest.raises((ValueError, cb.CatBoostError)):
-        shap.TreeExplainer(loaded, backend="cpu").shap_values(frame.set_axis(["x", "y", "z"], axis=1))
+    with pytest.raises(cb.CatBoostError):
+        shap.TreeExplainer(loaded, backend="cpu").shap_values(frame.set_axis(["c", "b", "x"], axis=1))
