@@ -7,6 +7,7 @@ the kernels then compile on first use. ``HITML_AOT=0`` skips it.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -26,8 +27,9 @@ class BuildPyWithKernels(build_py):
             return
         if getattr(self, "editable_mode", False):
             out = os.path.join(ROOT, "kernels", "_compiled")
-        else:
+        else:   # a build folder left by an earlier build holds its copies: a failed build must not ship them
             out = os.path.join(os.path.abspath(self.build_lib), "hitml", "kernels", "_compiled")
+            shutil.rmtree(out, ignore_errors=True)
         with tempfile.TemporaryDirectory(prefix="hitml-build-") as ns:   # `hitml.kernels` importable from the source
             env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (ns, os.environ.get("PYTHONPATH")) if p))
             try:

@@ -5,7 +5,8 @@ kernels on the 2-core machine) and caches the machine code for later processes. 
 ``scripts/env.sh``) also builds the same kernels ahead of time with Numba's ``pycc`` into extension modules under
 ``hitml/kernels/_compiled/``, for the installing machine's CPU, so that a process that finds no kernel in Numba's
 cache runs these copies instead of waiting for the compile; it then compiles the Numba kernels in the background,
-on idle CPU time (``_warmup.compile_full_tier``), and later processes load those.
+on idle CPU time (``_background.compile_full_tier``, told through ``_registry.copy_ran``), and later processes load
+those.
 
 The copies are the kernels' own Python functions compiled by the same Numba and LLVM for the same CPU: the same
 bytes as the Numba kernels (tests/test_aot.py checks it, and checks both against XGBoost and shap). They run on one
@@ -13,10 +14,11 @@ thread (an exported function holds the GIL). A copy is used only where everythin
 the Numba, llvmlite, NumPy and Python versions, the host CPU's name and features, and the source of the kernel
 modules (``manifest.json`` records them); anything else, and ``HITML_AOT=0``, leaves the Numba kernels, which
 compile on first use as before. ``python -m hitml.kernels aot`` builds the copies again (``scripts/env.sh`` does
-when they no longer match the sources).
+when they no longer match the sources; ``_aot_build`` builds them).
 
 Kernels that Python calls are the work-item kernels (``_items.ItemKernel``) and the plain kernels wrapped by
-:func:`entry_point`; each call asks :func:`entry` which machine code to run.
+:func:`entry_point`; each call asks :func:`entry` which machine code to run. This module is the runtime choice only:
+it reads the manifest and knows no kernel family (a family declares its modules with copies through ``_registry``).
 """
 from __future__ import annotations
 
@@ -31,19 +33,13 @@ import time
 
 import numpy as np
 
+from . import _registry
+
 _ENV = "HITML_AOT"             # "0" switches the compiled copies off
 _DIR_ENV = "HITML_AOT_DIR"     # another folder of compiled copies (tests)
 _DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_compiled")
 _MANIFEST = "manifest.json"
 _FORMAT = 1
-# the warm-up groups whose kernels are built ahead (every kernel a CPU TreeSHAP call runs, path extraction included)
-GROUPS = ("treeshap-paths", "treeshap", "treeshap-interactions", "treeshap-interventional",
-          "treeshap-interventional-interactions", "treeshap-transforms")
-# the warm-up groups that compile a module's kernels with Numba (behind a process that ran their copies)
-_GROUPS_OF = {"treeshap.paths": ("treeshap-paths",), "treeshap._cpu_quad": ("treeshap", "treeshap-interactions"),
-              "treeshap._cpu_tables": ("treeshap",), "treeshap._cpu_kernels": ("treeshap-transforms",),
-              "treeshap._cpu_patterns": ("treeshap-interventional", "treeshap-interventional-interactions"),
-              "treeshap._cpu_interventional": ("treeshap-transforms",)}
 _MODULE_PREFIX = "hitml.kernels."
 _RECHECK_S = 10.0   # how often a process running a copy looks again for the Numba kernel in the cache
 
@@ -59,7 +55,7 @@ def source_files(root: str | None = None) -> list[str]:
     root = root or os.path.dirname(os.path.abspath(__file__))
     tree = os.path.join(root, "treeshap")
     names = sorted(f"treeshap/{n}" for n in os.listdir(tree) if n.endswith(".py"))
-    return [*names, "_items.py", "_aot.py"]
+    return [*names, "_items.py", "_aot.py", "_aot_build.py"]
 
 
 def source_hash(root: str | None = None) -> str:
@@ -85,14 +81,9 @@ def host() -> dict:
             "cpu": ll.get_host_cpu_name(), "features": ll.get_host_cpu_features().flatten()}
 
 
-def _module(py_func) -> str:
-    """A kernel's module after ``hitml.kernels.`` (a key of ``_GROUPS_OF``)."""
-    return (py_func.__module__ or "").removeprefix(_MODULE_PREFIX)
-
-
 def export_name(py_func) -> str:
     """The name a kernel's copy is exported under: its module (after ``hitml.kernels.``) and its name."""
-    return f"{_module(py_func)}.{py_func.__name__}".replace(".", "__")
+    return f"{(py_func.__module__ or '').removeprefix(_MODULE_PREFIX)}.{py_func.__name__}".replace(".", "__")
 
 
 def folder() -> str:
@@ -197,17 +188,38 @@ def entry(dispatcher, args: tuple):
         sig = tuple(dispatcher.typeof_pyval(a) for a in args)
     except Exception:  # noqa: BLE001 - a type Numba cannot take: the dispatcher raises its own error for it
         return dispatcher
-    from . import _warmup
-
     copy = t.get(export_name(dispatcher.py_func))
-    if copy is None or copy[1] != str(sig) or _warmup.loaded(dispatcher, args) is not False:
+    if copy is None or copy[1] != str(sig) or loaded(dispatcher, args) is not False:
         fn = dispatcher
     else:
         fn = copy[0]
-        _warmup.compile_full_tier(_GROUPS_OF.get(_module(dispatcher.py_func), GROUPS))
+        _registry.copy_ran(_registry.copy_groups(dispatcher.py_func.__module__))
     if None not in key:
         _decided[key] = (fn, now)
     return fn
+
+
+def loaded(dispatcher, args: tuple) -> bool | None:
+    """Whether ``dispatcher`` has machine code for the types of ``args`` in this process, or loads it from Numba's
+    cache now; never compiles. This is the cache lookup of Numba's ``Dispatcher.compile`` (whose own switch-off
+    refuses before it looks in the cache), under Numba's compiler lock; None where this Numba's internals differ."""
+    from numba.core.compiler_lock import global_compiler_lock
+
+    try:
+        sig = tuple(dispatcher.typeof_pyval(a) for a in args)
+        with global_compiler_lock:
+            if sig in dispatcher.overloads:
+                return True
+            cres = dispatcher._cache.load_overload(sig, dispatcher.targetctx)
+            if cres is None:
+                return False
+            dispatcher._cache_hits[sig] += 1
+            if not cres.objectmode:
+                dispatcher.targetctx.insert_user_function(cres.entry_point, cres.fndesc, [cres.library])
+            dispatcher.add_overload(cres)
+            return True
+    except Exception:  # noqa: BLE001 - another Numba: the caller takes the full tier (the twins' same bytes)
+        return None
 
 
 def _arg_key(a):
@@ -251,120 +263,3 @@ class EntryPoint:
 def entry_point(dispatcher) -> EntryPoint:
     """Decorator above ``@numba.njit(cache=True)`` for a kernel that Python calls: see :class:`EntryPoint`."""
     return EntryPoint(dispatcher)
-
-
-# ------------------------------------------------------------------------------------------------------- build
-def _kernels() -> list:
-    """(export name, Numba dispatcher, argument types, return type) of every kernel Python calls in the TreeSHAP
-    modules, for each signature this process has compiled."""
-    import importlib
-
-    out = []
-    for name in _GROUPS_OF:
-        module = importlib.import_module(_MODULE_PREFIX + name)
-        for obj in vars(module).values():
-            if isinstance(obj, EntryPoint) and obj.__module__ == module.__name__:
-                for sig, cres in obj.dispatcher.overloads.items():
-                    out.append((export_name(obj.py_func), obj.dispatcher, sig, cres.signature.return_type))
-    return sorted(out, key=lambda k: k[0])
-
-
-def _compile_module(module_name: str, kernels: list, out_dir: str) -> str:
-    """One extension module of the copies of ``kernels``, built with pycc for this CPU; returns its file name."""
-    from numba.pycc import CC
-
-    cc = CC(module_name)
-    cc.output_dir = out_dir
-    cc.target_cpu = "host"
-    cc.verbose = False
-    for name, dispatcher, sig, ret in kernels:
-        args = [f"a{i}" for i in range(len(sig))]
-        scope = {"_kernel": dispatcher}
-        exec(f"def {name}({', '.join(args)}):\n    return _kernel({', '.join(args)})\n", scope)
-        cc.export(name, ret(*sig))(scope[name])
-    cc.compile()
-    return os.path.basename(cc.output_file)
-
-
-def build(out_dir: str | None = None, jobs: int | None = None, verbose: bool = True) -> dict:
-    """Compile the TreeSHAP kernels with Numba (running the warm-up groups of :data:`GROUPS` in this process, into
-    a temporary Numba cache) and build their copies into ``out_dir`` (default: ``hitml/kernels/_compiled``), in
-    ``jobs`` processes (default: the CPU count). Writes ``manifest.json`` last; returns it. Call it in a process of
-    its own, before Numba is imported (``python -m hitml.kernels aot``)."""
-    import tempfile
-
-    out_dir = os.path.abspath(out_dir or _DIR)
-    os.makedirs(out_dir, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="hitml-aot-") as cache:
-        os.environ["NUMBA_CACHE_DIR"] = cache   # compile every kernel here (a cached one has no IR to link)
-        os.environ["HITML_KERNEL_TIER"] = "quick"
-        os.environ["HITML_COMPILE_AHEAD"] = "0"
-        os.environ["HITML_PROGRESS"] = "0"
-        os.environ["NUMBA_NUM_THREADS"] = "1"   # no thread pool: the modules' processes fork from this one
-        disable()
-        from . import _warmup
-
-        t0 = time.perf_counter()
-        for group in GROUPS:
-            _warmup.TASKS[group]()
-        kernels = _kernels()
-        if verbose:
-            print(f"hitml: {len(kernels)} kernels compiled with Numba in {time.perf_counter() - t0:.1f} s; "
-                  "building their ahead-of-time copies", file=sys.stderr, flush=True)
-        from .treeshap import _cpu_quad as q   # the quadrature twins compile longest: a module each
-
-        big = {export_name(k.py_func) for k in (q.shap_quad_items, q.interaction_quad_items)}
-        heavy = [[k] for k in kernels if k[0] in big]
-        rest = [k for k in kernels if k[0] not in big]
-        parts = [*heavy, rest[0::2], rest[1::2]]
-        names = [f"_hitml_aot_{i}" for i in range(len(parts))]
-        for stale in os.listdir(out_dir):
-            if stale == _MANIFEST or stale.startswith("_hitml_aot_"):
-                os.remove(os.path.join(out_dir, stale))
-        files = _compile_parts(names, parts, out_dir, jobs or os.cpu_count() or 1)
-    manifest = dict(host(), source=source_hash(), modules=dict(zip(names, files)),
-                    exports={n: {k[0]: str(k[2]) for k in part} for n, part in zip(names, parts)})
-    tmp = os.path.join(out_dir, _MANIFEST + ".tmp")
-    with open(tmp, "w") as f:
-        json.dump(manifest, f, indent=1)
-    os.replace(tmp, os.path.join(out_dir, _MANIFEST))
-    if verbose:
-        print(f"hitml: compiled kernels ready in {time.perf_counter() - t0:.1f} s ({out_dir})", file=sys.stderr)
-    return manifest
-
-
-def _compile_parts(names: list, parts: list, out_dir: str, jobs: int) -> list[str]:
-    """Build each part's module; where processes can fork, ``jobs`` at a time (they share this process's
-    compiled Numba kernels)."""
-    if jobs == 1 or not (sys.platform.startswith("linux") and hasattr(os, "fork")):
-        return [_compile_module(n, p, out_dir) for n, p in zip(names, parts)]
-    import multiprocessing
-
-    ctx = multiprocessing.get_context("fork")
-    with ctx.Pool(min(jobs, len(parts))) as pool:
-        results = [pool.apply_async(_compile_module, (n, p, out_dir)) for n, p in zip(names, parts)]
-        return [r.get() for r in results]
-
-
-def main(argv=None) -> int:
-    """``python -m hitml.kernels aot [OUT_DIR] [--jobs N]``: build the compiled copies of the TreeSHAP kernels."""
-    import argparse
-
-    parser = argparse.ArgumentParser(prog="python -m hitml.kernels aot", description=main.__doc__)
-    parser.add_argument("out_dir", nargs="?", default=None, help=f"folder (default: {_DIR})")
-    parser.add_argument("--jobs", type=int, default=None, help="processes at once (default: CPU count)")
-    parser.add_argument("--check", action="store_true", help="only say whether valid copies are there (exit 1 if not)")
-    args = parser.parse_args(argv)
-    if args.check:
-        if args.out_dir:
-            os.environ[_DIR_ENV] = args.out_dir
-        ok = available()
-        print(status())
-        return 0 if ok else 1
-    try:
-        build(args.out_dir, jobs=args.jobs)
-    except Exception as exc:  # noqa: BLE001 - reported; the Numba kernels still compile on first use
-        print(f"hitml: building the compiled kernels failed ({type(exc).__name__}: {exc}); the kernels compile "
-              "on first use instead", file=sys.stderr)
-        return 1
-    return 0

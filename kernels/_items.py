@@ -15,7 +15,7 @@ alive for the call, so the kernel's views need no counts, and LLVM removes them.
 ``error_model="numpy"``, as a parfor body is. The quadrature kernels of path-dependent SHAP values and
 interactions stay ``prange`` loops (as work items they ran 11-24% slower on the Xeon host, 0-5% on AMD EPYC, for
 reasons not found) and get a work-item twin, :func:`serial_twin`, that a first-ever process runs while the
-``prange`` form compiles in the background (``_warmup.pick``).
+``prange`` form compiles in the background (``_background.pick``).
 """
 from __future__ import annotations
 

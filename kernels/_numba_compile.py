@@ -91,7 +91,7 @@ def _known() -> bool:
 def install() -> None:
     """Register the ``numba:compile`` listener that swaps the replacement in for the outermost compile of a hitml
     function and Numba's own back in when it ends (also on error); a no-op for an unknown Numba. Called once per
-    process, by ``_warmup.register_compile_notice``."""
+    process, by ``_background.register_compile_notice``."""
     from numba.core import event
 
     class _Scope(event.Listener):

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hitml.kernels import _aot, _warmup
+from hitml.kernels import _aot, _aot_build, _background, _registry
 from hitml.kernels.treeshap import cpu
+from hitml.kernels.treeshap.paths import _hand_paths
 
 ROOT = Path(__file__).resolve().parents[1]
 xgb = pytest.importorskip("xgboost")
@@ -42,10 +43,10 @@ def _run_copies(monkeypatch, fn, behind: list | None = None):
     the kernels that ran as copies; ``behind`` collects the groups the background compile was asked for."""
     behind = [] if behind is None else behind
     monkeypatch.setattr(_aot, "_decided", {})
-    monkeypatch.setattr(_warmup, "loaded", lambda d, a: False)
-    monkeypatch.setattr(_warmup, "compile_full_tier", lambda groups=_warmup._FULL_GROUPS: behind.extend(groups) or 1)
+    monkeypatch.setattr(_aot, "loaded", lambda d, a: False)
+    monkeypatch.setattr(_background, "compile_full_tier", lambda groups=_background._FULL_GROUPS: behind.extend(groups) or 1)
     monkeypatch.delenv(_aot._ENV, raising=False)
-    monkeypatch.delenv(_warmup._TIER_ENV, raising=False)
+    monkeypatch.delenv(_background._TIER_ENV, raising=False)
     out = fn()
     ran = {key[0].py_func.__name__ for key, (f, _t) in _aot._decided.items() if f is not key[0]}
     monkeypatch.undo()
@@ -130,8 +131,8 @@ def test_copies_of_path_extraction_and_multiclass(copies, monkeypatch):
 
 def test_numba_code_in_the_cache_runs_instead_of_a_copy(copies, monkeypatch):
     monkeypatch.setattr(_aot, "_decided", {})
-    monkeypatch.setattr(_warmup, "loaded", lambda d, a: True)
-    ps = _warmup._hand_paths()
+    monkeypatch.setattr(_aot, "loaded", lambda d, a: True)
+    ps = _hand_paths()
     X = np.random.default_rng(0).normal(size=(6, 3))
     cpu.interventional_shap_values(ps, X, X[:3], progress=False)   # work-item kernels, each through _aot.entry
     assert _aot._decided and all(f is key[0] for key, (f, _t) in _aot._decided.items())
@@ -168,8 +169,16 @@ def test_switched_off_and_missing(copies, tmp_path, monkeypatch):
 
 
 def test_every_kernel_module_has_its_warmup_groups():
-    assert set(_aot.GROUPS) <= set(_warmup.TASKS)
-    assert all(set(g) <= set(_aot.GROUPS) for g in _aot._GROUPS_OF.values())
+    groups = _aot_build.groups()   # imports every family
+    assert set(groups) >= {"treeshap-paths", "treeshap", "treeshap-interactions", "treeshap-interventional",
+                           "treeshap-transforms"}
+    assert set(groups) <= set(_registry.warmups())
+    modules = _registry.copy_modules()
+    assert all(set(g) <= set(groups) for g in modules.values())
+    # every module with a kernel that Python calls through the dispatch declared the groups that compile it
+    dispatched = {name for name, mod in list(sys.modules.items()) if name.startswith("hitml.kernels.")
+                  for obj in vars(mod).values() if isinstance(obj, _aot.EntryPoint) and obj.__module__ == name}
+    assert dispatched and dispatched <= set(modules), sorted(dispatched - set(modules))
 
 
 def test_source_hash_follows_the_kernel_sources(tmp_path):
@@ -204,9 +213,9 @@ print(json.dumps({"available": _aot.available(),
 
 
 def test_first_ever_process_runs_the_copies_without_compiling(copies, tmp_path):
-    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"), HITML_PROGRESS="1", HITML_COMPILE_AHEAD="0",
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"), HITML_PROGRESS="1", HITML_BACKGROUND="0",
                **{_aot._DIR_ENV: copies})
-    env.pop(_warmup._TIER_ENV, None)
+    env.pop(_background._TIER_ENV, None)
     outs = []
     for aot in ("1", "0"):
         env[_aot._ENV] = aot
@@ -254,10 +263,10 @@ def test_long_calls_on_several_threads_run_the_numba_kernels(copies, monkeypatch
     assert cpu._copies_pay(1e11)                       # one thread: nothing to lose
     monkeypatch.undo()
     monkeypatch.setattr(_aot, "_decided", {})
-    monkeypatch.setattr(_warmup, "loaded", lambda d, a: False)
-    monkeypatch.setattr(_warmup, "compile_full_tier", lambda groups=(): True)
+    monkeypatch.setattr(_aot, "loaded", lambda d, a: False)
+    monkeypatch.setattr(_background, "compile_full_tier", lambda groups=(): True)
     d = cpu._q.shap_quad_items.dispatcher
-    ps = _warmup._hand_paths()
+    ps = _hand_paths()
     args = (np.zeros((4, 3)), *cpu._path_args(ps))    # the argument types do not matter while copies are barred
     with _aot.copies_allowed(False):
         assert _aot.entry(d, args) is d and not _aot._decided
@@ -266,3 +275,52 @@ def test_long_calls_on_several_threads_run_the_numba_kernels(copies, monkeypatch
     cpu.interventional_shap_values(ps, X, X[:3], progress=False)
     cpu.shap_values(ps, X, progress=False)
     assert not _aot._decided                           # no copy chosen, none run
+
+
+# A process that records, and refuses, every process the library would start (a refused start is what a machine
+# with no process to spare gives: the library then goes on in this process), and writes them out at its very end.
+_SPAWNS = r"""
+import atexit, json, os, subprocess, sys
+calls = []
+atexit.register(lambda: open(sys.argv[1], "w").write(json.dumps(calls)))   # registered first: runs last
+
+
+def refuse(kind):
+    def start(*args, **kwargs):
+        calls.append(kind)
+        raise OSError("refused by the test")
+    return start
+
+
+subprocess.Popen, os.fork, os.posix_spawn = refuse("Popen"), refuse("fork"), refuse("posix_spawn")
+import numpy as np
+from hitml.kernels import _aot, _background
+if sys.argv[2] == "calls":   # the compiled copies run: the Numba kernels would compile behind them
+    from hitml.kernels.treeshap import cpu
+    from hitml.kernels.treeshap.paths import _tiny_paths
+    ps = _tiny_paths()
+    X = np.random.default_rng(0).normal(size=(30, 3))
+    cpu.shap_values(ps, X, progress=False)
+    cpu.interaction_values(ps, X[:5], progress=False)
+    cpu.interventional_shap_values(ps, X, X[:5], progress=False)
+    assert _aot.available()
+else:                        # no copies: a first cache miss starts the compiles ahead
+    _background.compile_ahead()
+"""
+
+
+@pytest.mark.parametrize("switch", ["HITML_BACKGROUND", "HITML_COMPILE_AHEAD", None])
+def test_the_background_switch_starts_no_process(copies, tmp_path, switch):
+    """``HITML_BACKGROUND=0`` (or its earlier name): the library starts no process of its own, neither the compile
+    behind the compiled copies nor the compiles ahead of a cold cache; unset, it starts one for each."""
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"), HITML_PROGRESS="0", **{_aot._DIR_ENV: copies})
+    for name in ("HITML_BACKGROUND", "HITML_COMPILE_AHEAD", _aot._ENV, _background._TIER_ENV):
+        env.pop(name, None)
+    if switch:
+        env[switch] = "0"
+    for case, aot in (("calls", "1"), ("ahead", "0")):
+        out = tmp_path / f"{case}.json"
+        r = subprocess.run([sys.executable, "-c", _SPAWNS, str(out), case], env=dict(env, **{_aot._ENV: aot}),
+                           capture_output=True, text=True, timeout=600, check=False, cwd=ROOT)
+        assert r.returncode == 0, r.stderr
+        assert json.loads(out.read_text()) == ([] if switch else ["Popen"]), (case, switch)

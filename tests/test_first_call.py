@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from _trees import basic_tree
-from hitml.kernels import _warmup
+from hitml.kernels import _aot, _background, _warmup
 from hitml.kernels.treeshap import cpu, extract_paths, interaction_values, shap_values
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -21,9 +21,10 @@ ROOT = Path(__file__).resolve().parents[1]
 _SCRIPT = r"""
 import json, sys
 import numba, numpy as np
-from hitml.kernels import _warmup
+from hitml.kernels import _aot, _background, _warmup
+from hitml.kernels.treeshap.paths import _tiny_paths
 from hitml.kernels.treeshap import cpu, _cpu_quad as q
-ps = _warmup._tiny_paths()
+ps = _tiny_paths()
 rng = np.random.default_rng(0)
 for threads in (1, 2):
     numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
@@ -98,8 +99,8 @@ def test_second_process_loads_every_kernel_from_the_cache(tmp_path):
         else:
             assert stats1[name]["misses"] + stats1[name]["hits"] == 1, stats1
     assert stats1["shap_items"]["misses"] == 1, stats1
-    assert _warmup._NOTICE in first.stderr                       # the notice, once
-    assert first.stderr.count(_warmup._NOTICE) == 1
+    assert _background._NOTICE in first.stderr                       # the notice, once
+    assert first.stderr.count(_background._NOTICE) == 1
     _wait_full_tier(cache)
     before = _files(cache)
 
@@ -110,7 +111,7 @@ def test_second_process_loads_every_kernel_from_the_cache(tmp_path):
         assert stats2[name]["misses"] == 0, stats2            # nothing compiled ...
         # ... every kernel loaded from the cache: the full tier of the quadrature kernels, not their twins
         assert stats2[name]["hits"] == (name not in ("shap_items", "inter_items")), stats2
-    assert _warmup._NOTICE not in second.stderr
+    assert _background._NOTICE not in second.stderr
     assert _files(cache) == before                            # no new or rewritten cache entries
 
 
@@ -187,7 +188,7 @@ def checked(blocks, typemap):
     seen["copies"] += sum(len(v) for v in got[1].values())
     return got
 nc.copy_propagate = checked
-_warmup._treeshap_values()
+_warmup.warmup_tasks()["treeshap"]()
 seen["restored"] = ir_utils.copy_propagate is nc._state["original"] and parfor.copy_propagate is ir_utils.copy_propagate
 seen["known"] = nc._state["known"]
 print(json.dumps(seen))
@@ -195,7 +196,7 @@ print(json.dumps(seen))
 
 
 def test_copy_propagation_matches_numbas(tmp_path):
-    done = _run(tmp_path / "numba_cache", "-c", _COPY_PROPAGATE_SCRIPT, HITML_COMPILE_AHEAD="0")
+    done = _run(tmp_path / "numba_cache", "-c", _COPY_PROPAGATE_SCRIPT, HITML_BACKGROUND="0")
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     if not seen["known"]:
@@ -207,18 +208,20 @@ def test_copy_propagation_matches_numbas(tmp_path):
 
 _SHAP_ONLY = r"""
 import json, numpy as np
-from hitml.kernels import _warmup
+from hitml.kernels import _aot, _background, _warmup
+from hitml.kernels.treeshap.paths import _tiny_paths
 from hitml.kernels.treeshap import cpu
-ps = _warmup._tiny_paths()
+ps = _tiny_paths()
 cpu.shap_values(ps, np.random.default_rng(0).normal(size=(50, 3)), progress=False)
-print(json.dumps(sorted(_warmup._ahead["children"])))
+print(json.dumps(sorted(_background._ahead["children"])))
 """
 
 _OTHERS = r"""
 import json, numpy as np
-from hitml.kernels import _warmup
+from hitml.kernels import _aot, _background, _warmup
+from hitml.kernels.treeshap.paths import _tiny_paths
 from hitml.kernels.treeshap import cpu, _cpu_quad as q, _cpu_patterns as pt
-ps = _warmup._tiny_paths()
+ps = _tiny_paths()
 X = np.random.default_rng(0).normal(size=(30, 3))
 a = cpu.interaction_values(ps, X, progress=False)
 b = cpu.interventional_shap_values(ps, X, X[:7], progress=False)
@@ -245,13 +248,13 @@ def test_first_miss_compiles_the_other_groups_ahead(tmp_path):
     second = _run(cache, "-c", _OTHERS)
     assert second.returncode == 0, second.stderr
     assert json.loads(second.stdout.strip().splitlines()[-1])["misses"] == 0
-    assert _warmup._NOTICE not in second.stderr
+    assert _background._NOTICE not in second.stderr
     _wait_full_tier(cache)   # the detached compile of the full tier ends before the folder goes
 
 
 def test_compile_ahead_can_be_switched_off(tmp_path):
     cache = tmp_path / "numba_cache"
-    done = _run(cache, "-c", _SHAP_ONLY, HITML_COMPILE_AHEAD="0")
+    done = _run(cache, "-c", _SHAP_ONLY, HITML_BACKGROUND="0")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.strip().splitlines()[-1]) == []
     files = _files(cache)
@@ -263,14 +266,15 @@ def test_compile_ahead_can_be_switched_off(tmp_path):
 def test_compile_ahead_starts_only_a_python_interpreter(monkeypatch):
     """In an application that embeds Python (a WSGI server), sys.executable is the application: nothing starts."""
     started = []
-    monkeypatch.setattr(_warmup.subprocess, "Popen", lambda *a, **k: started.append(a))
-    monkeypatch.setattr(_warmup, "_ahead", {"entered": set(), "children": {}, "all": [], "launched": False,
+    monkeypatch.setattr(_background.subprocess, "Popen", lambda *a, **k: started.append(a))
+    monkeypatch.setattr(_background, "_ahead", {"entered": set(), "children": {}, "all": [], "launched": False,
                                             "eager": False})
-    monkeypatch.delenv(_warmup._AHEAD_ENV, raising=False)
+    monkeypatch.delenv(_background._AHEAD_ENV, raising=False)
+    monkeypatch.delenv(_background._ENV, raising=False)
     monkeypatch.setattr(sys, "executable", "/usr/bin/uwsgi")
-    _warmup.compile_ahead()
-    assert started == [] and _warmup._ahead["children"] == {}
-    assert _warmup._is_python("/opt/venv/bin/python3.12") and not _warmup._is_python("")
+    _background.compile_ahead()
+    assert started == [] and _background._ahead["children"] == {}
+    assert _background._is_python("/opt/venv/bin/python3.12") and not _background._is_python("")
 
 
 def test_pick_runs_the_quick_twin_only_while_the_full_tier_compiles_behind(monkeypatch):
@@ -287,33 +291,34 @@ def test_pick_runs_the_quick_twin_only_while_the_full_tier_compiles_behind(monke
             ran.append(("quick", a))
 
     state = {}
-    monkeypatch.setattr(_warmup, "loaded", lambda d, a: state["loaded"])
-    monkeypatch.setattr(_warmup, "compile_full_tier", lambda: state["behind"])
-    monkeypatch.setattr(_warmup._aot, "available", lambda: False)   # (with compiled copies, "quick" runs them)
-    monkeypatch.delenv(_warmup._TIER_ENV, raising=False)
+    monkeypatch.setattr(_aot, "loaded", lambda d, a: state["loaded"])
+    monkeypatch.setattr(_background, "compile_full_tier", lambda: state["behind"])
+    monkeypatch.setattr(_aot, "available", lambda: False)   # (with compiled copies, "quick" runs them)
+    monkeypatch.delenv(_background._TIER_ENV, raising=False)
     quick = Quick()
     for loaded, behind, want in [(True, True, "full"), (False, True, "quick"), (False, False, "full")]:
         state.update(loaded=loaded, behind=behind)
         ran.clear()
-        _warmup.pick(full, quick, (1, 2))(1, 2)
+        _background.pick(full, quick, (1, 2))(1, 2)
         assert ran == [(want, (1, 2, 0, 7) if want == "full" else (1, 2))], (loaded, behind)
     for forced, want in [("quick", "quick"), ("FULL", "full")]:
-        monkeypatch.setenv(_warmup._TIER_ENV, forced)
+        monkeypatch.setenv(_background._TIER_ENV, forced)
         state.update(loaded=forced == "quick", behind=True)
         ran.clear()
-        _warmup.pick(full, quick, (1, 2))(1, 2)
+        _background.pick(full, quick, (1, 2))(1, 2)
         assert ran[0][0] == want
-    monkeypatch.setenv(_warmup._TIER_ENV, "fast")
+    monkeypatch.setenv(_background._TIER_ENV, "fast")
     with pytest.raises(ValueError, match="HITML_KERNEL_TIER"):
-        _warmup.pick(full, quick, (1, 2))
+        _background.pick(full, quick, (1, 2))
 
 
 _LOADED_SCRIPT = r"""
 import json, numpy as np
-from hitml.kernels import _warmup
+from hitml.kernels import _aot, _background, _warmup
+from hitml.kernels.treeshap.paths import _tiny_paths
 from hitml.kernels.treeshap import pack
 args = (np.array([3, 5, 2], np.int64), np.array([0, 0, 1], np.int64), 4)
-before = _warmup.loaded(pack._runs, args)
+before = _aot.loaded(pack._runs, args)
 n_sig = len(pack._runs.signatures)
 pack._runs(*args)
 print(json.dumps([before, n_sig, sum(pack._runs.stats.cache_misses.values())]))
@@ -322,10 +327,10 @@ print(json.dumps([before, n_sig, sum(pack._runs.stats.cache_misses.values())]))
 
 def test_loaded_finds_cached_machine_code_and_never_compiles(tmp_path):
     cache = tmp_path / "numba_cache"
-    first = _run(cache, "-c", _LOADED_SCRIPT, HITML_COMPILE_AHEAD="0")
+    first = _run(cache, "-c", _LOADED_SCRIPT, HITML_BACKGROUND="0")
     assert first.returncode == 0, first.stderr
     assert json.loads(first.stdout.strip().splitlines()[-1]) == [False, 0, 1]   # not compiled by loaded()
-    second = _run(cache, "-c", _LOADED_SCRIPT, HITML_COMPILE_AHEAD="0")
+    second = _run(cache, "-c", _LOADED_SCRIPT, HITML_BACKGROUND="0")
     assert second.returncode == 0, second.stderr
     assert json.loads(second.stdout.strip().splitlines()[-1]) == [True, 1, 0]    # loaded from the cache
 
@@ -336,15 +341,16 @@ def test_full_tier_compile_starts_after_the_compiles_ahead_and_a_delay(monkeypat
     import time
 
     started, at_exit = [], []
-    monkeypatch.setattr(_warmup.subprocess, "Popen", lambda *a, **k: started.append((a, k)))
-    monkeypatch.setattr(_warmup.atexit, "register", lambda *a: at_exit.append(a))
-    monkeypatch.setattr(_warmup, "_full", {"started": None, "spawned": False, "groups": set()})
-    monkeypatch.setattr(_warmup, "_ahead", {"entered": set(), "children": {}, "all": [], "launched": True,
+    monkeypatch.setattr(_background.subprocess, "Popen", lambda *a, **k: started.append((a, k)))
+    monkeypatch.setattr(_background.atexit, "register", lambda *a: at_exit.append(a))
+    monkeypatch.setattr(_background, "_full", {"started": None, "spawned": False, "groups": set()})
+    monkeypatch.setattr(_background, "_ahead", {"entered": set(), "children": {}, "all": [], "launched": True,
                                             "eager": False})
-    monkeypatch.setattr(_warmup, "_FULL_DELAY_S", 0.5)
+    monkeypatch.setattr(_background, "_FULL_DELAY_S", 0.5)
     monkeypatch.setattr(sys, "executable", "/usr/bin/python3")
-    monkeypatch.delenv(_warmup._AHEAD_ENV, raising=False)
-    assert _warmup.compile_full_tier()
+    monkeypatch.delenv(_background._AHEAD_ENV, raising=False)
+    monkeypatch.delenv(_background._ENV, raising=False)
+    assert _background.compile_full_tier()
     assert started == []                                          # not at once
     end = time.monotonic() + 10
     while not started and time.monotonic() < end:
@@ -353,24 +359,25 @@ def test_full_tier_compile_starts_after_the_compiles_ahead_and_a_delay(monkeypat
     (cmd,), kw = started[0]
     assert cmd[-4:] == ["treeshap", "treeshap-interactions", "--jobs", "1"] and kw["start_new_session"]
     assert kw["env"]["HITML_KERNEL_TIER"] == "full" and kw["env"]["HITML_WARMUP_NICE"] == "idle"
-    assert kw["env"]["HITML_WARMUP_LOCK"] == "1" and kw["env"][_warmup._AHEAD_ENV] == "0"
-    assert at_exit == [(_warmup._spawn_full_tier, True)]
-    _warmup._spawn_full_tier(True)                                # the exit hook: already started, nothing more
-    assert _warmup.compile_full_tier() and len(started) == 1
+    assert kw["env"]["HITML_WARMUP_LOCK"] == "1" and kw["env"][_background._ENV] == "0"
+    assert at_exit == [(_background._spawn_full_tier, True)]
+    _background._spawn_full_tier(True)                                # the exit hook: already started, nothing more
+    assert _background.compile_full_tier() and len(started) == 1
 
 
 def test_no_full_tier_compile_where_compiles_ahead_are_off(monkeypatch):
-    monkeypatch.setattr(_warmup, "_full", {"started": None, "spawned": False, "groups": set()})
-    monkeypatch.setenv(_warmup._AHEAD_ENV, "0")
-    assert _warmup.compile_full_tier() is False
+    monkeypatch.setattr(_background, "_full", {"started": None, "spawned": False, "groups": set()})
+    monkeypatch.setenv(_background._AHEAD_ENV, "0")
+    assert _background.compile_full_tier() is False
 
 
 _PARTS_THEN_ALL = r"""
 import json
-from hitml.kernels import _warmup
+from hitml.kernels import _aot, _background, _warmup
+from hitml.kernels.treeshap.paths import _tiny_paths
 from hitml.kernels.treeshap import _cpu_patterns as pt
-_warmup._treeshap_interventional()
-module, parts = _warmup._PARTS["treeshap-interventional"]
+_warmup.warmup_tasks()["treeshap-interventional"]()
+module, parts = _background._PARTS["treeshap-interventional"]
 print(json.dumps({k: sum(getattr(pt, k).stats.cache_misses.values()) for names in parts for k in names}))
 """
 
@@ -385,26 +392,26 @@ def test_parts_of_a_group_compile_their_own_kernels_and_all_of_the_group(tmp_pat
     compiled twice); the parts, in processes of their own, leave nothing of the group for a later process to
     compile."""
     cache = tmp_path / "numba_cache"
-    _, parts = _warmup._PARTS["treeshap-interventional"]
+    _, parts = _background._PARTS["treeshap-interventional"]
     seen = set()
     for i, names in enumerate(parts):
         done = _run(cache, "-m", "hitml.kernels", "warmup", f"treeshap-interventional@{i}", "--jobs", "1",
-                    HITML_COMPILE_AHEAD="0")
+                    HITML_BACKGROUND="0")
         assert done.returncode == 0, done.stderr
         now = _compiled(cache)
         assert now - seen == set(names), (i, sorted(now - seen))
         seen = now
-    after = _run(cache, "-c", _PARTS_THEN_ALL, HITML_COMPILE_AHEAD="0")
+    after = _run(cache, "-c", _PARTS_THEN_ALL, HITML_BACKGROUND="0")
     assert after.returncode == 0, after.stderr
     misses = json.loads(after.stdout.strip().splitlines()[-1])
     assert set(misses) == {k for names in parts for k in names} and not any(misses.values()), misses
 
 
 def test_parts_and_runs():
-    assert _warmup._runs(["treeshap", "treeshap-interventional", "treeshap-interventional-interactions"]) == [
+    assert _background._runs(["treeshap", "treeshap-interventional", "treeshap-interventional-interactions"]) == [
         ("treeshap",), ("treeshap-interventional@0", "treeshap-interventional-interactions"),
         ("treeshap-interventional@1",)]
-    assert _warmup._group("treeshap-interventional@1") == "treeshap-interventional"
+    assert _background._group("treeshap-interventional@1") == "treeshap-interventional"
     with pytest.raises(ValueError, match="unknown warm-up groups"):
         _warmup.warmup(["treeshap-interventional@7"], verbose=False)
 
@@ -413,19 +420,19 @@ def test_parts_and_runs():
 def test_forking_warmup_reports_each_group_once_and_fills_the_cache(tmp_path):
     cache = tmp_path / "numba_cache"
     done = _run(cache, "-m", "hitml.kernels", "warmup", "--fork", "treeshap-interventional@0,treeshap-transforms",
-                "treeshap-interventional@1", HITML_COMPILE_AHEAD="0", HITML_KERNEL_TIER="quick")
+                "treeshap-interventional@1", HITML_BACKGROUND="0", HITML_KERNEL_TIER="quick")
     assert done.returncode == 0, done.stderr
     assert sorted(done.stdout.split()) == ["treeshap-interventional@0", "treeshap-interventional@1",
                                            "treeshap-transforms"]
     assert {"rows_kernel", "fail_counts", "value_tables", "tree_walk_kernel"} <= _compiled(cache)
     # a group that fails is reported (so that no one waits for it) and fails the process
-    bad = _run(cache, "-m", "hitml.kernels", "warmup", "--fork", "treeshap", HITML_COMPILE_AHEAD="0",
+    bad = _run(cache, "-m", "hitml.kernels", "warmup", "--fork", "treeshap", HITML_BACKGROUND="0",
                HITML_KERNEL_TIER="nonsense")
     assert bad.returncode == 1 and bad.stdout.split() == ["treeshap"], (bad.stdout, bad.stderr)
 
 
 _SHAP_ONLY_NO_FORK = _SHAP_ONLY.replace("from hitml.kernels.treeshap import cpu",
-                                        "from hitml.kernels.treeshap import cpu\n_warmup._can_fork = lambda: False")
+                                        "from hitml.kernels.treeshap import cpu\n_background._can_fork = lambda: False")
 
 
 def test_compile_ahead_without_fork_starts_a_process_per_run(tmp_path):

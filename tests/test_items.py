@@ -100,10 +100,10 @@ def test_borrow_takes_arrays_only():
 
 
 def test_treeshap_bytes_do_not_depend_on_threads():
-    from hitml.kernels import _warmup
     from hitml.kernels.treeshap import cpu
+    from hitml.kernels.treeshap.paths import _tiny_paths
 
-    ps = _warmup._tiny_paths()
+    ps = _tiny_paths()
     X = np.random.default_rng(3).normal(size=(700, 3))
     X[::7, 1] = np.nan
     bg = X[:40]

@@ -8,6 +8,9 @@
 - Code only benchmarks or tests use lives in ``integration/`` or ``tests/``, not in the package.
 - One export style in ``kernels/<family>/__init__.py``: eager relative imports, then ``__all__``; no ``__getattr__``.
 - Comments say why; measurement history (before -> after numbers, rates, dates, commits) lives in docs/design/.
+- Imports run one way: no import cycle in the package (imports inside functions count); the build and warm-up tools
+  (``kernels/_warmup.py``, ``kernels/_aot_build.py``, ``python -m hitml.kernels``) import the kernel families and
+  nothing imports them; the runtime dispatch (``kernels/_aot.py``) and the registry below the families import none.
 """
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ import numpy as np
 import pytest
 
 import hitml.kernels.device as dev
+from _imports import find_cycle, import_graph, package_sources
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("kernels", "shap_ext", "xgboost_ext", "sklearn_ext")
@@ -79,6 +83,61 @@ def test_history_pattern_catches_each_form():
         assert HISTORY.search(line), line
     for line in ("# (n, M+1) -> (n, M)", "x = a - 1 if b else -1", "# wider is slower"):
         assert not HISTORY.search(line), line
+
+
+def _package_graph() -> dict[str, set[str]]:
+    sources, packages = package_sources(ROOT, PACKAGES)
+    return import_graph(sources, "hitml", packages)
+
+
+def test_no_import_cycle_in_the_package():
+    graph = _package_graph()
+    assert "kernels.treeshap.cpu" in graph and "kernels._aot" in graph["kernels._items"], "the graph is drawn"
+    cycle = find_cycle(graph)
+    assert cycle is None, f"import cycle in the package: {' -> '.join(cycle)}"
+
+
+TOOLS = {"kernels._warmup", "kernels._aot_build", "kernels.__main__"}   # the top: build and warm-up tools
+FAMILIES = ("kernels.treeshap", "kernels.sketch", "kernels.shuffle", "kernels.shapley", "kernels.permutations")
+
+
+def test_compile_layers_run_one_way():
+    """The tools sit at the top (only other tools import them), the background compiles and the runtime dispatch
+    below the families (they import no family), the registry at the bottom (it imports nothing of the package)."""
+    graph = _package_graph()
+    importers = {m: sorted(n for n in graph if m in graph[n] and n not in TOOLS) for m in TOOLS}
+    assert importers == {m: [] for m in TOOLS}, "the library imports a build or warm-up tool"
+    assert graph["kernels._registry"] == set()
+    for low in ("kernels._aot", "kernels._items", "kernels._background"):
+        family = sorted(t for t in graph[low] if t.startswith(FAMILIES))
+        assert family == [], f"{low} imports kernel families: {family}"
+    from hitml.kernels import _registry, _warmup
+
+    declaring = {n.removeprefix("hitml.") for n in _warmup.FAMILY_MODULES}
+    assert declaring <= set(graph) and {f for f in FAMILIES if any(d.startswith(f) for d in declaring)} == set(
+        FAMILIES) - {"kernels.permutations"}, "the warm-up tool imports a module of every family"
+    assert set(_warmup.warmup_tasks()) >= {"treeshap", "treeshap-paths", "sketch", "shuffle", "permutations"}
+    assert all(g in _registry.warmups() for gs in _registry.copy_modules().values() for g in gs)
+
+
+def test_the_package_checker_sees_cycles():
+    sources = {
+        "kernels": "from .device import x\n",
+        "kernels.device": "import numpy\n",
+        "kernels._aot": "def entry():\n    from . import _warmup\n",
+        "kernels._warmup": "from .treeshap import cpu\nfrom hitml.kernels.device import x\n",
+        "kernels.treeshap": "from ..device import x\nfrom .paths import PathSet\n",
+        "kernels.treeshap.paths": "import importlib\nimportlib.import_module('hitml.kernels._aot')\n",
+        "kernels.treeshap.cpu": "from .. import _aot\nfrom . import paths as p\n",
+    }
+    graph = import_graph(sources, "hitml", {"kernels", "kernels.treeshap"})
+    assert graph == {"kernels": {"kernels.device"}, "kernels.device": set(), "kernels._aot": {"kernels._warmup"},
+                     "kernels._warmup": {"kernels.treeshap.cpu", "kernels.device"},
+                     "kernels.treeshap": {"kernels.device", "kernels.treeshap.paths"},
+                     "kernels.treeshap.paths": {"kernels._aot"},
+                     "kernels.treeshap.cpu": {"kernels._aot", "kernels.treeshap.paths"}}
+    assert find_cycle(graph) == ["kernels._aot", "kernels._warmup", "kernels.treeshap.cpu", "kernels._aot"]
+    assert find_cycle({**graph, "kernels._aot": set()}) is None
 
 
 def test_check_backend_one_message():
@@ -251,11 +310,11 @@ def test_every_noqa_says_why():
 BROAD_EXCEPT_ALLOWED = {
     "kernels/_items.py::run_items.work": (1, "a worker thread's error, re-raised in the calling thread"),
     "kernels/sketch/_newton.py::run_features.work": (1, "a worker thread's error, re-raised in the caller"),
-    "kernels/_warmup.py::loaded": (1, "Numba internals: only picks between twin kernels that give the same bytes"),
+    "kernels/_aot.py::loaded": (1, "Numba internals: only picks between twin kernels that give the same bytes"),
     "kernels/_warmup.py::_run_task": (1, "warm-up reporting: the error is printed, no value is computed"),
     "kernels/_warmup.py::_fork_runs": (1, "a forked compile child only sets its exit code"),
     "kernels/_aot.py::entry": (1, "picks the Numba dispatcher or its compiled copy (the same kernel)"),
-    "kernels/_aot.py::main": (1, "command-line reporting of a failed build; kernels compile on first use"),
+    "kernels/_aot_build.py::main": (1, "command-line reporting of a failed build; kernels compile on first use"),
     "kernels/device.py::_cupy_or_reason": (2, "CuPy import / device probing: only decides 'no usable GPU'"),
     "kernels/device.py::_PinnedPool.take": (1, "pinned host memory or pageable: the same bytes either way"),
     "kernels/sketch/_gpu_moments.py::_Launches.graph": (1, "a CUDA graph or plain launches of the same kernels"),

@@ -89,7 +89,7 @@ def test_wheel_holds_compiled_kernels_that_run_where_they_match(wheel, venv, tmp
                           "compiled": sum(q.shap_quad_items.stats.cache_misses.values())}))
     """)
     out = json.loads(_run([str(venv), "-c", code], cwd=tmp_path, env={
-        "NUMBA_CACHE_DIR": str(tmp_path / "cache"), "HITML_COMPILE_AHEAD": "0"}).stdout.strip().splitlines()[-1])
+        "NUMBA_CACHE_DIR": str(tmp_path / "cache"), "HITML_BACKGROUND": "0"}).stdout.strip().splitlines()[-1])
     assert out["close"]
     if all(manifest[k] == v for k, v in out["host"].items()):   # built by this environment's compiler
         assert out["available"] and out["compiled"] == 0, out

@@ -10,7 +10,7 @@ from hitml.kernels.treeshap import _cpu_quad as quad
 
 @pytest.fixture(autouse=True, params=["full", "quick"])
 def tier(request, monkeypatch):
-    """Every test on both kernel tiers: the ``prange`` kernels and their work-item twins (_warmup.pick)."""
+    """Every test on both kernel tiers: the ``prange`` kernels and their work-item twins (_background.pick)."""
     monkeypatch.setenv("HITML_KERNEL_TIER", request.param)
     return request.param
 

@@ -1,6 +1,7 @@
 """The Shapley family's backend-dispatched entry points: samplers, permutation kernel matrices and discrepancy."""
 from __future__ import annotations
 
+from hitml.kernels import _registry
 from hitml.kernels.device import engine_module, resolve_backend
 
 
@@ -131,3 +132,12 @@ def discrepancy(perms, weights=None, kernel: str = "mallows", lam: float = 4.0, 
     True
     """
     return backend_module(backend).discrepancy(perms, weights, kernel, lam)
+
+
+def _warm_permutations() -> None:
+    """The warm-up of the permutation samplers' and kernels' Numba code (``python -m hitml.kernels warmup``)."""
+    perms, w = sample("herding", 8, 6, 0)
+    discrepancy(perms, w)
+
+
+_registry.register_warmup("permutations", _warm_permutations)

@@ -6,7 +6,8 @@ from typing import Any
 import numba as nb
 import numpy as np
 
-from .._warmup import register_compile_notice
+from .. import _registry
+from .._background import register_compile_notice
 from ._bijection import lcg_scalar, vphilox_scalar
 from ._keys import base_key, batch_round_keys, check_rounds, check_size, lcg_params, padded_bits, philox_round_keys
 
@@ -134,3 +135,13 @@ def shuffle_pairs(keys, values, seed: Any = None, *, rounds: int = 24) -> tuple[
         raise ValueError(f"keys and values must have the same length, got {keys.shape[:1]} and {values.shape[:1]}")
     p = permutation(keys.shape[0], seed, rounds=rounds)
     return np.take(keys, p, axis=0), np.take(values, p, axis=0)
+
+
+def _warm_shuffle() -> None:
+    """The warm-up of the shuffle's kernels (``python -m hitml.kernels warmup``)."""
+    permutation(1000, 0)
+    batched_permutations(4, 10, 0)
+    shuffle_rows(np.arange(20.0).reshape(10, 2), 0)
+
+
+_registry.register_warmup("shuffle", _warm_shuffle)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from .. import _registry
 from ._newton import n_threads, run_features
 from .sample import N_SAMPLE, RowSample, check_n_sample
 from .state import MomentSketch, _check_n_moments, _prepare_input
@@ -275,3 +276,14 @@ def finish(red: np.ndarray, l: int, X, max_distinct: int, w) -> MomentSketch:
     vals, cnt = _distinct_scan(X, int(max_distinct), distinct_chunk(X.shape[1]))
     return MomentSketch(red[:, 0].copy(), red[:, 1].copy(), red[:, 2 : l + 1].copy(), red[:, l + 1].copy(),
                         red[:, l + 2].copy(), vals, cnt)
+
+
+def _warm_sketch() -> None:
+    """The warm-up of the sketch's kernels: a sketch and its cut points (``python -m hitml.kernels warmup``)."""
+    from .cuts import cut_points
+
+    X = np.random.default_rng(0).normal(size=(2000, 3))
+    cut_points(sketch(X), max_bin=16)
+
+
+_registry.register_warmup("sketch", _warm_sketch)

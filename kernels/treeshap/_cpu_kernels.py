@@ -6,8 +6,12 @@ import math
 import numba
 import numpy as np
 
+from .. import _registry
 from .._aot import entry_point
 from .._items import borrow, items
+
+# the warm-up groups that compile these kernels (behind a process that ran their compiled copies)
+_registry.register_copies(__name__, ("treeshap-transforms",))
 
 TRANSFORMS = {"identity": 0, "logistic": 1, "logistic_nlogloss": 2, "squared_loss": 3}
 

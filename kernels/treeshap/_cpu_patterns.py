@@ -14,9 +14,13 @@ import numpy as np
 from numba import types
 from numba.extending import intrinsic
 
+from .. import _registry
 from .._aot import entry_point
 from .._items import borrow, items
 from ._cpu_kernels import _satisfies
+
+# the warm-up groups that compile these kernels (behind a process that ran their compiled copies)
+_registry.register_copies(__name__, ("treeshap-interventional", "treeshap-interventional-interactions"))
 
 # paths of at most this many elements count their background fail sets by bit-sliced ANDs (2^(m+1) word ANDs per 64
 # rows); longer ones build each row's fail set (m bit extractions per row) and add its weight

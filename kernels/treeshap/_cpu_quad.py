@@ -11,7 +11,7 @@ path correctly contributes nothing. The rows of a block sit in the innermost loo
 
 Each kernel is a ``prange`` loop over work items ``[lo, hi)`` (the full tier, the fastest) with a work-item twin,
 ``shap_quad_items`` / ``interaction_quad_items`` (the same function compiled serially, run on Python threads: the
-same bytes, compiled in half the time); ``_warmup.pick`` chooses (docs/design/treeshap.md, section 7).
+same bytes, compiled in half the time); ``_background.pick`` chooses (docs/design/treeshap.md, section 7).
 """
 from __future__ import annotations
 
@@ -19,8 +19,12 @@ import numba
 import numpy as np
 from numba import prange
 
+from .. import _registry
 from .._items import borrow, serial_twin
 from ._cpu_kernels import _satisfies
+
+# the warm-up groups that compile these kernels (behind a process that ran their compiled copies)
+_registry.register_copies(__name__, ("treeshap", "treeshap-interactions"))
 
 BLOCKS = (8, 32, 128)  # row-block widths: the innermost (vectorised) loop; wider is faster per row (measured)
 _TILE = 16         # tile of the interaction matrix's transposed copy

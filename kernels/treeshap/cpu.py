@@ -9,7 +9,7 @@ from typing import ClassVar
 import numba
 import numpy as np
 
-from .. import _aot, _warmup
+from .. import _aot, _background, _registry
 from .._options import Options
 from .._progress import check_progress, progress_bar
 from . import _cpu_interventional as _kw
@@ -19,9 +19,9 @@ from . import _patterns as _pat
 from . import _cpu_quad as _q
 from . import _cpu_tables as _t
 from ._inputs import as_model_input, check_transform, check_tree_limit
-from .paths import PathSet
+from .paths import PathSet, _hand_paths, _tiny_paths
 
-expect_cpu_engine = _warmup.expect_cpu_engine
+expect_cpu_engine = _background.expect_cpu_engine
 
 __all__ = ["shap_values", "interaction_values", "interventional_shap_values", "interventional_interaction_values",
            "interventional_banzhaf_values", "options", "CpuOptions"]
@@ -162,13 +162,13 @@ def _tables(ps: PathSet, tq: np.ndarray, wq: np.ndarray) -> tuple[np.ndarray, np
 
 
 def _tiered(full, quick):
-    """A runner of the twins ``full`` / ``quick`` whose tier (``_warmup.pick``) is chosen at its first chunk of rows
+    """A runner of the twins ``full`` / ``quick`` whose tier (``_background.pick``) is chosen at its first chunk of rows
     and kept for the call's other chunks."""
     chosen = []
 
     def run(*args):
         if not chosen:
-            chosen.append(_warmup.pick(full, quick, args))
+            chosen.append(_background.pick(full, quick, args))
         chosen[0](*args)
 
     return run
@@ -176,7 +176,7 @@ def _tiered(full, quick):
 
 def shap_values(paths: PathSet, X, *, tree_limit=None, progress=None) -> np.ndarray:
     """Path-dependent ("tree_path_dependent") SHAP values, (n, M+1, K) float64, bias in column M."""
-    _warmup.enter("treeshap")
+    _background.enter("treeshap")
     ps = paths.restrict(check_tree_limit(tree_limit))
     X = as_model_input(X, ps)
     n, M = X.shape
@@ -227,7 +227,7 @@ def interaction_values(paths: PathSet, X, *, tree_limit=None, progress=None) -> 
     class-major (n, K, M+1, M+1) array: each output's matrix is then compact in memory, and the writes of the paths
     of one output stay in it (fashion_mnist-shaped models: 785 x 785 x 10 doubles per row).
     """
-    _warmup.enter("treeshap-interactions")
+    _background.enter("treeshap-interactions")
     ps = paths.restrict(check_tree_limit(tree_limit))
     X = as_model_input(X, ps)
     n, M = X.shape
@@ -385,9 +385,9 @@ def _sparse_long_paths(ps, X, R, wint, total, long_paths, weights, interactions,
 
 
 def _background_input(paths: PathSet, X, background, tree_limit, interactions=False):
-    _warmup.enter("treeshap-interventional")
+    _background.enter("treeshap-interventional")
     if interactions:
-        _warmup.enter("treeshap-interventional-interactions")
+        _background.enter("treeshap-interventional-interactions")
     ps = paths.restrict(check_tree_limit(tree_limit))
     X = as_model_input(X, ps)
     R = as_model_input(background, ps, name="background")
@@ -469,3 +469,45 @@ def interventional_shap_values(paths: PathSet, X, background, *, transform="iden
     work = nR * max(tr.n_trees, 1) * (4 * L + 4)
     _run(call, n, work, desc, progress)
     return out
+
+
+# ------------------------------------------------------------------------------------------------------- warm-up
+# Each group's calls compile (or load) its kernels with the argument types of every real call: tiny inputs, values
+# thrown away (python -m hitml.kernels warmup GROUP, and the build of the compiled copies, run them).
+def _warm_values() -> None:
+    X = np.random.default_rng(0).normal(size=(300, 3))
+    shap_values(_hand_paths(), X, progress=False)
+
+
+def _warm_interactions() -> None:
+    X = np.random.default_rng(0).normal(size=(40, 3))
+    interaction_values(_hand_paths(), X, progress=False)
+
+
+def _warm_interventional() -> None:
+    ps = _hand_paths()   # the pattern engine reads the paths only
+    X = np.random.default_rng(0).normal(size=(20, 3))
+    interventional_shap_values(ps, X, X[:5], progress=False)
+    interventional_shap_values(ps, X, X[:5], weights=np.arange(1.0, 6.0), progress=False)
+    interventional_banzhaf_values(ps, X, X[:5], progress=False)
+
+
+def _warm_interventional_interactions() -> None:
+    """Interventional interactions: the interventional group's kernels and the interaction tables (a group of its
+    own, so that a first interventional SHAP call does not wait for the tables' compile)."""
+    X = np.random.default_rng(0).normal(size=(20, 3))
+    interventional_interaction_values(_hand_paths(), X, X[:5], progress=False)
+
+
+def _warm_transforms() -> None:
+    """Interventional values through an output transform: the tree-walking kernel (one kernel, its own group so
+    that the warm-up's processes share the work evenly)."""
+    X = np.random.default_rng(0).normal(size=(20, 3))
+    interventional_shap_values(_tiny_paths(), X, X[:5], transform="logistic", progress=False)
+
+
+_registry.register_warmup("treeshap", _warm_values)
+_registry.register_warmup("treeshap-interactions", _warm_interactions)
+_registry.register_warmup("treeshap-interventional", _warm_interventional)
+_registry.register_warmup("treeshap-interventional-interactions", _warm_interventional_interactions)
+_registry.register_warmup("treeshap-transforms", _warm_transforms)

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
+from .. import _registry
+
 __all__ = ["bfd_bins", "bfd_bins_by_run", "PackPlan", "plan_packing"]
 
 
@@ -179,3 +181,11 @@ def plan_packing(sizes: np.ndarray, capacity: int = 32, group: np.ndarray | None
     lane_of = elem_start - bin_ptr[bin_of]
     return PackPlan(order=order, bin_of=bin_of, lane_of=lane_of, elem_start=elem_start, bin_ptr=bin_ptr,
                     utilisation=utilisation(sizes, bins, capacity))
+
+
+def _warm_packing() -> None:
+    """The warm-up of the GPU engine's packing kernel (a CPU Numba kernel)."""
+    plan_packing(np.array([3, 5, 2, 7, 1, 4], np.int64), group=np.array([0, 0, 1, 1, 2, 2], np.int64))
+
+
+_registry.register_warmup("gpu-packing", _warm_packing)

@@ -6,10 +6,12 @@ from dataclasses import dataclass, replace
 import numba
 import numpy as np
 
+from .. import _registry
 from .._aot import entry_point
-from .._warmup import register_compile_notice
+from .._background import register_compile_notice
 
 register_compile_notice()  # a one-line notice while Numba compiles these kernels (first use only)
+_registry.register_copies(__name__, ("treeshap-paths",))   # the warm-up group that compiles these kernels
 
 __all__ = ["DenseTrees", "PathSet", "extract_paths"]
 
@@ -468,3 +470,42 @@ def extract_paths(children_left, children_right, children_default, features, thr
                    upper=upper, missing_ok=missing_ok, cat_ptr=cat_ptr, cat_nwords=cat_nw, cat_words=cat_words,
                    zero_fraction=zero, leaf_value=leaf_value, tree_index=tree, base_offset=base,
                    input_dtype=np.dtype(input_dtype), cat_outside_ok=outside, trees=trees)
+
+
+# ------------------------------------------------------------------------------------------------------- warm-up
+def _tiny_paths() -> PathSet:
+    """A two-tree PathSet with a categorical split, built by ``extract_paths`` (so it carries dense trees)."""
+    cl = np.array([[1, 3, 5, -1, -1, -1, -1], [1, -1, -1, -1, -1, -1, -1]])
+    cr = np.array([[2, 4, 6, -1, -1, -1, -1], [2, -1, -1, -1, -1, -1, -1]])
+    ft = np.array([[0, 1, 2, -1, -1, -1, -1], [2, -1, -1, -1, -1, -1, -1]])
+    th = np.array([[0.5, 0.5, 0.5, 0, 0, 0, 0], [0.5, 0, 0, 0, 0, 0, 0.0]])
+    cov = np.array([[8, 4, 4, 2, 2, 1, 3], [8, 5, 3, 0, 0, 0, 0.0]])
+    val = np.array([[0, 0, 0, -1, 1, 2, 0.5], [0, 1, -1, 0, 0, 0, 0.0]])[:, :, None]
+    is_cat = np.zeros(cl.shape, bool)
+    is_cat[1, 0] = True
+    ptr = np.full(cl.shape, -1, np.int64)
+    ptr[1, 0] = 0
+    nw = np.zeros(cl.shape, np.int32)
+    nw[1, 0] = 1
+    cats = (is_cat, ptr, nw, np.array([0b101], np.uint32))
+    return extract_paths(cl, cr, cl, ft, th, val, cov, np.zeros(1), n_features=3, categories=cats)
+
+
+def _hand_paths() -> PathSet:
+    """A two-path PathSet built by hand (no path extraction to compile first), with a categorical element: the
+    quadrature kernels' argument types are those of every real PathSet."""
+    return PathSet(n_features=3, n_outputs=1, path_ptr=np.array([0, 2, 3], np.int64),
+                   feature=np.array([0, 1, 2], np.int32), lower=np.array([-np.inf, 0.5, -np.inf]),
+                   upper=np.array([0.5, np.inf, 1.0]), missing_ok=np.array([True, False, False]),
+                   cat_ptr=np.array([-1, -1, 0], np.int64), cat_nwords=np.array([0, 0, 1], np.int32),
+                   cat_words=np.array([0b101], np.uint32), zero_fraction=np.array([0.5, 0.25, 0.625]),
+                   leaf_value=np.array([[1.0], [-2.0]]), tree_index=np.array([0, 1], np.int32),
+                   base_offset=np.zeros(1))
+
+
+def _warm_paths() -> None:
+    """Path extraction (``extract_paths``), which the CPU and the GPU engine both run."""
+    _tiny_paths()
+
+
+_registry.register_warmup("treeshap-paths", _warm_paths)
