@@ -16,6 +16,22 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
+
+def ours(model, *args, **kw):
+    """hitml's CPU explainer of ``model`` (what a test compares with the library's own numbers)."""
+    from hitml import shap_ext
+
+    return shap_ext.TreeExplainer(model, *args, backend="cpu", **kw)
+
+
+def close(actual, expected, rtol=1e-6):
+    """Equal to ``rtol`` of the larger of 1 and the reference's magnitude; shapes equal."""
+    actual, expected = np.asarray(actual, dtype=np.float64), np.asarray(expected, dtype=np.float64)
+    assert actual.shape == expected.shape, (actual.shape, expected.shape)
+    scale = max(1.0, float(np.abs(expected).max())) if expected.size else 1.0
+    np.testing.assert_allclose(actual, expected, rtol=0, atol=rtol * scale)
+
+
 N_TRAIN = 200
 N_EXPLAIN = 12
 WORDS = np.array(["red", "green", "blue", "amber", "violet", "teal"])

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hitml import shap_ext
+from _frames import close, ours
 from _differential import brute_force_interventional
 
 pl = pytest.importorskip("polars")
@@ -27,15 +27,6 @@ SHUFFLED = ["amber", "blue", "red", "green"]   # the same labels in another orde
 UNSEEN = ["teal", "amber", "blue", "red", "green"]  # with a label training never saw
 
 
-def ours(model, *args, **kw):
-    return shap_ext.TreeExplainer(model, *args, backend="cpu", **kw)
-
-
-def close(actual, expected, tol=1e-6):
-    actual, expected = np.asarray(actual, dtype=np.float64), np.asarray(expected, dtype=np.float64)
-    assert actual.shape == expected.shape, (actual.shape, expected.shape)
-    scale = max(1.0, float(np.abs(expected).max())) if expected.size else 1.0
-    np.testing.assert_allclose(actual, expected, rtol=0, atol=tol * scale)
 
 
 def library_error(call):

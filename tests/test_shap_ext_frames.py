@@ -11,22 +11,13 @@ import pandas as pd
 import pytest
 import shap
 
-from hitml import shap_ext
+from _frames import close, ours
 from _differential import brute_force_interventional
 
 lgb = pytest.importorskip("lightgbm")
 xgb = pytest.importorskip("xgboost")
 
 
-def ours(model, *args, **kw):
-    return shap_ext.TreeExplainer(model, *args, backend="cpu", **kw)
-
-
-def close(actual, expected, rtol=1e-6):
-    actual, expected = np.asarray(actual, dtype=np.float64), np.asarray(expected, dtype=np.float64)
-    assert actual.shape == expected.shape, (actual.shape, expected.shape)
-    scale = max(1.0, float(np.abs(expected).max())) if expected.size else 1.0
-    np.testing.assert_allclose(actual, expected, rtol=0, atol=rtol * scale)
 
 
 @pytest.fixture(scope="module")
