@@ -201,9 +201,10 @@ class TreeExplainer(_ShapTreeExplainer):
             rows = np.asarray(data.data)
             dtype = rows.dtype if rows.dtype in (np.float32, np.float64) else np.dtype(np.float64)
             rows = self._reader.missing_rules(to_matrix(rows, None, dtype, "background data", self._reader)[0])
-            names = data.feature_names
+            names = getattr(data, "feature_names", None)  # a masker of a frame keeps its columns
             data = shap.maskers.Independent(rows, max_samples=len(rows))
-            data.feature_names = names  # the masker's frame columns, where it had them
+            if names is not None:
+                data.feature_names = names
         elif data is not None and (isinstance(data, np.ndarray) or not hasattr(data, "data")):
             data, _ = to_matrix(data, None, np.dtype(np.float64), "background data", self._reader)
             data = self._reader.missing_rules(data)

@@ -71,3 +71,19 @@ def test_xgboost_missing_value_on_the_gpu(missing):
         np.testing.assert_allclose(cp.asnumpy(gpu.shap_values(cp.asarray(rows))), cpu, rtol=1e-12, atol=1e-12)
         if not kw:
             np.testing.assert_allclose(cpu, ref, rtol=0, atol=1e-5)
+
+
+def test_masker_of_a_frame_keeps_its_names():
+    """A LightGBM masker is re-read (LightGBM's dtypes); the rebuilt masker keeps the frame's column names."""
+    lgb = pytest.importorskip("lightgbm")
+    import pandas as pd
+
+    rng = np.random.default_rng(4)
+    df = pd.DataFrame(rng.normal(size=(200, 3)), columns=["a", "b", "c"])
+    model = lgb.LGBMRegressor(n_estimators=3, verbose=-1).fit(df, df.a - df.c)
+    masker = shap.maskers.Independent(df, max_samples=200)
+    ex = shap_ext.TreeExplainer(model, masker, feature_perturbation="interventional", backend="cpu")
+    assert list(ex.masker.feature_names) == ["a", "b", "c"]
+    X = df.to_numpy()[:5]
+    phi_ref, _ = brute_force_interventional(lambda A: model.predict(A, raw_score=True), X, df.to_numpy())
+    np.testing.assert_allclose(ex.shap_values(X), phi_ref[..., 0], rtol=1e-6, atol=1e-9)
