@@ -1,4 +1,5 @@
-# Sourced by scripts/env.sh and scripts/test_min.sh: find a Python >= 3.12 and create a virtual environment with it.
+# Sourced by scripts/env.sh and scripts/test_min.sh: find a Python >= 3.12, create a virtual environment with it and
+# install hitml into it.
 # Defines functions only.
 
 ok_python() { "$1" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else 1)' >/dev/null 2>&1; }
@@ -28,4 +29,24 @@ ensure_venv() {
     echo "creating $venv with $py" >&2
     "$py" -m venv "$venv"
   fi
+}
+
+hitml_current() {
+  # hitml_current DIR: whether hitml's install in the virtual environment DIR matches pyproject.toml.
+  local root
+  root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+  [ -f "$1/.hitml-installed" ] && [ "$(cat "$1/.hitml-installed")" = "$(sha256sum < "$root/pyproject.toml" | cut -c1-16)" ]
+}
+
+install_hitml() {
+  # install_hitml DIR EXTRA: install hitml (editable) with EXTRA into the virtual environment DIR, and stamp it with
+  # pyproject.toml's hash. Call it as a statement (not in a condition), so that a failed pip stops the script.
+  # hitml's build compiles its TreeSHAP kernels ahead (setup.py); HITML_AOT=0 leaves that to the caller, once the
+  # dependencies it compiles with (Numba, NumPy) are the ones installed.
+  local venv="$1" extra="$2" root
+  root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+  echo "installing hitml[$extra] into $venv" >&2
+  "$venv/bin/python" -m pip install -q --upgrade pip setuptools wheel >&2
+  HITML_AOT=0 "$venv/bin/python" -m pip install -q --no-build-isolation -e "$root[$extra]" >&2
+  sha256sum < "$root/pyproject.toml" | cut -c1-16 > "$venv/.hitml-installed"
 }

@@ -8,18 +8,10 @@ venv="$root/.venv"
 # shellcheck source=scripts/_python.sh
 source "$root/scripts/_python.sh"
 ensure_venv "$venv"
-stamp="$venv/.hitml-installed"
-want="$(cat "$root/pyproject.toml" | sha256sum | cut -c1-16)"
-if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-  echo "installing hitml and its test dependencies into $venv" >&2
-  "$venv/bin/python" -m pip install -q --upgrade pip >&2
-  # hitml's build compiles its TreeSHAP kernels ahead (setup.py); here that step runs below, once the dependencies
-  # it compiles with (Numba, NumPy) are the ones installed
-  "$venv/bin/python" -m pip install -q setuptools wheel >&2
-  HITML_AOT=0 "$venv/bin/python" -m pip install -q --no-build-isolation -e "$root[test]" >&2
+if ! hitml_current "$venv"; then
+  install_hitml "$venv" test
   # compile the Numba kernels once now (cached per machine), so that no later test or script waits for them
   "$venv/bin/python" -m hitml.kernels warmup >&2 || echo "hitml warm-up failed; kernels compile on first use" >&2
-  echo "$want" > "$stamp"
 fi
 # the compiled TreeSHAP kernels (kernels/_aot.py), built for this machine, again where they no longer match the
 # sources or the installed Numba

@@ -11,14 +11,9 @@ venv="$root/.venv-min"
 # shellcheck source=scripts/_python.sh
 source "$root/scripts/_python.sh"
 ensure_venv "$venv"
-stamp="$venv/.hitml-installed"
-want="$(sha256sum < "$root/pyproject.toml" | cut -c1-16)"
-if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-  echo "installing hitml and the test-min extra into $venv" >&2
-  "$venv/bin/python" -m pip install -q setuptools wheel >&2
-  # the Numba kernels compile on first use into Numba's cache next to the sources, which .venv shares
-  HITML_AOT=0 "$venv/bin/python" -m pip install -q --no-build-isolation -e "$root[test-min]" >&2
-  echo "$want" > "$stamp"
+# the Numba kernels compile on first use into Numba's cache next to the sources, which .venv shares
+if ! hitml_current "$venv"; then
+  install_hitml "$venv" test-min
 fi
 # none of the optional packages may have come in with a dependency
 present="$("$venv/bin/python" - <<'EOF'

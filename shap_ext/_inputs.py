@@ -530,8 +530,12 @@ class InputReader:
         if self.missing is not None:
             # XGBoost compares the row's float32 value with its float32 `missing` (src/data/adapter.h, IsValidFunctor)
             with np.errstate(over="ignore"):
-                as32 = _exact_astype(arr, np.float32) if is_cupy_array(arr) else arr.astype(np.float32)
-                arr[as32 == np.float32(self.missing)] = np.nan
+                # compared as doubles: a float32 comparison under CuPy's -ftz=true would flush subnormals to 0
+                if is_cupy_array(arr):
+                    wide = _exact_astype(_exact_astype(arr, np.float32), np.float64)
+                else:
+                    wide = arr.astype(np.float32).astype(np.float64)
+                arr[wide == self.missing] = np.nan
         if zero:
             cols = arr[:, self.zero_features]
             arr[:, self.zero_features] = xp.where(xp.abs(cols) <= LIGHTGBM_ZERO, np.nan, cols)
