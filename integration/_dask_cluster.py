@@ -99,14 +99,21 @@ def _gen_block(name: str, n: int, seed: int, real, gpu: bool):
 
 def worker_rows(client, addrs: list[str], name: str, n: int, chunk: int, real, gpu: bool, seed: int = 0):
     """A persisted dask.array of n rows: partition i generated on (and held by) worker i mod len(addrs)."""
+    M = real.shape[1] if name == "cal_housing" else 54
+    real_ref = client.scatter(real, broadcast=True) if real is not None else None
+    return worker_blocks(client, addrs, n, chunk, M, gpu, seed,
+                         lambda s, sd: (_gen_block, name, s, sd, real_ref, gpu))
+
+
+def worker_blocks(client, addrs: list[str], n: int, chunk: int, M: int, gpu: bool, seed: int, task):
+    """(dask.array of n rows x M, futures): partition i of ``chunk`` rows made by ``task(rows, seed_i)`` (a function
+    and its arguments) on worker i mod len(addrs), and held there."""
     import dask.array as da
     from distributed import wait
 
     sizes = [chunk] * (n // chunk) + ([n % chunk] if n % chunk else [])
-    M = real.shape[1] if name == "cal_housing" else 54
-    real_ref = client.scatter(real, broadcast=True) if real is not None else None
-    futs = [client.submit(_gen_block, name, s, seed * 1_000_003 + i, real_ref, gpu, workers=[addrs[i % len(addrs)]],
-                          allow_other_workers=False, pure=False) for i, s in enumerate(sizes)]
+    futs = [client.submit(*task(s, seed * 1_000_003 + i), workers=[addrs[i % len(addrs)]], allow_other_workers=False,
+                          pure=False) for i, s in enumerate(sizes)]
     wait(futs)
     if gpu:
         import cupy as cp

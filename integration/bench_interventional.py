@@ -49,6 +49,10 @@ def _args():
     ap.add_argument("--readme", action="store_true",
                     help="WOODELF's README shape: 127 features, XGBoost 100 trees depth 6, 5,000,000-row background, "
                          "3,000,000 rows (override with --bg/--rows)")
+    ap.add_argument("--e2e", action="store_true",
+                    help="end to end as a user meets it: per engine, the explainer's build (with the peak host RSS "
+                         "above the process's before it), the first call, and a second call on new rows, timed "
+                         "apart (one background, one row count: the first of --bg and --rows)")
     ap.add_argument("--out", default="docs/benchmarks/interventional")
     ap.add_argument("--note", default="", help="a line for the markdown (the machine, how the threads were pinned)")
     ap.add_argument("--merge", default=None, metavar="DIR",
@@ -186,6 +190,126 @@ def measure(fn, X, rows_grid, budget, warm=(10, 100)):
     return out, last
 
 
+class _RssPeak:
+    """The peak resident set size (bytes, from /proc/self/statm) while the block runs, sampled every 2 ms, and the
+    size before it."""
+
+    def __enter__(self):
+        import threading
+
+        self.page = os.sysconf("SC_PAGE_SIZE")
+        self.before = self.peak = self._rss()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def _rss(self):
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * self.page
+
+    def _run(self):
+        while not self._stop.wait(0.002):
+            self.peak = max(self.peak, self._rss())
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, self._rss())
+
+
+def build_engine(name, model, bg, what):
+    """(fn, build seconds, peak RSS bytes above the process's before the build) for engine ``name``."""
+    with _RssPeak() as mem:
+        t = time.perf_counter()
+        fn = make_engine(name, model, bg, what)
+        dt = time.perf_counter() - t
+    return fn, dt, mem.peak - mem.before
+
+
+def end_to_end(a, engines, models, M, bgs, rows, whats):
+    """Per engine: build, first call, second call on new rows (NumPy in and out), each timed apart; the first call's
+    values against hitml's."""
+    nb, n = bgs[0], rows[0]
+    records = []
+    info = {"versions": versions(), "args": vars(a), "threads": a.threads, "features": M, "mode": "end to end"}
+    print(json.dumps(info["versions"]), flush=True)
+    bg = data(nb, M, 1)
+    X1, X2 = data(n, M, 2), data(n, M, 3)
+    Xtr = bg[:a.train_rows] if len(bg) >= a.train_rows else data(a.train_rows, M, 0)
+    for kind in models:
+        model = train(kind, Xtr, target(Xtr), a.trees, a.depth, a.threads)
+        # the engines' kernels compile (or load) once per process: a tiny build and call first, not timed
+        for eng in engines:
+            try:
+                make_engine(eng, model, bg[:64], whats[0])(X1[:8])
+            except Exception:
+                pass
+        for what in whats:
+            reference = None
+            for eng in engines:
+                rec = {"model": kind, "what": what, "engine": eng, "background": nb, "rows": n, "features": M,
+                       "trees": a.trees, "depth": a.depth, "threads": a.threads,
+                       "background_bytes": int(bg.nbytes)}
+                try:
+                    fn, rec["build_s"], rec["build_peak_rss_bytes"] = build_engine(eng, model, bg, what)
+                    rec["build_peak_rss_over_background"] = rec["build_peak_rss_bytes"] / bg.nbytes
+                    t = time.perf_counter()
+                    first = fn(X1)
+                    rec["first_call_s"] = time.perf_counter() - t
+                    rec["end_to_end_s"] = rec["build_s"] + rec["first_call_s"]
+                    t = time.perf_counter()
+                    fn(X2)
+                    rec["second_call_s"] = time.perf_counter() - t
+                    k = min(a.check_rows, n)
+                    vals = np.asarray(first)[:k]
+                    if reference is None and eng.startswith("hitml"):
+                        reference = vals
+                    elif reference is not None:
+                        rec["max_abs_diff_vs_hitml"] = float(np.nanmax(np.abs(vals.reshape(reference.shape)
+                                                                              - reference)))
+                    del first
+                except Exception as exc:
+                    rec["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+                    rec["traceback_tail"] = traceback.format_exc().splitlines()[-3:]
+                records.append(rec)
+                print(json.dumps(rec), flush=True)
+                _write_e2e(a.out, info, records)
+
+
+def _write_e2e(out, info, records):
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps({"info": info, "records": records}, indent=1))
+    note = info["args"].get("note")
+    lines = [f"# Interventional SHAP end to end ({out.name})", "",
+             f"Versions: `{json.dumps(info['versions'])}`", ""] + ([note, ""] if note else []) + [
+             f"Threads: {info['threads']}; {info['features']} features; whole background "
+             "(`Independent(bg, max_samples=len(bg))`); NumPy float32 in, float64 out. Build = the explainer's "
+             "constructor; peak RSS = the highest resident size during the build above the process's before it "
+             "(the background itself was allocated before). Ratios: WOODELF's (or shap's) time over hitml's in "
+             "this process.", "",
+             "| model | what | background | rows | engine | build s | first call s | end to end s | second call s "
+             "| build peak RSS / background | end-to-end ratio | max abs diff vs hitml |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in records:
+        head = f"| {r['model']} | {r['what']} | {r['background']:,} | {r['rows']:,} | {r['engine']} |"
+        if "error" in r:
+            lines.append(head + f" failed: {r['error'][:120].replace('|', '/')} | | | | | | |")
+            continue
+        ratio = ""
+        if not r["engine"].startswith("hitml"):
+            ours = [o for o in records if o["engine"].startswith("hitml") and o["model"] == r["model"]
+                    and o["what"] == r["what"] and "end_to_end_s" in o]
+            if ours:
+                ratio = f"{r['end_to_end_s'] / ours[0]['end_to_end_s']:.2f}x slower than {ours[0]['engine']}"
+        diff = r.get("max_abs_diff_vs_hitml")
+        lines.append(head + f" {r['build_s']:.2f} | {r['first_call_s']:.2f} | {r['end_to_end_s']:.2f} | "
+                     f"{r['second_call_s']:.2f} | {r['build_peak_rss_over_background']:.2f} | {ratio} | "
+                     f"{'' if diff is None else f'{diff:.2e}'} |")
+    out.with_suffix(".md").write_text("\n".join(lines) + "\n")
+
+
 def merge(folder):
     """DIR/interventional.json = {part: its JSON}; .md = the headline figures, then each part's table."""
     folder = Path(folder)
@@ -224,6 +348,9 @@ def main():
         M, models = 127, ["xgboost"]
         bgs = bgs if "--bg" in sys.argv else [5_000_000]
         rows = rows if "--rows" in sys.argv else [3_000_000]
+    if a.e2e:
+        end_to_end(a, engines, models, M, bgs, rows, whats)
+        return
     records = []
     info = {"versions": versions(), "args": vars(a), "threads": a.threads, "features": M}
     print(json.dumps(info["versions"]), flush=True)

@@ -396,6 +396,178 @@ def profile(model: str, args):
         fn(ps, Xt, progress=False)
 
 
+# ------------------------------------------------------------------------------------------- output control
+def _oc_float32(args, rng) -> dict:
+    """float32 against float64 NumPy output of explainer.shap_values on the wide multiclass model (fashion_mnist
+    shape, 784 features x 10 classes), alternating calls on the same rows; float32 must be float64 rounded."""
+    import cupy as cp
+
+    from hitml.shap_ext import TreeExplainer
+    X, y, objective, num_class, source = load_dataset("fashion_mnist", args.train_rows)
+    bst, _ = train_model("fashion_mnist", args.oc_size, X, y, objective, num_class, "cuda")
+    ex = TreeExplainer(bst, backend="gpu", progress=False)
+    Xt = X[rng.randint(0, len(X), args.oc_rows)]
+    f64 = ex.shap_values(Xt, check_additivity=False)
+    f32 = ex.shap_values(Xt, check_additivity=False, dtype=np.float32)
+    exact = f32.tobytes() == f64.astype(np.float32).tobytes()
+    out_bytes = f64.nbytes // len(Xt)
+    del f64, f32
+    sync = cp.cuda.Device().synchronize
+    times = {np.float64: [], np.float32: []}
+    for _ in range(args.repeats + 2):
+        for dt in (np.float64, np.float32):
+            sync()
+            t = time.perf_counter()
+            ex.shap_values(Xt, check_additivity=False, dtype=dt)
+            sync()
+            times[dt].append(time.perf_counter() - t)
+    t64, t32 = (float(np.median(times[dt][1:])) for dt in (np.float64, np.float32))
+    from hitml.shap_ext import _outputs
+    default = _outputs.CHUNK_BYTES
+    by_chunk = {}
+    for mib in (64, 1024):                 # the float32 pipeline's step against the default chunk
+        _outputs.CHUNK_BYTES = mib << 20
+        ex.shap_values(Xt, check_additivity=False, dtype=np.float32)
+        by_chunk[mib] = []
+        for _ in range(args.repeats):
+            sync()
+            t = time.perf_counter()
+            ex.shap_values(Xt, check_additivity=False, dtype=np.float32)
+            sync()
+            by_chunk[mib].append(time.perf_counter() - t)
+        by_chunk[mib] = float(np.median(by_chunk[mib]))
+    _outputs.CHUNK_BYTES = default
+    d2h = pinned_d2h_gbs(len(Xt) * out_bytes)
+    return {"model": f"fashion_mnist-{args.oc_size}", "dataset": source, "rows": len(Xt), "features": X.shape[1],
+            "classes": num_class, "float64_bytes_per_row": out_bytes, "float32_bytes_per_row": out_bytes // 2,
+            "float64_s": t64, "float32_s": t32, "float64_rows_per_s": len(Xt) / t64,
+            "float32_rows_per_s": len(Xt) / t32, "speedup": t64 / t32, "float32_is_float64_rounded": exact,
+            "d2h_pinned_gbs": d2h, "float64_copy_bound_rows_per_s": d2h * 1e9 / out_bytes,
+            "float32_copy_bound_rows_per_s": d2h * 2e9 / out_bytes, "repeats": args.repeats + 1,
+            "chunk_mib": default >> 20, "float32_s_by_chunk_mib": by_chunk,
+            "target_speedup": 1.8}
+
+
+def _oc_stream(args) -> dict:
+    """The mean |interaction| matrix over args.oc_stream_rows synthetic rows x 50 features of an XGBoost model of
+    100 trees of depth 6, the rows generated on the GPU block by block (cupy.random, one seed per block) and passed
+    as an iterator: the GPU holds one block and one chunk of values at a time. Exactness: the same call on the first
+    100,000 rows against np.abs(full interaction values).mean(0) on the device."""
+    import cupy as cp
+    import xgboost as xgb
+
+    from hitml.shap_ext import TreeExplainer
+    M, block = 50, args.oc_block_rows
+    rng = np.random.default_rng(50)
+    Xtr = rng.normal(size=(200_000, M)).astype(np.float32)
+    ytr = (Xtr[:, 0] * Xtr[:, 1] + np.sin(Xtr[:, 2]) * Xtr[:, 3] + Xtr[:, 4:10].sum(1)
+           + 0.5 * Xtr[:, 10] * Xtr[:, 11] * Xtr[:, 12] + rng.normal(scale=0.1, size=len(Xtr)))
+    t = time.perf_counter()
+    bst = xgb.train({"max_depth": 6, "eta": 0.1, "tree_method": "hist", "device": "cuda"},
+                    xgb.DMatrix(Xtr, label=ytr), num_boost_round=100)
+    train_s = time.perf_counter() - t
+    ex = TreeExplainer(bst, backend="gpu", progress=False)
+    chunk_bytes = args.oc_chunk_mib << 20
+    chunk_rows = chunk_bytes // ((M + 1) ** 2 * 8)
+
+    def blocks(n):
+        for b, a in enumerate(range(0, n, block)):
+            yield cp.random.RandomState(1000 + b).standard_normal((min(block, n - a), M), dtype=cp.float32)
+
+    sync = cp.cuda.Device().synchronize
+    check_rows = 100_000
+    got = ex.global_interaction_values(blocks(check_rows), chunk_bytes=chunk_bytes).values    # warm-up as well
+    full = ex.shap_interaction_values(cp.concatenate(list(blocks(check_rows))))
+    ref = cp.abs(full).mean(0).get()
+    del full
+    rel_diff = float(np.max(np.abs(got - ref) / np.maximum(np.abs(ref), np.finfo(float).tiny)))
+    pool = cp.get_default_memory_pool()
+    pool.free_all_blocks()
+    held0 = pool.total_bytes()
+    sync()
+    t = time.perf_counter()
+    ex.global_interaction_values(blocks(args.oc_probe_rows), chunk_bytes=chunk_bytes)
+    sync()
+    probe_s = time.perf_counter() - t
+    predicted = probe_s * args.oc_stream_rows / args.oc_probe_rows
+    sync()
+    t = time.perf_counter()                # the same probe in chunks four times as large
+    ex.global_interaction_values(blocks(args.oc_probe_rows), chunk_bytes=4 * chunk_bytes)
+    sync()
+    probe4_s = time.perf_counter() - t
+    rec = {"model": "synthetic 50 features, XGBoost 100 trees depth 6", "train_rows": len(Xtr), "train_s": train_s,
+           "features": M, "rows": args.oc_stream_rows, "block_rows": block, "chunk_rows": int(chunk_rows),
+           "chunk_bytes": chunk_bytes, "probe_rows": args.oc_probe_rows, "probe_s": probe_s,
+           "probe_s_chunks_x4": probe4_s,
+           "predicted_s": predicted, "check_rows": check_rows, "max_rel_diff_vs_full": rel_diff,
+           "exact_rtol_1e-12": rel_diff <= 1e-12, "target_s": 60.0,
+           "paths": int(ex.paths.n_paths)}
+    rows = args.oc_stream_rows
+    if predicted > args.oc_max_s:          # within the device time at hand: fewer rows, the rate extrapolated
+        rows = args.oc_fallback_rows
+        rec["reduced"] = (f"predicted {predicted:.0f} s > --oc-max-s {args.oc_max_s:.0f}: {rows:,} rows timed, "
+                          f"{args.oc_stream_rows:,} extrapolated")
+    pool.free_all_blocks()
+    sync()
+    t = time.perf_counter()
+    g = ex.global_interaction_values(blocks(rows), chunk_bytes=chunk_bytes, top_k=5)
+    sync()
+    rec["timed_rows"] = rows
+    rec["seconds"] = time.perf_counter() - t
+    rec["rows_per_s"] = rows / rec["seconds"]
+    rec["seconds_for_rows"] = args.oc_stream_rows / rec["rows_per_s"]
+    rec["gpu_pool_held_bytes"] = int(pool.total_bytes() - held0)      # blocks CuPy's pool kept: the peak in use
+    rec["n_rows"] = int(g.n_rows)
+    rec["top_pairs"] = [[a, b, float(v)] for a, b, v in g.top_interactions.itertuples(index=False)]
+    return rec
+
+
+def output_control(args) -> dict:
+    """--output-control: the two output-control rows on one GPU, JSON and markdown in --out."""
+    from hitml.kernels.device import device_name
+    rep = {"device": device_name(), "versions": versions(), "args": vars(args)}
+    rep["float32_output"] = _oc_float32(args, np.random.RandomState(432))
+    print(json.dumps(rep["float32_output"]), flush=True)
+    rep["mean_abs_interaction_stream"] = _oc_stream(args)
+    print(json.dumps(rep["mean_abs_interaction_stream"]), flush=True)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "treeshap_gpu_output_control.json").write_text(json.dumps(rep, indent=1))
+    f, s = rep["float32_output"], rep["mean_abs_interaction_stream"]
+    lines = ["# TreeSHAP output control (GPU)", "", f"Device: {rep['device']}; versions: "
+             + ", ".join(f"{k} {v}" for k, v in rep["versions"].items() if v), "",
+             "## float32 against float64 NumPy output (explainer.shap_values(X, dtype=...), check_additivity=False)",
+             "", f"{f['model']} ({f['dataset']}): {f['features']} features x {f['classes']} classes, {f['rows']} rows, "
+             f"median of {f['repeats']} alternating calls.", "",
+             "| output | bytes/row | seconds | rows/s | host-copy bound rows/s |", "| --- | --- | --- | --- | --- |",
+             f"| float64 | {f['float64_bytes_per_row']} | {f['float64_s']:.4f} | {f['float64_rows_per_s']:.3g} | "
+             f"{f['float64_copy_bound_rows_per_s']:.3g} |",
+             f"| float32 | {f['float32_bytes_per_row']} | {f['float32_s']:.4f} | {f['float32_rows_per_s']:.3g} | "
+             f"{f['float32_copy_bound_rows_per_s']:.3g} |", "",
+             f"float32 / float64 rate: **{f['speedup']:.2f}x** (target >= {f['target_speedup']}x); float32 output equals "
+             f"the float64 output rounded to float32: {f['float32_is_float64_rounded']}. Chunks of "
+             f"{f['chunk_mib']} MiB of float64 values (the default); float32 seconds with other chunk sizes: "
+             + ", ".join(f"{k} MiB {v:.4f}" for k, v in f["float32_s_by_chunk_mib"].items()) + ".", "",
+             "## Mean |interaction| matrix, streamed", "",
+             f"{s['model']} ({s['paths']} paths), trained on {s['train_rows']} synthetic rows. The rows explained are "
+             f"synthetic, standard normal float32, generated on the GPU in blocks of {s['block_rows']} rows and passed "
+             f"to explainer.global_interaction_values as an iterator; chunks of {s['chunk_rows']} rows "
+             f"({s['chunk_bytes'] >> 20} MiB of float64 interaction values each).", ""]
+    lines += [f"- {s['timed_rows']:,} rows in **{s['seconds']:.1f} s** ({s['rows_per_s']:.3g} rows/s); "
+              f"{s['rows']:,} rows: **{s['seconds_for_rows']:.1f} s** "
+              f"{'measured' if s['timed_rows'] == s['rows'] else 'at that rate (' + s['reduced'] + ')'}; target <= "
+              f"{s['target_s']:.0f} s. GPU memory CuPy's pool held for the run: "
+              f"{s['gpu_pool_held_bytes'] / 2**20:.0f} MiB."]
+    lines += [f"- probe: {s['probe_rows']:,} rows in {s['probe_s']:.2f} s (predicts {s['predicted_s']:.1f} s for "
+              f"{s['rows']:,}); in chunks four times as large: {s['probe_s_chunks_x4']:.2f} s.",
+              f"- exactness on the first {s['check_rows']:,} rows against np.abs(full interaction values).mean(0): "
+              f"largest relative difference {s['max_rel_diff_vs_full']:.2e} (within 1e-12: {s['exact_rtol_1e-12']}).",
+              ""]
+    (out / "treeshap_gpu_output_control.md").write_text("\n".join(lines))
+    print("\n".join(lines))
+    return rep
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     if "--device=cpu" in argv or any(a == "--device" and b == "cpu" for a, b in zip(argv, argv[1:])):
@@ -430,7 +602,20 @@ def main(argv=None):
     ap.add_argument("--rewrite", default=None, help="only rewrite the markdown/plot from an existing JSON report")
     ap.add_argument("--profile", default=None, help="only run one model's SHAP twice (for ncu), e.g. cal_housing-medium")
     ap.add_argument("--profile-what", choices=("shap", "inter"), default="shap")
+    ap.add_argument("--output-control", action="store_true",
+                    help="only the output-control rows (float32 output, the streamed mean |interaction| matrix)")
+    ap.add_argument("--oc-size", default="small", help="fashion_mnist model size for the float32 row")
+    ap.add_argument("--oc-rows", type=int, default=20_000, help="rows for the float32 row")
+    ap.add_argument("--oc-stream-rows", type=int, default=100_000_000)
+    ap.add_argument("--oc-probe-rows", type=int, default=2_000_000, help="rows timed first to predict the stream")
+    ap.add_argument("--oc-max-s", type=float, default=240.0,
+                    help="time --oc-fallback-rows instead of the full stream where the probe predicts it slower")
+    ap.add_argument("--oc-fallback-rows", type=int, default=20_000_000)
+    ap.add_argument("--oc-block-rows", type=int, default=1_000_000, help="rows generated on the GPU per block")
+    ap.add_argument("--oc-chunk-mib", type=int, default=256, help="chunk_bytes of the stream, in MiB")
     args = ap.parse_args(argv)
+    if args.output_control:
+        return output_control(args)
     if args.profile:
         return profile(args.profile, args)
     if args.rewrite:

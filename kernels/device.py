@@ -556,6 +556,41 @@ def upload(x: np.ndarray, dtype: Any, cap: int, keep: list) -> Any:
     return out
 
 
+_SLAB_BYTES = 1 << 26
+
+
+def upload_slabs(x: np.ndarray, dtype: Any, slab_bytes: int = _SLAB_BYTES) -> Any:
+    """A large host array on the device as a C-contiguous CuPy array of ``dtype``, through two pinned slabs of
+    ``slab_bytes``: host threads fill one (casting as NumPy casts) while the other is copied. Neither a pinned nor
+    a pageable copy of the whole array is made (CuPy's own copy of a large array stages all of it in pinned
+    memory first, which costs host memory the size of the array and the time to pin it)."""
+    cp = cupy_module()
+    x = np.ascontiguousarray(x)
+    dtype = np.dtype(dtype)
+    n = x.shape[0] if x.ndim else 1
+    row = int(np.prod(x.shape[1:], dtype=np.int64)) * dtype.itemsize if x.ndim else dtype.itemsize
+    if x.ndim == 0 or n * row <= 2 * slab_bytes or row == 0:
+        return cp.asarray(np.ascontiguousarray(x, dtype=dtype))
+    rows = max(1, slab_bytes // row)
+    out = cp.empty(x.shape, dtype=dtype)
+    stream = cp.cuda.get_current_stream()
+    mems = [cp.cuda.alloc_pinned_memory(rows * row) for _ in range(2)]
+    bufs = [np.frombuffer(m, dtype=dtype, count=rows * row // dtype.itemsize).reshape((rows,) + x.shape[1:])
+            for m in mems]
+    done = [None, None]
+    for k, a in enumerate(range(0, n, rows)):
+        b = min(n, a + rows)
+        i = k % 2
+        if done[i] is not None:
+            done[i].synchronize()           # the slab's previous copy has left it
+        buf = bufs[i][:b - a]
+        host_copy(buf, x[a:b])
+        out[a:b].data.copy_from_host_async(buf.ctypes.data, buf.nbytes, stream)
+        done[i] = stream.record()
+    stream.synchronize()                     # the pinned slabs are released after this
+    return out
+
+
 def free_gpu_bytes(fraction: float = 0.5) -> int:
     """A memory budget: ``fraction`` of the currently free device memory plus what CuPy's pool holds free."""
     cp = cupy_module()

@@ -37,6 +37,9 @@ __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "install": "._patch",
     "load_catboost_json": "._catboost",
     "uninstall": "._patch",
+    "broadcast_explainer": "._spark",
+    "spark_background": "._spark",
+    "spark_shap_values": "._spark",
 })
 
 install()

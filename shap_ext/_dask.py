@@ -11,7 +11,8 @@ import numpy as np
 
 from hitml.kernels.device import array_module, check_backend, resolve_backend
 
-__all__ = ["dask_shap_values", "is_dask_collection", "ship_explainer", "ShippedExplainer"]
+__all__ = ["dask_shap_values", "dask_background_summary", "is_dask_collection", "ship_explainer",
+           "ShippedExplainer"]
 
 
 def is_dask_collection(x: Any) -> bool:
@@ -31,6 +32,13 @@ class ShippedExplainer:
 
     def __getstate__(self) -> dict:
         ex = self.explainer
+        if getattr(ex, "background_summary", None) is not None and ex.model.get_transform() == "identity":
+            # the summary is all a call reads of the background: the rows stay on the client
+            ex = copy.copy(ex)
+            ex.data = None
+            ex._background = None
+            ex.masker = None
+            ex.__dict__.pop("_data_missing", None)
         # shap's log_loss explainers hold a bound name-mangled method as expected_value (and the engine keeps a copy
         # as _full_expected_value), which pickle cannot look up: send the method's name and rebind it on arrival
         bound = {k: v.__func__.__name__ for k, v in vars(ex).items() if inspect.ismethod(v) and v.__self__ is ex}
@@ -77,14 +85,16 @@ def _worker_explainer(shipped: ShippedExplainer, backend: str) -> Any:
     return ex
 
 
-def _explain_part(shipped: ShippedExplainer, block: Any, y: Any, backend: str, interactions: bool,
+def _explain_part(shipped: ShippedExplainer, block: Any, y: Any, backend: str, kind: str,
                   tree_limit: int | None, check_additivity: bool, tail: tuple) -> Any:
     """One partition's values on this worker; an empty partition gives an empty block (the engine rejects none)."""
     if len(block) == 0:
         return array_module(block).empty((0,) + tail, dtype=np.float64)
     ex = _worker_explainer(shipped, backend)
-    if interactions:
+    if kind == "interactions":
         return ex.shap_interaction_values(block, y, tree_limit=tree_limit)
+    if kind == "banzhaf":
+        return ex.banzhaf_values(block, tree_limit=tree_limit)
     return ex.shap_values(block, y, tree_limit=tree_limit, check_additivity=check_additivity)
 
 
@@ -141,7 +151,7 @@ def _y_parts(y: Any, n_parts: int, rows: list) -> list:
 
 def dask_shap_values(explainer: Any, X: Any, y: Any = None, *, interactions: bool = False,
                      tree_limit: int | None = None, check_additivity: bool = True, backend: str | None = None,
-                     lengths: bool = True, shipped: Any = None) -> Any:
+                     lengths: bool = True, shipped: Any = None, banzhaf: bool = False) -> Any:
     """Lazy SHAP values (or interaction values) of a ``dask.array`` / ``dask.dataframe`` as a ``dask.array``.
 
     Shapes are shap's: ``(n, M)`` or ``(n, M, K)``; interactions ``(n, M, M)`` or ``(n, M, M, K)``; values equal
@@ -157,12 +167,10 @@ def dask_shap_values(explainer: Any, X: Any, y: Any = None, *, interactions: boo
 
     if not hasattr(explainer, "_paths") or not hasattr(explainer, "requested_backend"):
         raise TypeError("dask_shap_values needs a shap_ext.TreeExplainer (shap.TreeExplainer(model, backend=...))")
-    if interactions:
-        if explainer.model.model_output != "raw":
-            raise ValueError('Only model_output = "raw" is supported for SHAP interaction values right now!')
-        if explainer.feature_perturbation != "tree_path_dependent":
-            raise NotImplementedError("SHAP interaction values are computed with feature_perturbation="
-                                      "'tree_path_dependent' only (create the explainer without background data)")
+    if (interactions or banzhaf) and explainer.model.model_output != "raw":
+        raise ValueError('Only model_output = "raw" is supported for SHAP interaction values and Banzhaf values')
+    if banzhaf and explainer.feature_perturbation != "interventional":
+        raise NotImplementedError("banzhaf_values needs background data (feature_perturbation='interventional')")
     be = backend if backend is not None else explainer.requested_backend
     be = check_backend(be)
     parts, rows, meta, n_cols = _as_parts(X, lengths)
@@ -173,7 +181,71 @@ def dask_shap_values(explainer: Any, X: Any, y: Any = None, *, interactions: boo
     ref = ship_explainer(explainer) if shipped is None else shipped
     task = dask.delayed(_explain_part, pure=True)
     out_meta = array_module(meta).empty((0,) * (1 + len(tail)))  # CuPy partitions give CuPy blocks
-    blocks = [da.from_delayed(task(ref, p, yp, be, interactions, tree_limit, check_additivity, tail),
+    kind = "interactions" if interactions else "banzhaf" if banzhaf else "values"
+    blocks = [da.from_delayed(task(ref, p, yp, be, kind, tree_limit, check_additivity, tail),
                               shape=(r,) + tail, dtype=np.float64, meta=out_meta)
               for p, yp, r in zip(parts, ys, rows)]
     return da.concatenate(blocks, axis=0)
+
+
+class _PartReader:
+    """What a worker needs to summarise its partitions of a background: the row reader, the dtypes the trees compare
+    in, and the paths (sent once)."""
+
+    def __init__(self, reader: Any, input_dtype: Any, row_dtype: Any, paths: Any) -> None:
+        self.reader = reader
+        self.input_dtype = np.dtype(input_dtype)
+        self.row_dtype = row_dtype
+        self.paths = paths
+
+
+def _summarize_part(ctx: _PartReader, block: Any, backend: str) -> Any:
+    """One partition's background summary, on this worker's engine ("auto": its GPU if it has one; CuPy
+    partitions always on the GPU), returned in host memory (small: the paths' histograms)."""
+    from hitml.kernels.device import is_cupy_array
+    from hitml.kernels.treeshap import background_summary
+
+    from ._inputs import model_rows, to_matrix
+
+    if len(block) == 0:
+        return None
+    dtype = getattr(block, "dtype", None)
+    dtype = dtype if dtype in (np.float32, np.float64) else np.dtype(np.float64)
+    rows = to_matrix(block, None, np.dtype(dtype), "background data", ctx.reader)[0]
+    rows = model_rows(ctx.reader.missing_rules(rows), ctx.input_dtype, ctx.row_dtype)
+    be = "gpu" if is_cupy_array(rows) else resolve_backend(backend)
+    return background_summary(ctx.paths, rows, backend=be).to_host()
+
+
+def _merge(parts: list) -> Any:
+    from hitml.kernels.treeshap import BackgroundSummary
+
+    parts = [p for p in parts if p is not None]
+    return BackgroundSummary.merge(parts) if parts else None
+
+
+def dask_background_summary(paths: Any, data: Any, reader: Any, input_dtype: Any, row_dtype: Any,
+                            backend: str, fan_in: int = 8) -> Any:
+    """The background summary of a Dask array or DataFrame: each partition is read and counted where it lies
+    (``_summarize_part``), and the small summaries are summed in a tree of ``fan_in``. The rows are never
+    gathered; only the summed histograms reach the client. Integer sums: the result equals the summary of the
+    whole background in one piece, whatever the partitions."""
+    import dask
+
+    parts, _, _, _ = _as_parts(data, lengths=False)
+    ctx = _PartReader(reader, input_dtype, row_dtype, paths)
+    try:
+        from distributed import get_client
+
+        ref = get_client().scatter(ctx, broadcast=True, hash=False)
+    except (ImportError, ValueError):
+        ref = dask.delayed(ctx, pure=False)
+    count = dask.delayed(_summarize_part, pure=True)
+    level = [count(ref, p, backend) for p in parts]
+    merge = dask.delayed(_merge, pure=True)
+    while len(level) > 1:
+        level = [merge(level[i:i + fan_in]) for i in range(0, len(level), fan_in)]
+    summary = level[0].compute() if level else None
+    if summary is None:
+        raise ValueError("the background has no rows")
+    return summary

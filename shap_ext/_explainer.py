@@ -13,12 +13,14 @@ from hitml.kernels.device import array_module, is_cupy_array, resolve_backend, t
 
 from ._categories import categorical_splits
 from ._compat import DEPRECATED_APPROX, DimensionError, ExplainerError, InvalidModelError, TreeEnsemble
+from . import _outputs
 from ._dask import dask_shap_values, is_dask_collection
-from ._inputs import (InputReader, _exact_astype, check_native, model_n_features, native_columns, native_rows,
-                      to_matrix)
+from ._inputs import (InputReader, _exact_astype, check_native, model_n_features, model_rows, native_columns,
+                      native_rows, to_matrix)
 from ._catboost import native_expected_value, native_margin, native_values, symmetric_trees, warn_not_additive
 from ._models import build_ensemble, convert_model
 from ._native import frame_margin, library_margin
+from ._spark import is_spark_dataframe, spark_shap_values
 from ._treelite import TreeliteModel
 
 __all__ = ["GPUTreeExplainer", "TreeExplainer"]
@@ -31,6 +33,53 @@ def _engine():
     import hitml.kernels.treeshap as engine  # the engine compiles numba code; load on first use
 
     return engine
+
+
+def _no_expected_value(*args: Any, **kwargs: Any) -> Any:
+    """Stands in for the ensemble's ``predict`` while shap's own set-up runs (the engine gives the expected value)."""
+    return _NoMean()
+
+
+class _NoMean:
+    def mean(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+class _RowsMasker(shap.maskers.Independent):
+    """shap's Independent masker over the background rows as read (all of them), whose masking buffer (shap's
+    copy of the rows, ``_masked_data``) is made when a masking call first reads it: TreeExplainer never does."""
+
+    def __init__(self, rows: np.ndarray) -> None:
+        super().__init__(rows[:1], max_samples=1)
+        self.data = rows
+        self.max_samples = len(rows)
+        self.shape = rows.shape
+        del self._masked_data
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "_masked_data":
+            self._masked_data = self.data.copy()
+            return self._masked_data
+        raise AttributeError(name)
+
+
+def engine_summary_fits(paths: Any, backend: str) -> bool:
+    """Whether the background summary of ``paths`` fits the memory it may take (``SUMMARY_BYTES``, and a quarter
+    of the GPU's free memory on the GPU); otherwise each call counts the background again (same values)."""
+    from hitml.kernels.treeshap._summary import summary_bytes
+
+    need = summary_bytes(paths)
+    if need > SUMMARY_BYTES:
+        return False
+    if backend == "gpu":
+        from hitml.kernels.device import free_gpu_bytes
+
+        return need <= free_gpu_bytes(0.25)
+    return True
+
+
+# the most a background summary may hold (its histograms); a model needing more counts the background on each call
+SUMMARY_BYTES = 2 << 30
 
 
 def _check_treelite(model: TreeliteModel, data: Any, model_output: str) -> None:
@@ -77,7 +126,7 @@ class LargeBackgroundWarning(UserWarning):
     """
 
 
-def _warn_large_background(n: int, model_output: str) -> None:
+def _warn_large_background(n: int, model_output: str, stacklevel: int = 3) -> None:
     if model_output in ("probability", "log_loss"):
         advice = (f"model_output={model_output!r} does not decompose over the background, so the time grows with "
                   "rows x background rows. Consider shap.sample(data, 100) to create a smaller background data set.")
@@ -86,7 +135,7 @@ def _warn_large_background(n: int, model_output: str) -> None:
                   "costs little and avoids the sampling noise of shap.sample; this warning is kept because shap "
                   "gives it (silence: warnings.simplefilter('ignore', hitml.shap_ext.LargeBackgroundWarning)).")
     warnings.warn(f"Passing {n} background samples may lead to slow runtimes in shap's own TreeExplainer; {advice}",
-                  LargeBackgroundWarning, stacklevel=3)
+                  LargeBackgroundWarning, stacklevel=stacklevel)
 
 
 class TreeExplainer(_ShapTreeExplainer):
@@ -185,6 +234,11 @@ class TreeExplainer(_ShapTreeExplainer):
         model, converted, self.route = convert_model(model, data is not None)
         self._reader = InputReader(user_model)
         columns = check_native(data, self._reader, "background data")  # a polars DataFrame or pyarrow Table
+        if self._reads_background_once(data, columns, feature_perturbation, converted):
+            self._init_interventional(model, user_model, converted, data, columns, model_output,
+                                      feature_perturbation, feature_names, approximate, link, linearize_link,
+                                      background_weights)
+            return
         if isinstance(data, pd.DataFrame) or columns is not None:
             if feature_names is None:
                 header = data if columns is None else pd.DataFrame(columns=columns)
@@ -249,11 +303,184 @@ class TreeExplainer(_ShapTreeExplainer):
                 f"hitml TreeExplainer: shap could not parse the trees of {type(user_model).__qualname__} into a "
                 "TreeEnsemble (it would fall back to the library's native SHAP); the hitml backend needs the trees"
             )
+        self._configure_reader(ens)
+        self._setup_engine(converted if converted is not None else user_model)
+
+    # -- the interventional explainer: the background read once, summarised once --------------------------------
+    def _reads_background_once(self, data: Any, columns: Any, feature_perturbation: str, converted: Any) -> bool:
+        """Whether the background goes the interventional build's way (rows read once into the model's dtype, one
+        pass of the engine over them): an array, frame, polars/pyarrow table or shap Independent masker, for a model
+        whose trees the engine reads."""
+        if data is None or feature_perturbation not in ("auto", "interventional") or self.route == "catboost-native":
+            return False
+        if isinstance(converted, TreeliteModel):
+            return False
+        return (isinstance(data, (np.ndarray, pd.DataFrame)) or columns is not None
+                or type(data) is shap.maskers.Independent or is_dask_collection(data))
+
+    def _configure_reader(self, ens: Any) -> None:
+        """The row reader's rules that come from the parsed trees (LightGBM's zero features, category features,
+        the features whose lowest split moved)."""
+        if getattr(ens, "trees", None) is None or not hasattr(ens, "children_left"):
+            raise InvalidModelError(
+                f"hitml TreeExplainer: shap could not parse the trees of {type(self._reader.model).__qualname__} "
+                "into a TreeEnsemble (it would fall back to the library's native SHAP); the hitml backend needs the "
+                "trees"
+            )
         self._reader.zero_features = getattr(ens, "_lgb_zero_features", None)
         self._reader.cat_features = getattr(ens, "_cat_features", None)
         self._reader.lowest_features = getattr(ens, "_lowest_features", None)
         self._reader.lowest_move = getattr(ens, "_lowest_move", (0.0, 0.0))
+
+    def _init_interventional(self, model: Any, user_model: Any, converted: Any, data: Any, columns: Any,
+                             model_output: str, feature_perturbation: str, feature_names: Any, approximate: Any,
+                             link: Any, linearize_link: Any, background_weights: Any) -> None:
+        """The interventional explainer's build: the background is read once, as the model's library reads it, into
+        the dtype the trees compare in (no copy where it already is one); the engine counts it once
+        (``background_summary``), and the expected value comes from those counts. shap's own set-up runs on a
+        one-row stand-in, so that it neither predicts on nor copies the background."""
+        ens = build_ensemble(model, user_model, converted, None, model_output)
+        self._configure_reader(ens)
+        masker_names = None
+        lazy = data if is_dask_collection(data) else None
+        if lazy is not None:
+            # a Dask background: its partitions are counted where they lie (dask_background_summary); shap's set-up
+            # and the checks below see its first row
+            if background_weights is not None:
+                raise NotImplementedError("background_weights with a Dask background; pass a NumPy or pandas "
+                                          "background, or repeat rows in proportion to their weights")
+            data = data[:1].compute() if hasattr(data, "chunks") else data.head(1, npartitions=-1)
+            data = to_numpy(data) if is_cupy_array(data) else data      # the first row of CuPy partitions
+        if type(data) is shap.maskers.Independent:
+            masker_names = getattr(data, "feature_names", None)  # a masker of a frame keeps its columns
+            raw = data.data
+        else:
+            # shap's Explainer wraps an array or frame in maskers.Independent(data), which keeps 100 rows
+            # (shap.utils.sample: the same rows of an array or of a frame)
+            raw = data if columns is not None else shap.utils.sample(data, 100)
+        if isinstance(raw, pd.DataFrame) or columns is not None:
+            if feature_names is None:
+                header = raw if columns is None else pd.DataFrame(columns=columns)
+                order = self._reader.output_order(header)
+                feature_names = list(header.columns) if order is None else list(self._reader.names)
+            rows = to_matrix(raw, None, np.dtype(np.float64), "background data", self._reader)[0]
+            if columns is not None:
+                rows = shap.utils.sample(rows, 100)
+        else:
+            arr = np.asarray(raw)
+            dtype = arr.dtype if arr.dtype in (np.float32, np.float64) else np.dtype(np.float64)
+            rows = to_matrix(arr, None, dtype, "background data", self._reader)[0]
+        rows = model_rows(self._reader.missing_rules(rows), ens.input_dtype, getattr(ens, "_row_dtype", None))
+        n_model, exact = model_n_features(converted if converted is not None else user_model, None)
+        if exact and rows.shape[1] != n_model:
+            raise ValueError(f"background data has {rows.shape[1]} features, but the model was trained on {n_model}")
+        # the user's masker where its rows are the rows as read, else one over them that copies nothing up front
+        masker = data if type(data) is shap.maskers.Independent and data.data is rows else _RowsMasker(rows)
+        stand_in = shap.maskers.Independent(rows[:1], max_samples=1)
+        if masker_names is not None:
+            masker.feature_names = stand_in.feature_names = masker_names
+        ens.predict = _no_expected_value     # shap's set-up predicts on the stand-in; the engine gives the value
+        try:
+            super().__init__(ens, stand_in, model_output, feature_perturbation, feature_names, approximate, link,
+                             linearize_link)
+        finally:
+            del ens.predict
+        self.masker = masker
+        self.data = rows
+        self.__dict__.pop("_data_missing", None)          # shap's was the stand-in's; computed again when read
+        if feature_perturbation == "interventional" and rows.shape[0] > 1_000:   # as shap warns (not for "auto")
+            _warn_large_background(rows.shape[0], getattr(self.model, "model_output", model_output), stacklevel=4)
+        self.background_weights = None
+        if background_weights is not None:
+            w = np.asarray(background_weights, dtype=np.float64).reshape(-1)
+            if len(w) != rows.shape[0]:
+                raise ValueError(f"background_weights has {len(w)} values, but the background (after the masker's "
+                                 f"max_samples) has {rows.shape[0]} rows")
+            if not np.all(np.isfinite(w)) or np.any(w < 0) or w.sum() <= 0:
+                raise ValueError("background_weights must be finite, non-negative and not all zero")
+            self.background_weights = w
+        self._rows_read = True
         self._setup_engine(converted if converted is not None else user_model)
+        if lazy is not None:
+            self._summarize_dask_background(lazy)
+            return
+        self._summarize_background()
+
+    def _summarize_dask_background(self, data: Any) -> None:
+        """The summary of a Dask background, counted partition by partition on the workers (identity output
+        transforms only: the others walk every pair of rows); ``data`` then keeps the Dask collection."""
+        from ._dask import dask_background_summary
+
+        if self.model.get_transform() != "identity":
+            raise NotImplementedError(
+                f"model_output={self.model.model_output!r} with a Dask background: that output does not decompose "
+                "over the background, so every background row would meet every explained row; pass a NumPy or "
+                "pandas sample of the background")
+        paths = self.paths
+        self.background_summary = dask_background_summary(
+            paths, data, self._reader, self.model.input_dtype, getattr(self.model, "_row_dtype", None),
+            self.requested_backend)
+        tl = self._tree_limit(None)
+        bias = self.background_summary.bias(paths if tl >= self.model.values.shape[0] else paths.restrict(tl))
+        self.expected_value = bias[0] if len(bias) == 1 else bias
+        self._full_expected_value = self.expected_value
+        self.data = data
+        self._background = None
+        self.__dict__["_data_missing"] = None
+
+    def _summarize_background(self) -> None:
+        """The engine's pass over the background (``background_summary``, on the explainer's backend) and the
+        expected value from it: the weighted background mean of the trees' output, exact to float64 rounding.
+        ``model_output`` values whose transform is not the identity ("probability" of a margin model) take the
+        mean of the transformed margins from the engine's pair walk on one row; "log_loss" keeps shap's
+        label-dependent expected value."""
+        engine = _engine()
+        self.background_summary = None
+        transform = self.model.get_transform()
+        paths = self.paths
+        tl = self._tree_limit(None)
+        restricted = paths if tl >= self.model.values.shape[0] else paths.restrict(tl)
+        if transform == "identity":
+            if engine_summary_fits(paths, self.backend):
+                self.background_summary = engine.background_summary(
+                    paths, self._background, backend=self.backend, weights=self.background_weights,
+                    progress=self.progress)
+                bias = self.background_summary.bias(restricted)
+            else:
+                bias = engine.interventional_shap_values(
+                    paths, self._background[:1], self._background, backend="cpu",
+                    weights=self.background_weights, tree_limit=None if restricted is paths else tl,
+                    progress=self.progress)[0, -1, :]
+        elif self.model.model_output == "log_loss":
+            bias = None
+        else:
+            bias = engine.interventional_shap_values(
+                paths, self._background[:1], self._background, transform=transform, backend="cpu",
+                weights=self.background_weights, tree_limit=None if restricted is paths else tl,
+                progress=self.progress)[0, -1, :]
+        if bias is not None:
+            bias = np.asarray(bias, dtype=np.float64)
+            self.expected_value = bias[0] if len(bias) == 1 else bias
+            if self.model.model_output == "probability_doubled":   # predict_proba of a binary model: (1 - p, p)
+                self.expected_value = np.array([1.0 - bias[0], bias[0]])
+        self._full_expected_value = self.expected_value
+
+    def _background_arg(self, transform: str = "identity") -> Any:
+        """What the engine reads of the background: the summary (identity transform), else the rows."""
+        if transform == "identity" and getattr(self, "background_summary", None) is not None:
+            return self.background_summary
+        return self._background
+
+    @property
+    def data_missing(self) -> Any:
+        """shap's ``pd.isna(data)`` of the background, computed when first read."""
+        if "_data_missing" not in self.__dict__:
+            self.__dict__["_data_missing"] = None if self.data is None else pd.isna(self.data)
+        return self.__dict__["_data_missing"]
+
+    @data_missing.setter
+    def data_missing(self, value: Any) -> None:
+        self.__dict__["_data_missing"] = value
 
     # -- set-up -------------------------------------------------------------------------------------------
     def _setup_engine(self, model: Any) -> None:
@@ -294,7 +521,9 @@ class TreeExplainer(_ShapTreeExplainer):
             bias = self.paths.bias(None if tl >= ens.values.shape[0] else tl)
             self.expected_value = bias[0] if len(bias) == 1 else bias
         self._full_expected_value = self.expected_value
-        if self.data is not None:
+        if self.data is not None and getattr(self, "_rows_read", False):
+            self._background = self.data      # read once, in the model's dtype (_init_interventional)
+        elif self.data is not None:
             bg = self._reader.missing_rules(np.asarray(self.data, dtype=np.float64))
             if getattr(ens, "_row_dtype", None) is not None:
                 bg = bg.astype(ens._row_dtype).astype(np.float64)
@@ -417,14 +646,22 @@ class TreeExplainer(_ShapTreeExplainer):
 
     # -- the two computations -------------------------------------------------------------------------------
     def shap_values(self, X: Any, y: Any = None, tree_limit: int | None = None, approximate: bool = False,
-                    check_additivity: bool = True, from_call: bool = False) -> Any:
+                    check_additivity: bool = True, from_call: bool = False, *, dtype: Any = None) -> Any:
         """SHAP values as shap returns them: ``(n, M)`` for one output, ``(n, M, K)`` for K outputs.
 
         NumPy in, NumPy out; on the GPU backend CuPy in, CuPy out. ``approximate=True`` (Saabas) is not TreeSHAP and
-        is left to shap itself.
+        is left to shap itself. ``dtype=np.float32`` gives the float64 values rounded to float32, computed in row
+        chunks and rounded chunk by chunk (on the device for the GPU backend, before the copy to the host); None or
+        ``np.float64`` (the default) gives the float64 values; any other dtype raises ValueError.
         """
+        if _outputs.custom_output(dtype):
+            return _outputs.explain_as(self, X, y, interactions=False, tree_limit=tree_limit,
+                                       check_additivity=check_additivity, approximate=approximate,
+                                       from_call=from_call, dtype=dtype)
         if approximate:
             return _ShapTreeExplainer.shap_values(self, X, y, tree_limit, True, check_additivity, from_call)
+        if is_spark_dataframe(X):  # a Spark DataFrame of values (shap_ext._spark); y names a label column
+            return spark_shap_values(self, X, y, tree_limit=tree_limit, check_additivity=check_additivity)
         if self.route == "catboost-native":
             return self._catboost_native(X, tree_limit, check_additivity, interactions=False)
         if is_dask_collection(X):
@@ -446,9 +683,11 @@ class TreeExplainer(_ShapTreeExplainer):
             phi = _engine().shap_values(paths, Xm, backend=backend, tree_limit=engine_tl, progress=self.progress)
         else:
             y_arr = self._labels(y, Xm)
+            transform = self.model.get_transform()
+            bg = self._background_arg(transform)
             phi = _engine().interventional_shap_values(
-                paths, Xm, self._background, transform=self.model.get_transform(), y=y_arr, backend=backend,
-                tree_limit=engine_tl, progress=self.progress, weights=self.background_weights,
+                paths, Xm, bg, transform=transform, y=y_arr, backend=backend, tree_limit=engine_tl,
+                progress=self.progress, weights=None if bg is not self._background else self.background_weights,
             )
         self._limit_expected_value(phi[0, -1, :], tl)
         out = self._format(phi, flat)
@@ -514,8 +753,20 @@ class TreeExplainer(_ShapTreeExplainer):
             out = array_module(out).stack([-out, out], axis=-1)
         return out
 
-    def shap_interaction_values(self, X: Any, y: Any = None, tree_limit: int | None = None) -> Any:
-        """SHAP interaction values as shap returns them: ``(n, M, M)`` or ``(n, M, M, K)``."""
+    def shap_interaction_values(self, X: Any, y: Any = None, tree_limit: int | None = None, *, dtype: Any = None,
+                                interaction_features: Any = None) -> Any:
+        """SHAP interaction values as shap returns them: ``(n, M, M)`` or ``(n, M, M, K)``.
+
+        ``interaction_features`` (column indices, or names of a frame's columns or of ``feature_names``) keeps those
+        columns: ``(n, m, m[, K])``, the full matrix sliced, computed in row chunks whose full ``(M+1)^2 K`` block
+        stays under 256 MiB, so memory follows the subset. ``dtype=np.float32`` rounds the values to float32, chunk
+        by chunk (on the device for the GPU backend). See docs/shap_ext.md, "Outputs that fit in memory".
+        """
+        if _outputs.custom_output(dtype, interaction_features):
+            return _outputs.explain_as(self, X, y, interactions=True, tree_limit=tree_limit, dtype=dtype,
+                                       interaction_features=interaction_features)
+        if is_spark_dataframe(X):  # a Spark DataFrame of interaction values (shap_ext._spark)
+            return spark_shap_values(self, X, y, interactions=True, tree_limit=tree_limit)
         if is_dask_collection(X):
             return dask_shap_values(self, X, y, interactions=True, tree_limit=tree_limit)
         if self.model.model_output != "raw":
@@ -533,8 +784,10 @@ class TreeExplainer(_ShapTreeExplainer):
         else:
             # interventional interactions (shap has none): shap's definition applied to the game
             # S -> E_z f(x_S, z_rest); see interventional_interaction_values
+            bg = self._background_arg()
             phi = _engine().interventional_interaction_values(
-                self._paths(Xm.shape[1]), Xm, self._background, backend=backend, weights=self.background_weights,
+                self._paths(Xm.shape[1]), Xm, bg, backend=backend,
+                weights=None if bg is not self._background else self.background_weights,
                 tree_limit=engine_tl, progress=self.progress)
         K = self.model.num_outputs
         if K == 1:
@@ -548,6 +801,102 @@ class TreeExplainer(_ShapTreeExplainer):
         self._limit_expected_value(phi[0, -1, -1, :], tl)
         return self._in_frame_order(out[0] if flat else out, X, flat, interactions=True)
 
+    def global_shap_values(self, X: Any, y: Any = None, *, tree_limit: int | None = None,
+                           check_additivity: bool = True, chunk_bytes: int | None = None) -> shap.Explanation:
+        """Mean |SHAP value| per feature over all rows of X, in one pass that never holds the ``(n, M)`` values.
+
+        Parameters
+        ----------
+        X : array-like, DataFrame, Dask collection or iterator of blocks
+            The rows: a NumPy/CuPy array, a pandas/polars DataFrame or pyarrow Table, a Dask array or DataFrame
+            (partial sums per partition, added in partition order), or an iterator of such blocks (consumed once).
+        y : array-like, optional
+            Labels, for ``model_output="log_loss"`` (an iterator of label blocks alongside an iterator X).
+        tree_limit : int, optional
+            As in :meth:`shap_values`.
+        check_additivity : bool, default True
+            As in :meth:`shap_values`, per chunk.
+        chunk_bytes : int, optional
+            The bound on one chunk's float64 values (default 256 MiB).
+
+        Returns
+        -------
+        shap.Explanation
+            ``values`` (M,) or (M, K): mean |SHAP| per feature (float64 sums, divided by the row count), with
+            ``feature_names`` and ``base_values`` (the expected value); ``n_rows`` holds the row count. It is
+            ``explainer(X).abs.mean(0)``, for ``shap.plots.bar``.
+
+        See Also
+        --------
+        shap.Explanation.abs : ``explainer(X).abs.mean(0)`` gives the same values from the full ``(n, M)`` array.
+        global_interaction_values : the mean |interaction| matrix and its top pairs.
+
+        Examples
+        --------
+        >>> import numpy as np, xgboost
+        >>> from hitml.shap_ext import TreeExplainer
+        >>> X = np.random.default_rng(0).normal(size=(500, 4))
+        >>> model = xgboost.XGBRegressor(n_estimators=10, max_depth=3).fit(X, X[:, 0] * X[:, 1])
+        >>> explainer = TreeExplainer(model, backend="cpu")
+        >>> imp = explainer.global_shap_values(X)
+        >>> full = np.abs(explainer.shap_values(X)).mean(0)
+        >>> imp.values.shape, bool(np.allclose(imp.values, full, rtol=1e-12, atol=0))
+        ((4,), True)
+        """
+        return _outputs.global_summary(self, X, y, interactions=False, tree_limit=tree_limit,
+                                       check_additivity=check_additivity, chunk_bytes=chunk_bytes)
+
+    def global_interaction_values(self, X: Any, y: Any = None, *, tree_limit: int | None = None,
+                                  top_k: int | None = 10, interaction_features: Any = None,
+                                  chunk_bytes: int | None = None) -> shap.Explanation:
+        """The mean |SHAP interaction value| matrix over all rows of X and its top pairs, in one pass that never
+        holds the ``(n, M, M)`` values.
+
+        Parameters
+        ----------
+        X : array-like, DataFrame, Dask collection or iterator of blocks
+            As in :meth:`global_shap_values`.
+        y : array-like, optional
+            Unused (interactions explain the raw output); accepted as in :meth:`shap_interaction_values`.
+        tree_limit : int, optional
+            As in :meth:`shap_values`.
+        top_k : int or None, default 10
+            How many off-diagonal pairs ``top_interactions`` lists (None: all of them).
+        interaction_features : list of int or str, optional
+            Keep only these columns (indices, or names of X's columns or of ``feature_names``): an (m, m) matrix.
+        chunk_bytes : int, optional
+            The bound on one chunk's full float64 interaction block, ``(M+1)^2 K`` doubles a row (default 256 MiB).
+
+        Returns
+        -------
+        shap.Explanation
+            ``values`` (m, m) or (m, m, K): mean |interaction| (main effects on the diagonal; a pair's effect is
+            split equally between [i, j] and [j, i]), with ``feature_names``. Attributes: ``top_interactions``, a
+            pandas DataFrame of the pairs i < j ranked by ``values[i, j]`` (columns ``feature_i``, ``feature_j``,
+            ``mean_abs_interaction``, and ``output`` for K outputs, ranked per output); ``n_rows``, the rows.
+
+        See Also
+        --------
+        shap_interaction_values : the per-row values (``np.abs(...).mean(0)`` gives the same matrix).
+        global_shap_values : mean |SHAP| per feature.
+
+        Examples
+        --------
+        >>> import numpy as np, xgboost
+        >>> from hitml.shap_ext import TreeExplainer
+        >>> X = np.random.default_rng(0).normal(size=(500, 4))
+        >>> model = xgboost.XGBRegressor(n_estimators=10, max_depth=3).fit(X, X[:, 0] * X[:, 1])
+        >>> explainer = TreeExplainer(model, backend="cpu", feature_names=["a", "b", "c", "d"])
+        >>> inter = explainer.global_interaction_values(X, top_k=1)
+        >>> full = np.abs(explainer.shap_interaction_values(X)).mean(0)
+        >>> inter.values.shape, bool(np.allclose(inter.values, full, rtol=1e-12, atol=0))
+        ((4, 4), True)
+        >>> inter.top_interactions[["feature_i", "feature_j"]].values.tolist()
+        [['a', 'b']]
+        """
+        return _outputs.global_summary(self, X, y, interactions=True, tree_limit=tree_limit, top_k=top_k,
+                                       interaction_features=interaction_features, chunk_bytes=chunk_bytes)
+
     def banzhaf_values(self, X: Any, tree_limit: int | None = None) -> Any:
         """Interventional Banzhaf values, shaped as :meth:`shap_values` returns SHAP values.
 
@@ -556,17 +905,23 @@ class TreeExplainer(_ShapTreeExplainer):
         background, weighted by ``background_weights``), on the raw margin. Unlike SHAP values they do not sum to
         ``f(x) - E f(z)``. Same cost as :meth:`shap_values` (time linear in rows plus background).
         """
-        if self.feature_perturbation != "interventional" or self._background is None:
+        if self.feature_perturbation != "interventional" or (self._background is None
+                                                              and getattr(self, "background_summary", None) is None):
             raise NotImplementedError("banzhaf_values needs background data (feature_perturbation='interventional')")
         if self.model.model_output != "raw":
             raise ValueError('Only model_output = "raw" is supported for Banzhaf values')
-        if self.route == "catboost-native" or is_dask_collection(X):
-            raise NotImplementedError("banzhaf_values for CatBoost categorical models or Dask collections")
+        if self.route == "catboost-native":
+            raise NotImplementedError("banzhaf_values for CatBoost models read by CatBoost itself (categorical "
+                                      "features)")
+        if is_dask_collection(X):
+            return dask_shap_values(self, X, banzhaf=True, tree_limit=tree_limit)
         Xm, flat, backend = self._prepare(X)
         tl = self._tree_limit(tree_limit)
         engine_tl = None if tl >= self.model.values.shape[0] else tl
-        phi = _engine().interventional_banzhaf_values(self._paths(Xm.shape[1]), Xm, self._background,
-                                                      backend=backend, weights=self.background_weights,
+        bg = self._background_arg()
+        phi = _engine().interventional_banzhaf_values(self._paths(Xm.shape[1]), Xm, bg, backend=backend,
+                                                      weights=None if bg is not self._background
+                                                      else self.background_weights,
                                                       tree_limit=engine_tl, progress=self.progress)
         return self._format(phi, flat)
 

@@ -115,7 +115,8 @@ def _series_row(X: pd.Series, reader: "InputReader | None") -> pd.DataFrame:
 #     HistGradientBoosting's _preprocess_X through its ColumnTransformer).
 #   CatBoost: polars DataFrames (catboost/core.py, ARRAY_TYPES and Pool._check_data_type); a pyarrow Table raises.
 _NATIVE_NAMES = {"polars": "a polars DataFrame", "pyarrow": "a pyarrow Table"}
-_LIBRARY_NAMES = {"xgboost": "XGBoost", "lightgbm": "LightGBM", "sklearn": "scikit-learn", "catboost": "CatBoost"}
+_LIBRARY_NAMES = {"xgboost": "XGBoost", "lightgbm": "LightGBM", "sklearn": "scikit-learn", "catboost": "CatBoost",
+                  "pyspark": "Spark ML"}
 
 
 def _native_kind(X: Any) -> str | None:
@@ -350,6 +351,43 @@ def to_matrix(X: Any, n_features: int | None, dtype: np.dtype, what: str = "X",
     return arr, flat
 
 
+_ROW_CHUNK = 1 << 16
+
+
+def _missing_to_nan(arr: np.ndarray, missing: float, owned: bool = False) -> np.ndarray:
+    """NumPy rows with XGBoost's ``missing`` value as NaN: a value is missing where its float32 rounding, widened,
+    equals ``missing`` (XGBoost compares float32 values). Row chunks bound the temporaries; the rows are copied
+    (unless ``owned``) only where some value is missing, so a background without one is read with no copy."""
+    with np.errstate(over="ignore"):
+        for a in range(0, arr.shape[0], _ROW_CHUNK):
+            part = arr[a:a + _ROW_CHUNK]
+            hit = (part if part.dtype == np.float32 else part.astype(np.float32)).astype(np.float64) == missing
+            if not hit.any():
+                continue
+            if not owned:
+                arr = arr.copy()
+                owned = True
+                part = arr[a:a + _ROW_CHUNK]
+            part[hit] = np.nan
+    return arr
+
+
+def model_rows(rows: Any, input_dtype: Any, row_dtype: Any = None) -> Any:
+    """Rows (NumPy or CuPy) as the trees compare them: rounded to the precision the library compares rows in
+    (``row_dtype``: XGBoost's and scikit-learn's float32) and to the trees' ``input_dtype`` where those are
+    narrower. float32 rows stay float32 even for float64 trees (the engines widen them exactly as they read them,
+    so no float64 copy is made); the same array where nothing changes."""
+    xp = array_module(rows)
+    cast = _exact_astype if is_cupy_array(rows) else (lambda a, d: a.astype(d))
+    for narrow in (row_dtype, input_dtype):
+        if narrow is not None and rows.dtype != narrow and np.dtype(narrow).itemsize < rows.dtype.itemsize:
+            with np.errstate(over="ignore"):   # beyond float32's range is +-inf, as the library casts
+                rows = cast(rows, narrow)
+    if rows.dtype not in (np.float32, np.float64):
+        rows = cast(rows, input_dtype)
+    return xp.ascontiguousarray(rows)
+
+
 def _exact_astype(arr: Any, dtype: Any) -> Any:
     """A CuPy array cast as NumPy casts on the host (float32 subnormals kept): the GPU engine's conversion."""
     from hitml.kernels.treeshap._gpu_core import exact_astype
@@ -388,7 +426,7 @@ def _library(model: Any) -> str | None:
     if type(model).__name__ == "CatBoostModel" and getattr(model, "model", True) is None:
         return "catboost-json"  # a CatBoost model read from its JSON file (load_catboost_json), without catboost
     mod = type(model).__module__.split(".")[0]
-    return mod if mod in ("xgboost", "lightgbm", "sklearn", "catboost") else None
+    return mod if mod in ("xgboost", "lightgbm", "sklearn", "catboost", "pyspark") else None
 
 
 def _duplicates(columns: Any) -> list:
@@ -431,8 +469,9 @@ class InputReader:
     """
 
     def __init__(self, model: Any) -> None:
-        self.model = model
         self.library = _library(model)
+        # a Spark ML model is a py4j handle to the driver's JVM, which pickle cannot take; nothing here reads it
+        self.model = None if self.library == "pyspark" else model
         self.names: list[str] | None = None
         self.missing: float | None = None
         self.zero_features: np.ndarray | None = None   # LightGBM features with missing type Zero (set later)
@@ -525,23 +564,31 @@ class InputReader:
             # and missing type, so that a split at +-kZeroThreshold sends them where 0.0 goes. A new array (the
             # caller's rows are not written to); -0.0 becomes +0.0 as in LightGBM.
             arr = xp.where(xp.abs(arr) <= LIGHTGBM_ZERO, arr.dtype.type(0), arr)
-        else:
+        elif is_cupy_array(arr) or zero or cats or (self.lowest_features is not None and len(self.lowest_features)):
             arr = arr.copy()
+        else:   # NumPy rows with only XGBoost's `missing` to apply: copied only where a value is missing
+            return _missing_to_nan(arr, self.missing)
         if self.missing is not None:
             # XGBoost compares the row's float32 value with its float32 `missing` (src/data/adapter.h, IsValidFunctor)
             with np.errstate(over="ignore"):
                 # compared as doubles: a float32 comparison under CuPy's -ftz=true would flush subnormals to 0
                 if is_cupy_array(arr):
                     wide = _exact_astype(_exact_astype(arr, np.float32), np.float64)
+                    arr[wide == self.missing] = np.nan
                 else:
-                    wide = arr.astype(np.float32).astype(np.float64)
-                arr[wide == self.missing] = np.nan
+                    arr = _missing_to_nan(arr, self.missing, owned=True)
         if zero:
             cols = arr[:, self.zero_features]
             arr[:, self.zero_features] = xp.where(xp.abs(cols) <= LIGHTGBM_ZERO, np.nan, cols)
         if cats and self.library == "lightgbm":
             cols = arr[:, self.cat_features]
             arr[:, self.cat_features] = xp.where((cols > -1) & (cols < 0), 0.0, cols)
+        if cats and self.library == "pyspark":
+            # Spark ML's CategoricalSplit tests membership of the double itself (Split.scala, shouldGoLeft): a value
+            # >= 0 that is not a whole number is no category (the engines would truncate it to one); -1.0 is
+            # outside every category bitset, the side Spark sends non-members to (SparkMLModel)
+            cols = arr[:, self.cat_features]
+            arr[:, self.cat_features] = xp.where((cols >= 0) & (cols != xp.floor(cols)), -1.0, cols)
         if self.lowest_features is not None and len(self.lowest_features):
             # a split at -inf is stored at -DBL_MAX (shap_ext._models._lowest_splits, which says why); the one value
             # that the move sends to the other side moves with it, to a value on the same side of every other split

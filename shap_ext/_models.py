@@ -10,11 +10,12 @@ from ._categories import hist_gradient_boosting_layout
 from ._catboost import CatBoostModel, NotParseable, is_catboost
 from ._compat import InvalidModelError, TreeEnsemble
 from ._native import LibraryEnsemble
+from ._sparkml import SparkMLModel, is_spark_ml_model
 from ._treelite import as_treelite_model, is_treelite_like
 
 __all__ = ["ROUTES", "build_ensemble", "convert_model"]
 
-ROUTES = ("shap-parser", "catboost-json", "treelite-json", "catboost-native")
+ROUTES = ("shap-parser", "catboost-json", "treelite-json", "catboost-native", "spark-ml")
 
 
 def _is_sklearn(model: Any) -> bool:
@@ -49,6 +50,12 @@ def _refuse_xgboost(booster: Any) -> None:
 
 def convert_model(model: Any, has_data: bool) -> tuple[Any, Any, str]:
     """``(model_for_shap, converted, route)``: what shap's TreeEnsemble parses, the converted model (or None)."""
+    if is_spark_ml_model(model):  # read from the JVM model's nodes (shap raises on these models)
+        conv = SparkMLModel(model)
+        if not conv.covers_known and not has_data:
+            raise ValueError(f"this {conv.model_name} keeps no node statistics (impurityStats), which "
+                             "feature_perturbation='tree_path_dependent' needs; pass background data")
+        return conv.shap_dict, conv, "spark-ml"
     if is_treelite_like(model):
         conv = as_treelite_model(model)
         return conv.shap_dict, conv, "treelite-json"
@@ -269,6 +276,9 @@ def build_ensemble(model: Any, user_model: Any, converted: Any, data: Any, model
         ens._cat_features = np.asarray([j for j, t in enumerate(types) if t == "c"], dtype=np.int64)
     if ens.model_type == "lightgbm":
         _fix_lightgbm(ens)
+    if isinstance(converted, SparkMLModel):
+        ens._cat_features = converted.cat_features  # read by InputReader.missing_rules (Spark's category test)
+        ens._library_model = converted  # the trees read from the JVM model, which (unlike the model) pickle
     layout = hist_gradient_boosting_layout(user_model) if "HistGradientBoosting" in type(user_model).__name__ \
         else None
     if layout is not None:  # shap reads the encoded layout's feature numbers as input columns

@@ -3,7 +3,7 @@
 Fenced blocks are found at any indentation (inside list items too) and dedented. The ```python blocks of one file
 run in order in one fresh interpreter (cwd = repository root), so a later block can use
 what an earlier one defined. ```bash blocks run in bash with the test environment's `python` first on PATH. A block whose
-first line is `# requires: gpu` (or `multi-gpu`, `dask`, `dask-cuda`) is skipped where that is missing. A bash line that calls scripts/test.sh is
+first line is `# requires: gpu` (or `multi-gpu`, `dask`, `dask-cuda`, `pyspark`) is skipped where that is missing. A bash line that calls scripts/test.sh is
 not run again: that command is what runs this test. ```text blocks are output samples and ```console blocks install
 transcripts (`$ pip install ...`: tests/test_packaging.py installs the wheel, scripts/env.sh the test extra); neither is
 run here, so the test never changes the environment it runs in.
@@ -60,9 +60,9 @@ def _have(requirement: str) -> bool:
         return gpu_available()
     if requirement == "multi-gpu":
         return gpu_available() and __import__("cupy").cuda.runtime.getDeviceCount() >= 2
-    if requirement in ("dask", "dask-cuda"):
+    if requirement in ("dask", "dask-cuda", "pyspark"):
         try:
-            __import__("dask.distributed" if requirement == "dask" else "dask_cuda")
+            __import__({"dask": "dask.distributed", "dask-cuda": "dask_cuda"}.get(requirement, requirement))
         except ImportError:
             return False
         return True

@@ -3,10 +3,12 @@ from __future__ import annotations
 
 from .._progress import check_progress
 from ..device import engine_module
+from ._summary import BackgroundSummary
 from .paths import PathSet, extract_paths
 
 __all__ = ["PathSet", "extract_paths", "shap_values", "interaction_values", "interventional_shap_values",
-           "interventional_interaction_values", "interventional_banzhaf_values", "iter_interventional_interactions"]
+           "interventional_interaction_values", "interventional_banzhaf_values", "iter_interventional_interactions",
+           "BackgroundSummary", "background_summary"]
 
 
 def _engine(backend: str):
@@ -123,8 +125,9 @@ def interventional_shap_values(paths: PathSet, X, background, *, transform: str 
         The model's root-to-leaf paths (:func:`extract_paths`).
     X : numpy.ndarray or cupy.ndarray, shape (n, M)
         Rows to explain, in the dtype the paths compare in; NaN is missing (takes each split's default side).
-    background : numpy.ndarray or cupy.ndarray, shape (m, M)
-        The reference rows the features are set to in turn (shap's ``data``).
+    background : numpy.ndarray or cupy.ndarray, shape (m, M), or BackgroundSummary
+        The reference rows the features are set to in turn (shap's ``data``), or their summary
+        (:func:`background_summary`, identity transform only), which a call reads instead of the rows.
     transform : {"identity", "logistic", "logistic_nlogloss", "squared_loss"}, default "identity"
         The model output explained, as shap's ``model_output`` maps it (``y`` needed for the losses).
     y : array-like of shape (n,), optional
@@ -170,6 +173,65 @@ def interventional_shap_values(paths: PathSet, X, background, *, transform: str 
     return _engine(backend).interventional_shap_values(paths, X, background, transform=transform, y=y,
                                                        tree_limit=tree_limit, progress=progress, weights=weights,
                                                        method=method)
+
+
+def background_summary(paths: PathSet, background, *, backend: str = "cpu", weights=None, weight_scale=None,
+                       progress=None) -> BackgroundSummary:
+    """The background's part of interventional values, computed once: per path, the weight of the background rows
+    that fail each set of its conditions.
+
+    Pass the result as ``background`` to :func:`interventional_shap_values` (identity transform),
+    :func:`interventional_interaction_values` or :func:`interventional_banzhaf_values`: a call then reads only its
+    own rows (and builds its tables from the histograms once; the summary keeps them for later calls). The counts
+    are integers, so summaries of parts of a background add up exactly to the whole one's
+    (:meth:`BackgroundSummary.merge`), and the CPU and GPU engines count the same integers.
+
+    Parameters
+    ----------
+    paths : PathSet
+        The model's paths, all trees (a call's ``tree_limit`` reads a prefix of the summary).
+    background : numpy.ndarray or cupy.ndarray, shape (m, M)
+        The background rows, in the dtype the paths compare in.
+    backend : {"cpu", "gpu"}, default "cpu"
+        Where to count: the GPU's summary keeps its histograms on the device.
+    weights : array-like of shape (m,), optional
+        One non-negative weight per background row (None: equal weights), kept in fixed point.
+    weight_scale : int, optional
+        The fixed-point exponent of the whole background's weights (:func:`fixed_point_scale` of their total), where
+        ``background`` is a part of it whose summary will be merged with the others'; None: from these weights.
+    progress : bool, optional
+        Show a tqdm progress bar (None: on for long runs, unless ``HITML_PROGRESS=0``).
+
+    Returns
+    -------
+    BackgroundSummary
+        ``bias(paths)`` is the weighted background mean of the model's raw output (the expected value); ``nbytes``
+        what it holds (about ``8 * sum over paths of 2^d`` bytes, d the path's distinct features, for paths up to
+        12; longer paths keep their distinct fail sets).
+
+    Examples
+    --------
+    >>> import numpy as np, shap, xgboost
+    >>> from hitml.kernels.treeshap import (BackgroundSummary, background_summary, extract_paths,
+    ...                                    interventional_shap_values)
+    >>> X = np.random.default_rng(0).normal(size=(400, 3))
+    >>> model = xgboost.XGBRegressor(n_estimators=4, max_depth=3).fit(X, X[:, 0] * X[:, 2])
+    >>> ens = shap.TreeExplainer(model).model
+    >>> paths = extract_paths(ens.children_left, ens.children_right, ens.children_default, ens.features,
+    ...                       ens.thresholds, ens.values, ens.node_sample_weight, ens.base_offset, n_features=3)
+    >>> bg = X[100:400].astype(np.float32)
+    >>> parts = [background_summary(paths, bg[:120]), background_summary(paths, bg[120:])]
+    >>> whole = BackgroundSummary.merge(parts)
+    >>> a = interventional_shap_values(paths, X[:5], whole)
+    >>> bool((a == interventional_shap_values(paths, X[:5], bg)).all())
+    True
+    >>> margin = model.predict(bg, output_margin=True)
+    >>> bool(np.isclose(whole.bias(paths)[0], margin.mean(), rtol=1e-6))
+    True
+    """
+    check_progress(progress)
+    return _engine(backend).summarize_background(paths, background, weights=weights, weight_scale=weight_scale,
+                                                 progress=progress)
 
 
 def interventional_interaction_values(paths: PathSet, X, background, *, backend: str = "cpu", weights=None,

@@ -10,6 +10,7 @@ from . import _gpu_core as core
 from . import _patterns as _pat
 from ._gpu_patterns import pattern_values
 from ._inputs import check_transform, check_tree_limit
+from ._summary import BackgroundSummary
 from .paths import PathSet
 
 
@@ -76,6 +77,9 @@ def interventional_shap_values(paths: PathSet, X, background, *, transform="iden
     if method == "patterns":
         raise ValueError(f"method='patterns' needs transform='identity' (got {transform!r}): other output "
                          "transforms do not decompose over the background")
+    if isinstance(background, BackgroundSummary):
+        raise ValueError(f"transform={transform!r} (or method='pairs') walks every (row, background row) pair and "
+                         "needs the background rows, not a summary of them")
     if weights is not None:
         raise NotImplementedError("background weights with a non-identity output transform on the GPU; use "
                                   "backend='cpu'")

@@ -6,15 +6,18 @@ the output is accumulated feature-major, one thread per row, then transposed int
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 
 import numpy as np
 
 from .._cuda import load_module
-from ..device import cupy_module
+from .._progress import progress_bar
+from ..device import cupy_module, upload_slabs
 from . import _gpu_core as core
 from . import _patterns as _pat
+from . import _summary as _sum
 from .paths import PathSet
 
 _SRC = "treeshap/patterns.cu"
@@ -73,16 +76,105 @@ class _Clock:
         self.last = now
 
 
-class Prepared:
-    """Histograms and tables of one (model, background, metric) on the device, and the bias (host, (K,))."""
+def summarize(ps: PathSet, R, weights, scale, progress=None, timings: dict | None = None) -> _sum.BackgroundSummary:
+    """The background's fail-set histograms against ``ps`` on the device (the CPU twin's ``_summarize``: equal
+    integers). ``R``: host or device rows in the paths' input dtype."""
+    cp = cupy_module()
+    clock = _Clock(timings)
+    nR = R.shape[0]
+    wint = _sum.integer_weights(weights, nR, scale)
+    weighted = wint is not None
+    total = int(wint.sum()) if weighted else nR
+    hist_off, sparse = _sum.dense_paths(ps.path_ptr)
+    lens = np.diff(ps.path_ptr).astype(np.int64)
+    if len(sparse) and lens[sparse].max() > _pat.MAX_SPARSE_LENGTH:
+        raise NotImplementedError(f"interventional values for a path with more than {_pat.MAX_SPARSE_LENGTH} "
+                                  "distinct features")
+    h_size = int(((np.int64(1) << np.minimum(lens, 62))[hist_off >= 0]).sum())
+    hist = cp.zeros(max(h_size, 1), dtype=cp.uint64)
+    pa = _path_arrays(ps)
+    # float32 rows are counted as they are (the kernels widen each value exactly); others in the paths' dtype
+    kdtype = np.dtype(np.float32) if np.dtype(R.dtype) == np.float32 else ps.input_dtype
+    Rd = upload_slabs(R, kdtype) if isinstance(R, np.ndarray) else core.to_device(R, kdtype)
+    RT = cp.ascontiguousarray(Rd.T)
+    del Rd
+    wd = cp.asarray(wint) if weighted else cp.ones(nR, dtype=cp.int64)   # the kernel reads a weight per row
+    counter = "bg_hist<unsigned long long>" if weighted else "bg_hist<unsigned int>"
+    clock("upload")
+    hist_off_d = cp.asarray(hist_off)
+    sms = cp.cuda.Device().attributes["MultiProcessorCount"]
+    plan = _pat.plan_paths(ps.path_ptr, False)        # its chunks are the dense paths, in order
+    with progress_bar(len(plan.chunks) + (1 if len(sparse) else 0), "GPU interventional background",
+                      progress if progress is not None else (False if nR * len(ps.feature) < 1e10 else None)) as bar:
+        for chunk in plan.chunks:
+            grp = _groups(chunk, lens)
+            gy = int(max(1, min(math.ceil(nR / _THREADS), math.ceil(8 * sms / (len(grp) - 1)))))
+            _fn(counter, kdtype)(
+                (len(grp) - 1, gy), (_THREADS,), (RT, np.int64(nR), wd, cp.asarray(chunk), cp.asarray(grp), *pa,
+                                                   hist_off_d, hist, np.int64(_SMEM_BINS)),
+                shared_mem=_SMEM_BINS * 8)
+            bar.update(1)
+        clock("histograms")
+        ptrs, sets, ws = [cp.zeros(1, dtype=cp.int64)], [cp.zeros(0, dtype=cp.int64)], [cp.zeros(0, dtype=cp.int64)]
+        base = 0
+        if len(sparse):
+            step = max(1, (1 << 26) // max(nR, 1))
+            for c0 in range(0, len(sparse), step):
+                ptr, st, w = _sparse_sets(sparse[c0:c0 + step], RT, nR, wd if weighted else None, pa, kdtype)
+                ptrs.append(ptr[1:] + base)
+                base += int(ptr[-1])
+                sets.append(st)
+                ws.append(w)
+            bar.update(1)
+            clock("long paths")
+    del RT
+    return _sum.BackgroundSummary(
+        key=_sum.path_key(ps), n_paths=ps.n_paths, lens=lens, hist_off=hist_off, hist=hist[:h_size].view(cp.int64),
+        sparse_paths=sparse, sparse_ptr=cp.concatenate(ptrs), sparse_sets=cp.concatenate(sets),
+        sparse_w=cp.concatenate(ws), total=total, scale=scale if weighted else None, n_rows=nR)
 
-    def __init__(self, ps: PathSet, R, weights, metric: int, interactions: bool, xdtype, timings: dict | None = None):
+
+def _path_arrays(ps: PathSet) -> tuple:
+    cp = cupy_module()
+    return (cp.asarray(ps.path_ptr, dtype=cp.int64), cp.asarray(ps.feature, dtype=cp.int32),
+            cp.asarray(ps.lower, dtype=cp.float64), cp.asarray(ps.upper, dtype=cp.float64),
+            cp.asarray(ps.missing_ok.astype(np.uint8)), cp.asarray(ps.cat_ptr, dtype=cp.int64),
+            cp.asarray(ps.cat_nwords, dtype=cp.int32),
+            cp.asarray(ps.cat_words if len(ps.cat_words) else np.zeros(1, np.uint32), dtype=cp.uint32),
+            cp.asarray(ps.cat_outside_ok.astype(np.uint8)))
+
+
+def _sparse_sets(sel: np.ndarray, RT, nR: int, wd, pa, xdtype):
+    """(ptr, sets, weights int64) of long paths ``sel``: their distinct background fail sets, ascending, with
+    summed weights (``wd`` None: unit weights; integer sums, as the CPU twin)."""
+    cp = cupy_module()
+    Q = len(sel)
+    sel_d = cp.asarray(sel)
+    fails = cp.empty(Q * nR, dtype=cp.int64)
+    _fn("bg_fails", xdtype)(_grid(Q * nR), (_THREADS,), (RT, np.int64(nR), sel_d, np.int64(Q), *pa, fails))
+    fails = fails.reshape(Q, nR)
+    order = cp.argsort(fails, axis=1)
+    srt = cp.take_along_axis(fails, order, axis=1)
+    cs = cp.cumsum(wd[order], axis=1) if wd is not None else cp.broadcast_to(cp.arange(1, nR + 1), (Q, nR))
+    last = cp.ones((Q, nR), dtype=bool)
+    last[:, :-1] = srt[:, 1:] != srt[:, :-1]
+    ptr = cp.concatenate([cp.zeros(1, cp.int64), cp.cumsum(last.sum(axis=1))])
+    ends = cs[last]
+    prev = cp.concatenate([cp.zeros(1, cp.int64), ends[:-1]])
+    prev[ptr[:-1]] = 0
+    return ptr, srt[last], (ends - prev).astype(cp.int64)
+
+
+class Prepared:
+    """The tables of one (model, summarised background, metric) on the device, and the bias (host, (K,))."""
+
+    def __init__(self, ps: PathSet, summary: _sum.BackgroundSummary, metric: int, interactions: bool, xdtype,
+                 timings: dict | None = None):
         cp = cupy_module()
         clock = _Clock(timings)
         self.interactions = interactions
         self.xdtype = np.dtype(xdtype)
-        nR = R.shape[0]
-        wint, total = _pat.integer_weights(weights, nR)
+        total = summary.total_float
         self.total = total
         plan = _pat.plan_paths(ps.path_ptr, interactions)
         lens = np.diff(ps.path_ptr)
@@ -98,33 +190,16 @@ class Prepared:
         WP, WQ = _pat.value_weights(_pat.SHAPLEY if interactions else metric, D)
         WI = _pat.interaction_weights(D) if interactions else (np.zeros((1, 1)),) * 3
         self.W = tuple(cp.asarray(w) for w in (WP, WQ) + WI)
-        self.pa = (cp.asarray(ps.path_ptr, dtype=cp.int64), cp.asarray(ps.feature, dtype=cp.int32),
-                   cp.asarray(ps.lower, dtype=cp.float64), cp.asarray(ps.upper, dtype=cp.float64),
-                   cp.asarray(ps.missing_ok.astype(np.uint8)), cp.asarray(ps.cat_ptr, dtype=cp.int64),
-                   cp.asarray(ps.cat_nwords, dtype=cp.int32),
-                   cp.asarray(ps.cat_words if len(ps.cat_words) else np.zeros(1, np.uint32), dtype=cp.uint32),
-                   cp.asarray(ps.cat_outside_ok.astype(np.uint8)))
+        self.pa = _path_arrays(ps)
         self.leaf_value = cp.asarray(ps.leaf_value, dtype=cp.float64)
         self.K = ps.n_outputs
         self.tab_off = cp.asarray(plan.tab_off)
-        RT = cp.ascontiguousarray(core.to_device(R, self.xdtype).T)
-        wd = cp.asarray(wint)
-        counter = "bg_hist<unsigned int>" if weights is None else "bg_hist<unsigned long long>"
-        clock("upload")
-        hist_off = cp.asarray(plan.hist_off)
-        reach = np.where(lens == 0, 1.0, 0.0)
-        sms = cp.cuda.Device().attributes["MultiProcessorCount"]
+        hist = cp.asarray(summary.hist).view(cp.uint64)
+        hist_off = cp.asarray(summary.hist_off)
         self.tables = []
+        self.nbytes = 0
         for chunk, t_size, h_size in zip(plan.chunks, plan.tab_size, plan.hist_size):
             chunk_d = cp.asarray(chunk)
-            grp = _groups(chunk, lens)
-            hist = cp.zeros(h_size, dtype=cp.uint64)
-            gy = int(max(1, min(math.ceil(nR / _THREADS), math.ceil(8 * sms / (len(grp) - 1)))))
-            _fn(counter, self.xdtype)((len(grp) - 1, gy), (_THREADS,),
-                                        (RT, np.int64(nR), wd, chunk_d, cp.asarray(grp), *self.pa, hist_off, hist,
-                                         np.int64(_SMEM_BINS)), shared_mem=_SMEM_BINS * 8)
-            reach[chunk] = hist[hist_off[chunk_d]].get() / total
-            clock("histograms")
             tab = cp.empty(max(t_size, 1), dtype=cp.float64)
             start = cp.asarray(plan.hist_off[chunk])
             head = (chunk_d, np.int64(len(chunk)), start, np.int64(h_size), self.pa[0], hist, hist_off,
@@ -134,40 +209,17 @@ class Prepared:
             else:
                 _fn("value_tables")(_grid(h_size), (_THREADS,), head + self.W[:2] + (self.wld, self.tab_off, tab))
             self.tables.append((chunk_d, np.int64(len(chunk)), tab))
-            clock("tables")
+            self.nbytes += tab.nbytes
+        clock("tables")
         self.long = []
-        if len(plan.long):
-            step = max(1, (1 << 26) // nR)
-            for c0 in range(0, len(plan.long), step):
-                sel = plan.long[c0:c0 + step]
-                self.long.append(self._sparse_sets(sel, RT, nR, wd, reach))
-            clock("long paths")
-        self.bias = ps.base_offset + reach @ ps.leaf_value
-
-    def _sparse_sets(self, sel: np.ndarray, RT, nR: int, wd, reach: np.ndarray):
-        """(paths, count, fs_ptr, fs_set, fs_w) of long paths ``sel``: their distinct background fail sets,
-        ascending, with summed weights (integer sums, as the CPU twin)."""
-        cp = cupy_module()
-        Q = len(sel)
-        sel_d = cp.asarray(sel)
-        fails = cp.empty(Q * nR, dtype=cp.int64)
-        _fn("bg_fails", self.xdtype)(_grid(Q * nR), (_THREADS,), (RT, np.int64(nR), sel_d, np.int64(Q), *self.pa,
-                                                                   fails))
-        fails = fails.reshape(Q, nR)
-        order = cp.argsort(fails, axis=1)
-        srt = cp.take_along_axis(fails, order, axis=1)
-        cs = cp.cumsum(wd[order], axis=1)
-        last = cp.ones((Q, nR), dtype=bool)
-        last[:, :-1] = srt[:, 1:] != srt[:, :-1]
-        ptr = cp.concatenate([cp.zeros(1, cp.int64), cp.cumsum(last.sum(axis=1))])
-        ends = cs[last]
-        prev = cp.concatenate([cp.zeros(1, cp.int64), ends[:-1]])
-        prev[ptr[:-1]] = 0
-        wsum = ends - prev
-        sets = srt[last]
-        first = ptr[:-1]
-        reach[sel] = cp.where(sets[first] == 0, wsum[first], 0).get() / self.total
-        return sel_d, np.int64(Q), ptr, sets, wsum.astype(cp.float64)
+        step = max(1, (1 << 26) // max(summary.n_rows, 1))
+        for c0 in range(0, len(plan.long), step):
+            sel = plan.long[c0:c0 + step]
+            ptr, sets, w = summary.sparse_of(sel, cp)
+            self.long.append((cp.asarray(sel), np.int64(len(sel)), ptr, sets, w.astype(cp.float64)))
+            self.nbytes += sets.nbytes * 2
+        clock("long paths")
+        self.bias = summary.bias(ps)
 
     def compute(self, Xd, out) -> None:
         """out[...] = the values of the rows Xd (device, the model's input dtype): (n, M+1, K) or (n, M+1, M+1, K)."""
@@ -196,15 +248,37 @@ class Prepared:
             out[:, M, :] += bias
 
 
+def prepared(ps: PathSet, summary: _sum.BackgroundSummary, metric: int, interactions: bool, xdtype) -> Prepared:
+    """The summary's tables for this call, kept in its cache while they fit ``_sum.TABLE_CACHE_BYTES``."""
+    key = ("gpu", metric, interactions, ps.n_paths, np.dtype(xdtype).str)
+    if key in summary.cache:
+        return summary.cache[key][1]
+    prep = Prepared(ps, summary, metric, interactions, xdtype)
+    if summary.table_bytes + prep.nbytes <= _sum.TABLE_CACHE_BYTES:
+        summary.cache[key] = (prep.nbytes, prep)
+    return prep
+
+
 def pattern_values(paths: PathSet, X, background, *, weights, metric: int, interactions: bool, tree_limit,
                    progress, desc: str):
-    """The GPU pattern engine behind the interventional entry points (identity output)."""
+    """The GPU pattern engine behind the interventional entry points (identity output); ``background``: rows, or
+    a BackgroundSummary of the model's paths."""
     M, K = paths.n_features, paths.n_outputs
     state = {}
+    if isinstance(background, _sum.BackgroundSummary):
+        if weights is not None:
+            raise ValueError("weights belong to the background summary (background_summary(..., weights=...)); "
+                             "pass none with a summary")
+        background.check(paths)
 
     def prepare(pk):
-        R = core.check_x(background, pk.ps, name="background")
-        state["prep"] = Prepared(pk.ps, R, weights, metric, interactions, pk.xdtype)
+        summary = background
+        if not isinstance(summary, _sum.BackgroundSummary):
+            R = core.check_x(background, pk.ps, name="background")
+            summary = summarize(pk.ps, R, weights, None)
+        else:
+            summary = _on_device(summary)
+        state["prep"] = prepared(pk.ps, summary, metric, interactions, pk.xdtype)
 
     def compute(pk, Xd, out, a, b):
         state["prep"].compute(Xd, out)
@@ -212,3 +286,18 @@ def pattern_values(paths: PathSet, X, background, *, weights, metric: int, inter
     cols = (M + 1, M + 1, K) if interactions else (M + 1, K)
     extra = int(np.prod(cols)) * 8 + M * 8
     return core.driver(paths, X, tree_limit, progress, desc, cols, extra, compute, prepare=prepare)
+
+
+def _on_device(summary: _sum.BackgroundSummary) -> _sum.BackgroundSummary:
+    """The summary with device arrays (the same object where they are already there; a host summary keeps its
+    device copy in its cache, so that repeated calls upload it once)."""
+    cp = cupy_module()
+    if not isinstance(summary.hist, np.ndarray):
+        return summary
+    dev = summary.cache.get("device")
+    if dev is None:
+        dev = dataclasses.replace(summary, hist=cp.asarray(summary.hist), sparse_ptr=cp.asarray(summary.sparse_ptr),
+                           sparse_sets=cp.asarray(summary.sparse_sets), sparse_w=cp.asarray(summary.sparse_w),
+                           cache=summary.cache)
+        summary.cache["device"] = dev
+    return dev

@@ -16,9 +16,10 @@ from . import _cpu_interventional as _kw
 from . import _cpu_kernels as _k
 from . import _cpu_patterns as _kp
 from . import _patterns as _pat
+from . import _summary as _sum
 from . import _cpu_quad as _q
 from . import _cpu_tables as _t
-from ._inputs import as_model_input, check_transform, check_tree_limit
+from ._inputs import as_model_input, check_matrix, check_transform, check_tree_limit
 from .paths import PathSet, _hand_paths, _tiny_paths
 
 expect_cpu_engine = _background.expect_cpu_engine
@@ -266,13 +267,20 @@ def interaction_values(paths: PathSet, X, *, tree_limit=None, progress=None) -> 
     return out
 
 
-def _background_histograms(R, wint, weighted, pidx, pa, hist_off, mode, hist):
+def _chunk_conditions(pidx, pa, mode):
+    """The distinct conditions of the paths ``pidx`` counted from the background (right siblings are mirrored)."""
+    path_ptr, feature, lower, upper, missing_ok, cat_ptr = pa[:6]
+    return _pat.distinct_conditions(path_ptr, feature, lower, upper, missing_ok, cat_ptr, pidx[mode[pidx] != 2])
+
+
+def _background_histograms(R, wint, weighted, pidx, pa, hist_off, mode, hist, cond=None):
     """hist[hist_off[p] + s] += the weight of the background rows whose fail set on path p (of ``pidx``) is s.
     Each distinct condition of the paths is tested once per background row, into 64-row bit masks; each path then
     counts its fail sets from its conditions' masks (``_kp.fail_counts``). Row blocks keep a block's transposed
     rows and masks in cache: at most 2^17 values and 2^16 mask words."""
-    path_ptr, feature, lower, upper, missing_ok, cat_ptr = pa[:6]
-    cond = _pat.distinct_conditions(path_ptr, feature, lower, upper, missing_ok, cat_ptr, pidx[mode[pidx] != 2])
+    path_ptr = pa[0]
+    if cond is None:
+        cond = _chunk_conditions(pidx, pa, mode)
     U = len(cond.feature)
     nR, M = R.shape
     words = max(1, min(64, (1 << 17) // (64 * M), (1 << 16) // max(U, 1)))
@@ -288,14 +296,156 @@ def _background_histograms(R, wint, weighted, pidx, pa, hist_off, mode, hist):
                         hist)
 
 
-def _pattern_engine(ps: PathSet, X: np.ndarray, R: np.ndarray, weights, metric: int, interactions: bool,
-                    progress, desc: str) -> np.ndarray:
-    """Interventional values by the pattern decomposition (identity output): (n, M+1, K), or (n, M+1, M+1, K) with
-    ``interactions``; the bias entry holds the weighted background mean of the model's margin."""
-    n, M = X.shape
+def _sibling_modes(ps: PathSet, plan) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(mode, pair_k, pair_bit) of the value plan's sibling pairs (``_kp.sibling_pairs``; all zero where the option
+    is off): pairs within one chunk of tables."""
+    mode = np.zeros(ps.n_paths, np.int8)          # sibling pairs (values only): 1 left, 2 right
+    pair_k = np.zeros(ps.n_paths, np.int64)
+    pair_bit = np.zeros(ps.n_paths, np.int64)
+    if options.sibling_pairs:
+        chunk_id = np.full(ps.n_paths + 1, -1, np.int64)
+        for c, chunk in enumerate(plan.chunks):
+            chunk_id[chunk] = c
+        same = (chunk_id[:-1] >= 0) & (chunk_id[:-1] == chunk_id[1:])    # p and p + 1 in one chunk
+        _kp.sibling_pairs(ps.path_ptr, ps.tree_index, ps.feature, ps.lower, ps.upper, ps.missing_ok, ps.cat_ptr,
+                          ps.leaf_value, same, mode, pair_k, pair_bit)
+    return mode, pair_k, pair_bit
+
+
+def summarize_background(paths: PathSet, background, *, weights=None, weight_scale=None,
+                         progress=None) -> _sum.BackgroundSummary:
+    """The background's fail-set histograms against ``paths`` (all trees), on the CPU (see
+    ``kernels.treeshap.background_summary``)."""
+    _background.enter("treeshap-interventional")
+    return _summarize(paths, _background_rows(background, paths), weights, weight_scale, progress)
+
+
+_SLAB_BYTES = 1 << 22   # float32 background rows are widened to float64 this many bytes at a time, not whole
+
+
+def _background_rows(background, paths: PathSet) -> np.ndarray:
+    """The background as the engine reads it, without a float64 copy of float32 rows: those stay float32 (the
+    summary widens them a slab at a time, exactly); other rows go through ``as_model_input``."""
+    R = np.asarray(background) if not hasattr(background, "dtype") else background
+    if getattr(R, "dtype", None) == np.float32 and isinstance(R, np.ndarray):
+        check_matrix(R, paths, "background")
+        return np.ascontiguousarray(R)
+    return as_model_input(R, paths, name="background")
+
+
+def _slab_starts(R: np.ndarray) -> tuple[range, int]:
+    """(starts, rows) of the slabs R is read in: one for float64 R, else slabs of about _SLAB_BYTES as float64."""
+    if R.dtype == np.float64:
+        return range(0, 1), max(R.shape[0], 1)
+    rows = max(4096, _SLAB_BYTES // (8 * max(R.shape[1], 1)))
+    return range(0, R.shape[0], rows), rows
+
+
+def _slab(R: np.ndarray, a: int, rows: int) -> np.ndarray:
+    return R if R.dtype == np.float64 else np.ascontiguousarray(R[a:a + rows], dtype=np.float64)
+
+
+def _summarize(ps: PathSet, R: np.ndarray, weights, scale, progress) -> _sum.BackgroundSummary:
     nR = R.shape[0]
+    wint = _sum.integer_weights(weights, nR, scale)
+    weighted = wint is not None
+    total = int(wint.sum()) if weighted else nR
+    if weighted and total <= 0 and scale is None:
+        raise ValueError("background weights sum to zero after scaling")
+    w_arg = wint if weighted else np.zeros(1, np.int64)
+    hist_off, sparse = _sum.dense_paths(ps.path_ptr)
+    lens = np.diff(ps.path_ptr).astype(np.int64)
+    hist = np.zeros(int(((np.int64(1) << np.minimum(lens, 62))[hist_off >= 0]).sum()), np.int64)
+    plan = _pat.plan_paths(ps.path_ptr, False)       # its chunks are the dense paths, in order
+    pa = _path_args(ps)
+    work = float(nR) * (len(ps.feature) + ps.n_paths) * 4
+    steps = len(plan.chunks) + (1 if len(sparse) else 0)
+    with progress_bar(steps, "Interventional background", _bar_setting(progress, work)) as bar, \
+            _aot.copies_allowed(_copies_pay(work)):
+        mode, _, pair_bit = _sibling_modes(ps, plan)
+        starts, rows = _slab_starts(R)
+        conds = [_chunk_conditions(chunk, pa, mode) for chunk in plan.chunks]
+        for a in starts:
+            Rs = _slab(R, a, rows)
+            wa = w_arg[a:a + Rs.shape[0]] if weighted else w_arg
+            for chunk, cond in zip(plan.chunks, conds):
+                _background_histograms(Rs, wa, weighted, chunk, pa, hist_off, mode, hist, cond)
+            del Rs                        # freed before the next slab is made
+        for chunk in plan.chunks:
+            _kp.mirror_histograms(chunk, ps.path_ptr, mode, pair_bit, hist_off, hist)
+            bar.update(1)
+        ptr, sets, wsum = [0], [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+        if len(sparse):
+            if int(lens[sparse].max()) > _pat.MAX_SPARSE_LENGTH:
+                raise NotImplementedError(f"interventional values for a path with more than "
+                                          f"{_pat.MAX_SPARSE_LENGTH} distinct features")
+            step = max(1, (1 << 26) // max(nR, 1))
+            for c0 in range(0, len(sparse), step):
+                sel = sparse[c0:c0 + step]
+                fails = np.empty((len(sel), nR), np.int64)
+                for a in starts:
+                    Rs = _slab(R, a, rows)
+                    part = np.empty((len(sel), Rs.shape[0]), np.int64)
+                    _kp.background_patterns(Rs, sel, *pa, part)
+                    fails[:, a:a + Rs.shape[0]] = part
+                    del Rs, part
+                for q in range(len(sel)):
+                    order = np.argsort(fails[q], kind="stable")
+                    fs = fails[q][order]
+                    starts = np.concatenate([[0], np.nonzero(np.diff(fs))[0] + 1]) if nR else np.zeros(0, np.int64)
+                    sets.append(fs[starts])
+                    wsum.append(np.add.reduceat(wint[order], starts) if weighted else np.diff(np.append(starts, nR)))
+                    ptr.append(ptr[-1] + len(starts))
+            bar.update(1)
+    return _sum.BackgroundSummary(
+        key=_sum.path_key(ps), n_paths=ps.n_paths, lens=lens, hist_off=hist_off, hist=hist, sparse_paths=sparse,
+        sparse_ptr=np.asarray(ptr, np.int64), sparse_sets=np.concatenate(sets).astype(np.int64),
+        sparse_w=np.concatenate(wsum).astype(np.int64), total=total, scale=scale if weighted else None, n_rows=nR)
+
+
+def _call_tables(ps: PathSet, summary: _sum.BackgroundSummary, metric: int, interactions: bool, plan, W):
+    """The call's tables from the summary's histograms, one per chunk of the plan: kept in the summary's cache
+    while they fit ``_sum.TABLE_CACHE_BYTES`` (a later call then reads them), otherwise built per call."""
+    key = ("cpu", metric, interactions, ps.n_paths)
+    if key in summary.cache:
+        return summary.cache[key][1]
+    WP, WQ, *WI = W
+    total = summary.total_float
+    if interactions:
+        mode, pair_k, pair_bit = np.zeros(ps.n_paths, np.int8), np.zeros(ps.n_paths, np.int64), \
+            np.zeros(ps.n_paths, np.int64)
+    else:
+        mode, pair_k, pair_bit = _sibling_modes(ps, plan)
+    tabs = []
+    for chunk, t_size in zip(plan.chunks, plan.tab_size):
+        tab = np.empty(t_size)
+        if interactions:
+            _kp.interaction_tables(chunk, ps.path_ptr, summary.hist, summary.hist_off, total, WP, WQ, *WI,
+                                   plan.tab_off, tab)
+        else:
+            _kp.value_tables(chunk, ps.path_ptr, summary.hist, summary.hist_off, total, WP, WQ, plan.tab_off, tab)
+            _kp.combine_pairs(chunk, ps.path_ptr, mode, pair_bit, pair_k, ps.leaf_value, plan.tab_off, tab)
+        tabs.append(tab)
+    step = max(1, (1 << 26) // max(summary.n_rows, 1))
+    longs = []
+    for c0 in range(0, len(plan.long), step):
+        sel = plan.long[c0:c0 + step]
+        ptr, sets, w = summary.sparse_of(sel, np)
+        longs.append((sel, ptr, sets, w.astype(np.float64)))
+    made = (tabs, longs, mode, pair_k)
+    nbytes = sum(t.nbytes for t in tabs) + sum(x[2].nbytes * 2 for x in longs)
+    if summary.table_bytes + nbytes <= _sum.TABLE_CACHE_BYTES:
+        summary.cache[key] = (nbytes, made)
+    return made
+
+
+def _pattern_engine(ps: PathSet, X: np.ndarray, summary: _sum.BackgroundSummary, metric: int, interactions: bool,
+                    progress, desc: str) -> np.ndarray:
+    """Interventional values by the pattern decomposition (identity output) against a summarised background: (n,
+    M+1, K), or (n, M+1, M+1, K) with ``interactions``; the bias entry holds the weighted background mean of the
+    model's margin."""
+    n, M = X.shape
     K = ps.n_outputs
-    wint, total = _pat.integer_weights(weights, nR)
     plan = _pat.plan_paths(ps.path_ptr, interactions)
     D = max(plan.max_len, 1)
     WP, WQ = _pat.value_weights(_pat.SHAPLEY if interactions else metric, D)
@@ -304,46 +454,30 @@ def _pattern_engine(ps: PathSet, X: np.ndarray, R: np.ndarray, weights, metric: 
     lens = np.diff(ps.path_ptr)
     shape = (n, M + 1, M + 1, K) if interactions else (n, M + 1, K)
     out = np.zeros(shape)
-    reach = np.where(lens == 0, 1.0, 0.0)     # background weight fraction that reaches each leaf
     flat = out.reshape(n, -1, K)
-    mode = np.zeros(ps.n_paths, np.int8)          # sibling pairs (values only): 1 left, 2 right
-    pair_k = np.zeros(ps.n_paths, np.int64)
-    pair_bit = np.zeros(ps.n_paths, np.int64)
-    call_work = float(n) * (len(ps.feature) + nR) * 4
+    call_work = float(n) * len(ps.feature) * 4
     copies = _copies_pay(call_work)
-    if not interactions and options.sibling_pairs:
-        chunk_id = np.full(ps.n_paths + 1, -1, np.int64)
-        for c, chunk in enumerate(plan.chunks):
-            chunk_id[chunk] = c
-        same = (chunk_id[:-1] >= 0) & (chunk_id[:-1] == chunk_id[1:])    # p and p + 1 in one chunk
-        with _aot.copies_allowed(copies):
-            _kp.sibling_pairs(ps.path_ptr, ps.tree_index, ps.feature, ps.lower, ps.upper, ps.missing_ok,
-                              ps.cat_ptr, ps.leaf_value, same, mode, pair_k, pair_bit)
     steps = len(plan.chunks) + (1 if len(plan.long) else 0)
     rblock = _kp.row_block(M, flat.shape[1] * K, n, numba.get_num_threads(), interactions)
     copy = _kp.copies_output(M, flat.shape[1] * K, rblock, interactions)
+    total = summary.total_float
     with progress_bar(n * steps, desc, _bar_setting(progress, call_work)) as bar, _aot.copies_allowed(copies):
-        for chunk, t_size, h_size in zip(plan.chunks, plan.tab_size, plan.hist_size):
-            hist = np.zeros(h_size, np.int64)
-            _background_histograms(R, wint, weights is not None, chunk, pa, plan.hist_off, mode, hist)
-            _kp.mirror_histograms(chunk, ps.path_ptr, mode, pair_bit, plan.hist_off, hist)
-            reach[chunk] = hist[plan.hist_off[chunk]] / total     # fail set empty: the row reaches the leaf
-            tab = np.empty(t_size)
-            if interactions:
-                _kp.interaction_tables(chunk, ps.path_ptr, hist, plan.hist_off, total, WP, WQ, *WI, plan.tab_off,
-                                       tab)
-            else:
-                _kp.value_tables(chunk, ps.path_ptr, hist, plan.hist_off, total, WP, WQ, plan.tab_off, tab)
-                _kp.combine_pairs(chunk, ps.path_ptr, mode, pair_bit, pair_k, ps.leaf_value, plan.tab_off, tab)
+        tabs, longs, mode, pair_k = _call_tables(ps, summary, metric, interactions, plan, (WP, WQ) + WI)
+        for chunk, tab in zip(plan.chunks, tabs):
             lc = lens[chunk]
             work = float((lc * lc).sum() if interactions else lc.sum()) + len(chunk)
             for a, b in _chunks(n, work, rblock):
                 _kp.rows_kernel(X[a:b], chunk, *pa, ps.leaf_value, plan.tab_off, tab, mode, pair_k, interactions,
                                 copy, M + 1, rblock, flat[a:b])
                 bar.update(b - a)
-        if len(plan.long):
-            _sparse_long_paths(ps, X, R, wint, total, plan.long, (WP, WQ) + WI, interactions, out, reach, bar)
-    bias = ps.base_offset + reach @ ps.leaf_value
+        for sel, ptr, sets, wsum in longs:
+            work = float(ptr[-1]) * 8
+            for a, b in _chunks(n, work):
+                _kp.sparse_rows(X[a:b], sel, *pa, ps.leaf_value, ptr, sets, wsum, total, WP, WQ, *WI,
+                                interactions, flat[a:b])
+        if longs:
+            bar.update(n)
+    bias = summary.bias(ps)
     if interactions:
         out[:, M, M, :] += bias
     else:
@@ -351,47 +485,21 @@ def _pattern_engine(ps: PathSet, X: np.ndarray, R: np.ndarray, weights, metric: 
     return out
 
 
-def _sparse_long_paths(ps, X, R, wint, total, long_paths, weights, interactions, out, reach, bar):
-    """Paths too long for a table: the distinct background fail sets of each, against every explained row."""
-    if int(np.diff(ps.path_ptr)[long_paths].max()) > _pat.MAX_SPARSE_LENGTH:
-        raise NotImplementedError(f"interventional values for a path with more than {_pat.MAX_SPARSE_LENGTH} "
-                                  "distinct features")
-    n = X.shape[0]
-    nR = R.shape[0]
-    pa = _path_args(ps)
-    step = max(1, (1 << 26) // nR)
-    flat = out.reshape(n, -1, out.shape[-1])
-    for c0 in range(0, len(long_paths), step):
-        sel = long_paths[c0:c0 + step]
-        fails = np.empty((len(sel), nR), np.int64)
-        _kp.background_patterns(R, sel, *pa, fails)
-        ptr, sets, wsum = [0], [], []
-        for q in range(len(sel)):
-            order = np.argsort(fails[q], kind="stable")
-            fs = fails[q][order]
-            starts = np.concatenate([[0], np.nonzero(np.diff(fs))[0] + 1])
-            sets.append(fs[starts])
-            wsum.append(np.add.reduceat(wint[order], starts))
-            ptr.append(ptr[-1] + len(starts))
-            reach[sel[q]] = (wsum[-1][0] if fs[0] == 0 else 0) / total
-        ptr = np.asarray(ptr, np.int64)
-        sets = np.concatenate(sets)
-        wsum = np.concatenate(wsum).astype(np.float64)
-        work = float(ptr[-1]) * 8 / max(len(sel), 1)
-        for a, b in _chunks(n, work * len(sel)):
-            _kp.sparse_rows(X[a:b], sel, *pa, ps.leaf_value, ptr, sets, wsum, total, *weights, interactions,
-                            flat[a:b])
-    bar.update(n)
-
-
-def _background_input(paths: PathSet, X, background, tree_limit, interactions=False):
+def _background_input(paths: PathSet, X, background, tree_limit, weights, progress, interactions=False):
+    """(restricted paths, rows, summary): a summary passed as ``background`` is checked against ``paths``; an array
+    is summarised for this call."""
     _background.enter("treeshap-interventional")
     if interactions:
         _background.enter("treeshap-interventional-interactions")
     ps = paths.restrict(check_tree_limit(tree_limit))
     X = as_model_input(X, ps)
-    R = as_model_input(background, ps, name="background")
-    return ps, X, R
+    if isinstance(background, _sum.BackgroundSummary):
+        if weights is not None:
+            raise ValueError("weights belong to the background summary (background_summary(..., weights=...)); "
+                             "pass none with a summary")
+        background.check(paths)
+        return ps, X, _sum.on_host(background)
+    return ps, X, _summarize(ps, _background_rows(background, ps), weights, None, progress)
 
 
 def interventional_interaction_values(paths: PathSet, X, background, *, weights=None, tree_limit=None,
@@ -403,16 +511,16 @@ def interventional_interaction_values(paths: PathSet, X, background, *, weights=
     SHAP value minus the row's off-diagonal sum; every row sums to the SHAP value. ``weights``: one non-negative
     weight per background row (None: equal weights).
     """
-    ps, X, R = _background_input(paths, X, background, tree_limit, interactions=True)
-    return _pattern_engine(ps, X, R, weights, _pat.SHAPLEY, True, progress, "Interventional interactions")
+    ps, X, summary = _background_input(paths, X, background, tree_limit, weights, progress, interactions=True)
+    return _pattern_engine(ps, X, summary, _pat.SHAPLEY, True, progress, "Interventional interactions")
 
 
 def interventional_banzhaf_values(paths: PathSet, X, background, *, weights=None, tree_limit=None,
                                   progress=None) -> np.ndarray:
     """Interventional Banzhaf values against ``background``, (n, M+1, K); column M holds the background mean of the
     margin (Banzhaf values do not sum to the prediction minus it)."""
-    ps, X, R = _background_input(paths, X, background, tree_limit)
-    return _pattern_engine(ps, X, R, weights, _pat.BANZHAF, False, progress, "Interventional Banzhaf")
+    ps, X, summary = _background_input(paths, X, background, tree_limit, weights, progress)
+    return _pattern_engine(ps, X, summary, _pat.BANZHAF, False, progress, "Interventional Banzhaf")
 
 
 def interventional_shap_values(paths: PathSet, X, background, *, transform="identity", y=None, tree_limit=None,
@@ -428,15 +536,23 @@ def interventional_shap_values(paths: PathSet, X, background, *, transform="iden
     """
     if method not in ("auto", "patterns", "pairs"):
         raise ValueError(f"method must be 'auto', 'patterns' or 'pairs', got {method!r}")
-    ps, X, R = _background_input(paths, X, background, tree_limit)
-    n, M = X.shape
-    nR = R.shape[0]
-    yv = check_transform(transform, y, n)
     if transform == "identity" and method != "pairs":
-        return _pattern_engine(ps, X, R, weights, _pat.SHAPLEY, False, progress, "Interventional TreeSHAP")
+        ps, X, summary = _background_input(paths, X, background, tree_limit, weights, progress)
+        check_transform(transform, y, X.shape[0])
+        return _pattern_engine(ps, X, summary, _pat.SHAPLEY, False, progress, "Interventional TreeSHAP")
     if method == "patterns":
         raise ValueError(f"method='patterns' needs transform='identity' (got {transform!r}): other output "
                          "transforms do not decompose over the background")
+    if isinstance(background, _sum.BackgroundSummary):
+        raise ValueError(f"transform={transform!r} (or method='pairs') walks every (row, background row) pair and "
+                         "needs the background rows, not a summary of them")
+    _background.enter("treeshap-interventional")
+    ps = paths.restrict(check_tree_limit(tree_limit))
+    X = as_model_input(X, ps)
+    R = as_model_input(background, ps, name="background")
+    n, M = X.shape
+    nR = R.shape[0]
+    yv = check_transform(transform, y, n)
     wv = np.ones(nR)
     if weights is not None:
         _pat.integer_weights(weights, nR)   # validates

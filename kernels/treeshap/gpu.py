@@ -20,7 +20,8 @@ from ._gpu_interventional import (interventional_banzhaf_values, interventional_
                                   interventional_shap_values)
 from .paths import PathSet
 
-__all__ = ["shap_values", "interaction_values", "interventional_shap_values", "packed_paths", "clear_cache",
+__all__ = ["shap_values", "interaction_values", "interventional_shap_values", "summarize_background", "packed_paths",
+           "clear_cache",
            "options", "GpuOptions"]
 
 # Tuning constants (measured on an H100; docs/design/treeshap.md has the tables), not options.
@@ -251,3 +252,12 @@ def shap_values(paths: PathSet, X, *, tree_limit=None, progress=None):
 def interaction_values(paths: PathSet, X, *, tree_limit=None, progress=None):
     """SHAP interaction values, (n, M+1, M+1, K) float64, bias at [M, M] (CuPy in -> CuPy out)."""
     return _path_dependent(paths, X, tree_limit, progress, True)
+
+
+def summarize_background(paths: PathSet, background, *, weights=None, weight_scale=None, progress=None):
+    """The background's fail-set histograms against ``paths`` (all trees), on the GPU (see
+    ``kernels.treeshap.background_summary``); the histograms stay on the device."""
+    from . import _gpu_patterns
+
+    R = core.check_x(background, paths, name="background")
+    return _gpu_patterns.summarize(paths, R, weights, weight_scale, progress)
