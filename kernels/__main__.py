@@ -11,7 +11,7 @@ if __name__ == "__main__":
         sys.exit(aot_main(argv[1:]))
     if not argv or argv[0] != "warmup":
         print("usage: python -m hitml.kernels warmup [GROUP ...] [--jobs N]\n"
-              "       python -m hitml.kernels aot [OUT_DIR] [--jobs N] [--check]", file=sys.stderr)
+              "       python -m hitml.kernels aot [OUT_DIR] [--jobs N] [--check] [--numba-cache]", file=sys.stderr)
         sys.exit(2)
     from ._warmup import main
 

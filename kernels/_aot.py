@@ -43,8 +43,13 @@ _FORMAT = 1
 _MODULE_PREFIX = "hitml.kernels."
 _RECHECK_S = 10.0   # how often a process running a copy looks again for the Numba kernel in the cache
 
+# Prototype of the replacement of pycc (docs/design/compile.md): "HITML_AOT=cache" runs no copy; it seeds Numba's
+# own cache with the entries shipped in _compiled/numba_cache/ (``python -m hitml.kernels aot --numba-cache``)
+_CACHE_MODE = "cache"
+_CACHE_SUBDIR = "numba_cache"
+
 _lock = threading.Lock()
-_state: dict = {"table": None, "off": False, "why": ""}
+_state: dict = {"table": None, "off": False, "why": "", "seeded": None}
 _decided: dict = {}
 _local = threading.local()   # .allowed: whether the call this thread makes may run copies (see copies_allowed)
 
@@ -125,12 +130,15 @@ def _load() -> dict:
 
 
 def _switched_off() -> bool:
-    return _state["off"] or os.environ.get(_ENV, "1") == "0"
+    return _state["off"] or os.environ.get(_ENV, "1") in ("0", _CACHE_MODE)
 
 
 def table() -> dict:
-    """The compiled copies this process may run (loaded once; empty where switched off, missing or stale)."""
+    """The compiled copies this process may run (loaded once; empty where switched off, missing or stale, and
+    where ``HITML_AOT=cache`` seeds Numba's cache instead, see :func:`seed_numba_cache`)."""
     if _switched_off():
+        if os.environ.get(_ENV) == _CACHE_MODE and not _state["off"]:
+            seed_numba_cache()
         return {}
     if _state["table"] is None:
         with _lock:
@@ -149,6 +157,8 @@ def status() -> str:
     t = table()
     if t:
         return f"{len(t)} compiled kernels from {folder()}"
+    if os.environ.get(_ENV) == _CACHE_MODE and not _state["off"]:
+        return f"no compiled copies ({_ENV}=cache): {_state['seeded'] or 0} Numba cache entries seeded from {folder()}"
     if _switched_off():
         return f"compiled kernels switched off ({_ENV}=0)"
     return _state["why"] or "no compiled kernels"
@@ -205,6 +215,7 @@ def loaded(dispatcher, args: tuple) -> bool | None:
     refuses before it looks in the cache), under Numba's compiler lock; None where this Numba's internals differ."""
     from numba.core.compiler_lock import global_compiler_lock
 
+    table()   # under HITML_AOT=cache, the shipped cache entries are in place before the first lookup
     try:
         sig = tuple(dispatcher.typeof_pyval(a) for a in args)
         with global_compiler_lock:
@@ -220,6 +231,84 @@ def loaded(dispatcher, args: tuple) -> bool | None:
             return True
     except Exception:  # noqa: BLE001 - another Numba: the caller takes the full tier (the twins' same bytes)
         return None
+
+
+def _index_head(path: str):
+    """(Numba version, source stamp) of a Numba cache index file (``numba.core.caching.IndexDataCacheFile``:
+    the version pickled first, then the pickled ``(stamp, overloads)``); None where unreadable."""
+    import pickle
+
+    try:
+        with open(path, "rb") as f:
+            version = pickle.load(f)
+            stamp, _overloads = pickle.loads(f.read())
+    except (OSError, EOFError, ValueError, TypeError, pickle.UnpicklingError):
+        return None
+    return version, stamp
+
+
+def _cache_of(py_file: str):
+    """(folder, source stamp) under which this process's Numba caches the functions of the source file ``py_file``:
+    Numba's own choice of locator (``NUMBA_CACHE_DIR``, ``__pycache__`` beside the file, the user-wide folder) and
+    stamp, asked through a one-line function that claims to come from that file; None where Numba finds no
+    writable folder."""
+    from numba.core.caching import FunctionCache
+
+    scope: dict = {}
+    exec(compile("def f():\n    pass\n", py_file, "exec"), scope)
+    try:
+        cache = FunctionCache(scope["f"])
+    except RuntimeError:   # "cannot cache function ...: no locator available"
+        return None
+    return cache.cache_path, cache._cache_file._source_stamp
+
+
+def seed_numba_cache(source: str | None = None) -> int:
+    """Copy the shipped Numba cache entries (``<folder()>/numba_cache/<dir>/*.nbi|*.nbc``, ``<dir>`` a folder of
+    the kernels package) into the folders where this process's Numba looks for them, once per process; returns the
+    number of index files copied. An entry goes in only where the target has no index, or one that Numba would
+    discard anyway (another Numba version or source stamp); the shipped index must carry this Numba's version and
+    the current source's stamp. Numba then checks each entry's key (signature, CPU name and features, bytecode
+    hash) itself: on another CPU it finds no match and compiles, as without the entries."""
+    with _lock:   # a second thread's first call waits until the entries are in place
+        if _state["seeded"] is None:
+            _state["seeded"] = _seed(os.path.join(source or folder(), _CACHE_SUBDIR))
+        return _state["seeded"]
+
+
+def _seed(shipped: str) -> int:
+    """:func:`seed_numba_cache`'s copying, from the folder ``shipped``."""
+    import shutil
+
+    import numba
+
+    root = os.path.dirname(os.path.abspath(__file__))
+    copied = 0
+    for sub, _dirs, files in os.walk(shipped):
+        rel = os.path.relpath(sub, shipped)
+        for index in sorted(n for n in files if n.endswith(".nbi")):
+            py_file = os.path.join(root, rel, index.split(".", 1)[0] + ".py")
+            if not os.path.exists(py_file):
+                continue
+            found = _cache_of(py_file)
+            if found is None:
+                continue
+            target, want = found[0], (numba.__version__, found[1])
+            if _index_head(os.path.join(sub, index)) != want:
+                continue
+            there = os.path.join(target, index)
+            if os.path.exists(there) and _index_head(there) == want:
+                continue   # Numba's own entries for this source (compiled here, or seeded before)
+            base = index[:-len(".nbi")]
+            try:
+                for name in [n for n in files if n.startswith(base + ".") and n.endswith(".nbc")] + [index]:
+                    tmp = os.path.join(target, f"{name}.tmp.{os.getpid()}")
+                    shutil.copyfile(os.path.join(sub, name), tmp)
+                    os.replace(tmp, os.path.join(target, name))   # the index last: never one naming a missing file
+            except OSError:   # a full or read-only disk: Numba compiles this kernel, as without the entries
+                continue
+            copied += 1
+    return copied
 
 
 def _arg_key(a):

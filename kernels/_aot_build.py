@@ -3,7 +3,8 @@
 A build tool at the top of the kernels package: it imports the warm-up tool and, through it, every kernel family,
 compiles the kernels of the modules that declared copies (``_registry.register_copies``) with Numba, and builds
 their copies with Numba's ``pycc`` for this CPU. ``setup.py``'s build hook runs it in a process of its own. Nothing
-in the library imports it.
+in the library imports it. ``--numba-cache`` builds, instead, the Numba cache entries that the prototype replacement
+of pycc ships (:func:`build_numba_cache`, ``docs/design/compile.md``).
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import sys
 import time
 
 from . import _registry
-from ._aot import _DIR, _DIR_ENV, _MANIFEST, EntryPoint, available, disable, export_name, host, source_hash, status
+from ._aot import _CACHE_SUBDIR, _DIR, _DIR_ENV, _MANIFEST, EntryPoint, available, disable, export_name, host, source_hash, status
 
 # the engine whose kernels have compiled copies (it imports all its kernel modules); only it is imported, so that a
 # build environment without the other families' dependencies (SciPy) builds the copies
@@ -109,6 +110,53 @@ def build(out_dir: str | None = None, jobs: int | None = None, verbose: bool = T
     return manifest
 
 
+def build_numba_cache(out_dir: str | None = None, verbose: bool = True) -> int:
+    """The prototype replacement of the pycc copies (docs/design/compile.md): compile the same TreeSHAP groups with
+    Numba, in the tier a later process runs (the ``parallel=True`` kernels), into a temporary Numba cache, and
+    copy the cache entries of the modules with copies into ``<out_dir>/numba_cache/<folder of the module>/``
+    (``HITML_AOT=cache`` seeds a process's Numba cache from there, ``_aot.seed_numba_cache``). Returns the number
+    of index files. Call it in a process of its own, before Numba is imported."""
+    import shutil
+    import tempfile
+
+    out = os.path.join(os.path.abspath(out_dir or _DIR), _CACHE_SUBDIR)
+    root = os.path.dirname(os.path.abspath(__file__))
+    with tempfile.TemporaryDirectory(prefix="hitml-aot-cache-") as cache:
+        os.environ["NUMBA_CACHE_DIR"] = cache   # read when Numba is first imported, just below: compile every kernel
+        os.environ.update(HITML_KERNEL_TIER="full", HITML_BACKGROUND="0", HITML_PROGRESS="0")
+        from numba.core.dispatcher import Dispatcher
+
+        disable()
+        from . import _warmup
+
+        t0 = time.perf_counter()
+        tasks = _warmup.warmup_tasks(COPY_ENGINES)
+        for group in groups():
+            tasks[group]()
+        shutil.rmtree(out, ignore_errors=True)
+        n = 0
+        for name in _registry.copy_modules():
+            module = importlib.import_module(name)
+            for obj in vars(module).values():
+                d = obj.dispatcher if isinstance(obj, EntryPoint) else obj
+                if not isinstance(d, Dispatcher) or d.py_func.__module__ != name or not d.overloads:
+                    continue
+                index = d._cache._cache_file._index_path
+                if not os.path.exists(index):
+                    continue
+                rel = os.path.relpath(os.path.dirname(os.path.abspath(d.py_func.__code__.co_filename)), root)
+                dest = os.path.join(out, rel)
+                os.makedirs(dest, exist_ok=True)
+                base = os.path.basename(index)[:-len(".nbi")]
+                for f in os.listdir(os.path.dirname(index)):
+                    if f == base + ".nbi" or (f.startswith(base + ".") and f.endswith(".nbc")):
+                        shutil.copyfile(os.path.join(os.path.dirname(index), f), os.path.join(dest, f))
+                n += 1
+    if verbose:
+        print(f"hitml: {n} kernels' Numba cache entries in {out} ({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
+    return n
+
+
 def _compile_parts(names: list, parts: list, out_dir: str, jobs: int) -> list[str]:
     """Build each part's module; where processes can fork, ``jobs`` at a time (they share this process's
     compiled Numba kernels)."""
@@ -130,7 +178,11 @@ def main(argv=None) -> int:
     parser.add_argument("out_dir", nargs="?", default=None, help=f"folder (default: {_DIR})")
     parser.add_argument("--jobs", type=int, default=None, help="processes at once (default: CPU count)")
     parser.add_argument("--check", action="store_true", help="only say whether valid copies are there (exit 1 if not)")
+    parser.add_argument("--numba-cache", action="store_true",
+                        help="build the shipped Numba cache entries instead (prototype, HITML_AOT=cache runs them)")
     args = parser.parse_args(argv)
+    if args.numba_cache:
+        return 0 if build_numba_cache(args.out_dir) else 1
     if args.check:
         if args.out_dir:
             os.environ[_DIR_ENV] = args.out_dir

@@ -112,7 +112,7 @@ def register_compile_notice() -> None:
             module = getattr(getattr(disp, "py_func", None), "__module__", "") or ""
             if module.startswith("hitml.") and _show_notice():
                 _state["shown"] = True
-                print(_NOTICE, file=sys.stderr, flush=True)
+                print(_NOTICE + _why_compiled(), file=sys.stderr, flush=True)
             if module.startswith(_ENGINE_MODULES) or (_ahead["eager"] and module.startswith(_PATH_MODULES)):
                 compile_ahead()
 
@@ -121,6 +121,12 @@ def register_compile_notice() -> None:
 
     event.register("numba:compile", _Notice())
     _numba_compile.install()  # a faster copy propagation while Numba compiles hitml's kernels (same code)
+
+
+def _why_compiled() -> str:
+    """What the notice adds where the TreeSHAP kernels have no compiled copies in use: why (``_aot.status``: none
+    built, built for another CPU, Numba or source, switched off), so a user whose install built none sees it once."""
+    return "" if _aot.available() else f" [{_aot.status()}]"
 
 
 def expect_cpu_engine() -> None:

@@ -18,6 +18,7 @@ from shap.explainers._tree import DEPRECATED_APPROX, TreeEnsemble
 from shap.utils._exceptions import DimensionError, ExplainerError, InvalidModelError
 
 __all__ = [
+    "spark_collect_arrow", "spark_java_object",
     "DEPRECATED_APPROX", "DimensionError", "ExplainerError", "InvalidModelError", "TreeEnsemble",
     "average_path_length", "check_feature_names", "hgb_encoded_raw", "hgb_predictors", "hgb_preprocess",
     "hgb_preprocessor", "hgb_raw_predict", "lightgbm_frame", "xgb_dmatrix_props",
@@ -112,3 +113,15 @@ def lightgbm_frame(df: Any, pandas_categorical: list | None) -> np.ndarray:
     from lightgbm.basic import _data_from_pandas
 
     return _data_from_pandas(df, "auto", "auto", pandas_categorical)[0]
+
+
+def spark_java_object(obj: Any) -> Any:
+    """The JVM object behind a pyspark.ml wrapper (``JavaWrapper._java_obj``; pyspark has no public accessor), or
+    None where there is none."""
+    return getattr(obj, "_java_obj", None)
+
+
+def spark_collect_arrow(df: Any) -> list:
+    """A pyspark DataFrame's rows as Arrow record batches on the driver (``DataFrame._collect_as_arrow``, what
+    ``toPandas`` uses; Spark 3.5 has no public ``toArrow``)."""
+    return df._collect_as_arrow()

@@ -1,6 +1,7 @@
 """``shap_ext.TreeExplainer``: shap's TreeExplainer with exact TreeSHAP computed by hitml's engine (CPU or GPU)."""
 from __future__ import annotations
 
+import types
 import warnings
 from typing import Any
 
@@ -316,7 +317,7 @@ class TreeExplainer(_ShapTreeExplainer):
         if isinstance(converted, TreeliteModel):
             return False
         return (isinstance(data, (np.ndarray, pd.DataFrame)) or columns is not None
-                or type(data) is shap.maskers.Independent or is_dask_collection(data))
+                or type(data) is shap.maskers.Independent or is_dask_collection(data) or is_spark_dataframe(data))
 
     def _configure_reader(self, ens: Any) -> None:
         """The row reader's rules that come from the parsed trees (LightGBM's zero features, category features,
@@ -342,8 +343,20 @@ class TreeExplainer(_ShapTreeExplainer):
         ens = build_ensemble(model, user_model, converted, None, model_output)
         self._configure_reader(ens)
         masker_names = None
-        lazy = data if is_dask_collection(data) else None
-        if lazy is not None:
+        lazy = data if is_dask_collection(data) or is_spark_dataframe(data) else None
+        if lazy is not None and is_spark_dataframe(data):
+            # a Spark background: its partitions are counted on the executors (spark_background_summary); shap's
+            # set-up and the checks below see its first row
+            from ._spark import _feature_columns, spark_background
+
+            if background_weights is not None:
+                raise NotImplementedError("background_weights with a Spark background; pass a NumPy or pandas "
+                                          "background (spark_background), or repeat rows in proportion to weights")
+            proxy = types.SimpleNamespace(_reader=self._reader, model=ens, data_feature_names=feature_names)
+            spec, how = _feature_columns(data, proxy, None)
+            lazy = (data, spec, how)
+            data = spark_background(data.limit(1), spec)
+        elif lazy is not None:
             # a Dask background: its partitions are counted where they lie (dask_background_summary); shap's set-up
             # and the checks below see its first row
             if background_weights is not None:
@@ -402,24 +415,34 @@ class TreeExplainer(_ShapTreeExplainer):
         self._rows_read = True
         self._setup_engine(converted if converted is not None else user_model)
         if lazy is not None:
-            self._summarize_dask_background(lazy)
+            self._summarize_lazy_background(lazy)
             return
         self._summarize_background()
 
-    def _summarize_dask_background(self, data: Any) -> None:
-        """The summary of a Dask background, counted partition by partition on the workers (identity output
-        transforms only: the others walk every pair of rows); ``data`` then keeps the Dask collection."""
-        from ._dask import dask_background_summary
-
+    def _summarize_lazy_background(self, data: Any) -> None:
+        """The summary of a Dask or Spark background, counted partition by partition where the rows lie (identity
+        output transforms only: the others walk every pair of rows); ``data`` then keeps the collection."""
+        kind = "Spark" if isinstance(data, tuple) else "Dask"
         if self.model.get_transform() != "identity":
             raise NotImplementedError(
-                f"model_output={self.model.model_output!r} with a Dask background: that output does not decompose "
-                "over the background, so every background row would meet every explained row; pass a NumPy or "
-                "pandas sample of the background")
+                f"model_output={self.model.model_output!r} with a {kind} background: that output does not "
+                "decompose over the background, so every background row would meet every explained row; pass a "
+                "NumPy or pandas sample of the background")
         paths = self.paths
-        self.background_summary = dask_background_summary(
-            paths, data, self._reader, self.model.input_dtype, getattr(self.model, "_row_dtype", None),
-            self.requested_backend)
+        row_dtype = getattr(self.model, "_row_dtype", None)
+        if kind == "Spark":
+            from ._spark import spark_background_summary
+
+            data, spec, how = data
+            width = int(self.n_features) if self._n_features_exact else None
+            self.background_summary = spark_background_summary(
+                paths, data, spec, how, self._reader, self.model.input_dtype, row_dtype, width,
+                self.requested_backend)
+        else:
+            from ._dask import dask_background_summary
+
+            self.background_summary = dask_background_summary(
+                paths, data, self._reader, self.model.input_dtype, row_dtype, self.requested_backend)
         tl = self._tree_limit(None)
         bias = self.background_summary.bias(paths if tl >= self.model.values.shape[0] else paths.restrict(tl))
         self.expected_value = bias[0] if len(bias) == 1 else bias

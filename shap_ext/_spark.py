@@ -280,6 +280,68 @@ def _explain_partition(batches: Iterator[Any], shipped: Any, plan: _Plan) -> Ite
                 yield from _explain_batch(ex, batch, plan)
 
 
+def _summarize_partition(batches: Iterator[Any], ctx: Any, plan: _Plan, names: list[str] | None) -> Iterator[Any]:
+    """mapInArrow's function for a background: the partition's rows counted on this executor (its GPU where Spark
+    gave it one), one pickled summary per partition (none for an empty one)."""
+    import pickle
+
+    import pyarrow as pa
+    from pyspark import TaskContext
+
+    from hitml.kernels.device import cupy_module
+    from hitml.kernels.treeshap import BackgroundSummary
+
+    from ._dask import _summarize_part
+
+    backend, device = executor_backend(plan.backend, TaskContext.get(), plan.is_local)
+    parts = []
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        X = _matrix(batch, plan)
+        if names is not None:   # named columns: the model's library reads a frame by name
+            import pandas as pd
+
+            X = pd.DataFrame(X, columns=names)
+        if device is None:
+            parts.append(_summarize_part(ctx.value, X, backend))
+        else:
+            with cupy_module().cuda.Device(device):
+                parts.append(_summarize_part(ctx.value, X, backend))
+    parts = [p for p in parts if p is not None]
+    if parts:
+        blob = pickle.dumps(BackgroundSummary.merge(parts))
+        yield pa.RecordBatch.from_pydict({"summary": [blob]}, schema=pa.schema([("summary", pa.binary())]))
+
+
+def spark_background_summary(paths: Any, df: Any, features: str | list[str], how: str, reader: Any,
+                             input_dtype: Any, row_dtype: Any, width: int | None, backend: str) -> Any:
+    """The background summary of a Spark DataFrame, counted where its rows lie: each partition is read (through
+    Arrow, with the model's reader) and counted on its executor, and only the per-partition summaries (the paths'
+    histograms) reach the driver, where they are summed (``BackgroundSummary.merge``: exact integers, so the result
+    equals the whole background's summary in one piece)."""
+    import pickle
+
+    from pyspark.sql import types as T
+
+    from hitml.kernels.treeshap import BackgroundSummary
+
+    from ._dask import _PartReader
+
+    exprs, names, scalar = _select_features(df, features, how, width)
+    plan = _Plan(n_keep=0, features=scalar, features_name=", ".join(names), width=width, label=False,
+                 interactions=False, tree_limit=None, check_additivity=False, backend=backend,
+                 is_local=_is_local(df), out_fields=None)
+    ctx = df.sparkSession.sparkContext.broadcast(_PartReader(reader, input_dtype, row_dtype, paths))
+    schema = T.StructType([T.StructField("summary", T.BinaryType())])
+    fn = functools.partial(_summarize_partition, ctx=ctx, plan=plan, names=names if scalar is not None else None)
+    blobs = [r[0] for r in df.select(*exprs).mapInArrow(fn, schema).collect()]
+    ctx.unpersist()
+    if not blobs:
+        raise ValueError("the background has no rows")
+    return BackgroundSummary.merge([pickle.loads(b) for b in blobs])
+
+
 # -- the driver's side -----------------------------------------------------------------------------------------------
 def _is_vector(dtype: Any) -> bool:
     return type(dtype).__name__ == "VectorUDT"
@@ -338,6 +400,38 @@ def _column(name: str) -> Any:
     from pyspark.sql import functions as F
 
     return F.col("`" + name.replace("`", "``") + "`")
+
+
+def _select_features(df: Any, spec: str | list[str], how: str, width: int | None) -> tuple[list, list[str], Any]:
+    """(Spark expressions selecting the features as doubles, the user's feature column names, the internal scalar
+    column names or None for one array column)."""
+    from pyspark.sql import types as T
+
+    if isinstance(spec, str):
+        field = _resolve(df, spec, how)
+        if _is_vector(field.dataType):
+            from pyspark.ml.functions import vector_to_array
+
+            feature_exprs = [vector_to_array(_column(spec), "float64").alias(_FEATURES)]
+        elif isinstance(field.dataType, T.ArrayType) and _is_numeric(field.dataType.elementType):
+            feature_exprs = [_column(spec).cast("array<double>").alias(_FEATURES)]
+        else:
+            raise TypeError(f"features column {spec!r} has type {field.dataType.simpleString()}; it must be a vector "
+                            "(pyspark.ml.linalg) or a numeric array, or pass features_col= a list of numeric columns")
+        feature_names: list[str] = [spec]
+        scalar = None
+    else:
+        fields = [_resolve(df, c, how) for c in spec]
+        bad = [f"{f.name} ({f.dataType.simpleString()})" for f in fields if not _is_numeric(f.dataType)]
+        if bad:
+            raise TypeError(f"feature columns must be numeric; got {', '.join(bad)}")
+        if width is not None and len(spec) != width:
+            raise ValueError(f"{len(spec)} feature columns given ({how}), but the model was trained on {width} "
+                             "features")
+        feature_exprs = [_column(c).cast("double").alias(f"{_FEATURES}_{j}") for j, c in enumerate(spec)]
+        feature_names = list(spec)
+        scalar = tuple(f"{_FEATURES}_{j}" for j in range(len(spec)))
+    return feature_exprs, feature_names, scalar
 
 
 def spark_shap_values(explainer: Any, df: Any, y: str | None = None, *, interactions: bool = False,
@@ -436,30 +530,7 @@ def spark_shap_values(explainer: Any, df: Any, y: str | None = None, *, interact
     spec, how = _feature_columns(df, explainer, features_col)
     exact = explainer._n_features_exact
     width = int(explainer.n_features) if exact else None
-    if isinstance(spec, str):
-        field = _resolve(df, spec, how)
-        if _is_vector(field.dataType):
-            from pyspark.ml.functions import vector_to_array
-
-            feature_exprs = [vector_to_array(_column(spec), "float64").alias(_FEATURES)]
-        elif isinstance(field.dataType, T.ArrayType) and _is_numeric(field.dataType.elementType):
-            feature_exprs = [_column(spec).cast("array<double>").alias(_FEATURES)]
-        else:
-            raise TypeError(f"features column {spec!r} has type {field.dataType.simpleString()}; it must be a vector "
-                            "(pyspark.ml.linalg) or a numeric array, or pass features_col= a list of numeric columns")
-        feature_names: list[str] = [spec]
-        scalar = None
-    else:
-        fields = [_resolve(df, c, how) for c in spec]
-        bad = [f"{f.name} ({f.dataType.simpleString()})" for f in fields if not _is_numeric(f.dataType)]
-        if bad:
-            raise TypeError(f"feature columns must be numeric; got {', '.join(bad)}")
-        if width is not None and len(spec) != width:
-            raise ValueError(f"{len(spec)} feature columns given ({how}), but the model was trained on {width} "
-                             "features")
-        feature_exprs = [_column(c).cast("double").alias(f"{_FEATURES}_{j}") for j, c in enumerate(spec)]
-        feature_names = list(spec)
-        scalar = tuple(f"{_FEATURES}_{j}" for j in range(len(spec)))
+    feature_exprs, feature_names, scalar = _select_features(df, spec, how, width)
     if keep_columns is None:
         keep = [c for c in df.columns if c not in set(feature_names)]
     else:
@@ -579,9 +650,11 @@ def spark_background(df: Any, features: str | list[str], *, sample: float | None
 
 
 def _to_arrow(df: Any) -> Any:
-    """A pyarrow Table of the DataFrame (``DataFrame.toArrow``, Spark >= 4.0; ``_collect_as_arrow`` before)."""
+    """A pyarrow Table of the DataFrame (``DataFrame.toArrow``, Spark >= 4.0; Arrow batches collected before)."""
     import pyarrow as pa
 
     if hasattr(df, "toArrow"):
         return df.toArrow()
-    return pa.Table.from_batches(df._collect_as_arrow(), schema=None)  # Spark 3.5
+    from ._compat import spark_collect_arrow
+
+    return pa.Table.from_batches(spark_collect_arrow(df), schema=None)  # Spark 3.5

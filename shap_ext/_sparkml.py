@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from ._categories import CategoricalSplits
+from ._compat import spark_java_object
 
 __all__ = ["SPARK_ML_MODELS", "SparkMLModel", "is_spark_ml_model"]
 
@@ -24,7 +25,7 @@ SPARK_ML_MODELS = {
 def is_spark_ml_model(model: Any) -> bool:
     """True for a fitted ``pyspark.ml`` tree model of the six kinds above (classic Spark, with a JVM model)."""
     return type(model).__module__.startswith("pyspark.ml.") and type(model).__name__ in SPARK_ML_MODELS \
-        and getattr(model, "_java_obj", None) is not None
+        and spark_java_object(model) is not None
 
 
 class _Node:
@@ -135,10 +136,10 @@ class SparkMLModel:
         self.n_classes = int(model.numClasses) if kind == "classification" else 1
         self.input_dtype = np.dtype(np.float64)  # Spark's vectors hold doubles and its splits compare doubles
         if family == "tree":
-            jtrees = [model._java_obj]
+            jtrees = [spark_java_object(model)]
             weights = np.ones(1)
         else:
-            jtrees = [t._java_obj for t in model.trees]
+            jtrees = [spark_java_object(t) for t in model.trees]
             weights = np.asarray(model.treeWeights, dtype=np.float64)
         if not jtrees:
             raise ValueError(f"{name} has no trees")

@@ -43,8 +43,14 @@ def test_bad_inputs(model_x):
     model, X, _ = model_x
     ex = shap_ext.TreeExplainer(model, X[:40], feature_perturbation="interventional", backend="cpu")
     dX = da.from_array(X, chunks=150)
-    with pytest.raises(NotImplementedError, match="tree_path_dependent"):
-        dask_shap_values(ex, dX, interactions=True)
+    ip = shap_ext.TreeExplainer(model, X[:40], feature_perturbation="interventional", model_output="probability",
+                                backend="cpu") if hasattr(model, "predict_proba") else None
+    if ip is not None:   # interactions and Banzhaf values are of the raw output, as in memory
+        with pytest.raises(ValueError, match="raw"):
+            dask_shap_values(ip, dX, interactions=True)
+    # interventional interactions of a Dask array equal the in-memory ones
+    inter = dask_shap_values(ex, dX[:60], interactions=True).compute()
+    assert np.array_equal(inter, ex.shap_interaction_values(X[:60]))
     with pytest.raises(TypeError, match="shap_ext.TreeExplainer"):
         dask_shap_values(_ShapTreeExplainer(model), dX)
     with pytest.raises(TypeError, match="dask.array or dask.dataframe"):

@@ -78,6 +78,34 @@ def xgb_data(spark):
     return model, pdf, sdf
 
 
+def test_background_dataframe_counted_on_the_executors(xgb_data, spark):
+    """``TreeExplainer(model, data=spark_df)``: each partition is counted on its executor and only the summed
+    counts reach the driver; the expected value and the values equal an explainer over the same rows in memory."""
+    from pyspark.ml.feature import VectorAssembler
+
+    model, pdf, sdf = xgb_data
+    names = [f"x{j}" for j in range(5)]
+    bg = sdf.filter("id < 1000")
+    ex = shap.TreeExplainer(model, data=bg, backend="cpu")
+    rows = pdf.loc[pdf["id"] < 1000, names]
+    ref = shap.TreeExplainer(model, shap.maskers.Independent(rows, max_samples=len(rows)), backend="cpu")
+    assert ex.background_summary.n_rows == 1000 and ex.data is bg
+    assert ex.expected_value == ref.expected_value
+    Xe = pdf.loc[pdf["id"] >= 1000, names]
+    assert ex.shap_values(Xe).tobytes() == ref.shap_values(Xe).tobytes()
+    assert ex.banzhaf_values(Xe[:20]).tobytes() == ref.banzhaf_values(Xe[:20]).tobytes()
+    out = ex.shap_values(sdf.filter("id >= 1000")).toPandas().sort_values("id")
+    np.testing.assert_array_equal(_rows(out, "shap_values")[:, :5],
+                                  ref.shap_values(pdf.loc[out["id"].to_numpy(), names]))
+    vec = VectorAssembler(inputCols=names, outputCol="features", handleInvalid="keep").transform(
+        spark.createDataFrame(rows.reset_index(drop=True)))
+    booster = model.get_booster()
+    ex_vec = shap.TreeExplainer(booster, data=vec.select("features"), backend="cpu")   # a vector column
+    assert ex_vec.expected_value == ref.expected_value
+    with pytest.raises(NotImplementedError, match="Spark background"):
+        shap.TreeExplainer(model, data=bg, model_output="log_loss", backend="cpu")
+
+
 def test_values_and_interactions_equal_in_process(xgb_data):
     model, pdf, sdf = xgb_data
     names = [f"x{j}" for j in range(5)]
@@ -243,6 +271,7 @@ def test_executor_backend_resolution(monkeypatch):
     with pytest.raises(GPUUnavailableError, match="spark.task.resource.gpu.amount"):
         _spark.executor_backend("gpu", _Context(), False)
     if not device.gpu_available():   # this machine: a task given a GPU that CuPy cannot use
+        monkeypatch.setattr(device, "_warned_fallback", False)   # the fallback warns once per process
         with pytest.warns(RuntimeWarning):
             assert _spark.executor_backend("auto", _Context(["0"]), False) == ("cpu", None)
         with pytest.raises(GPUUnavailableError):
