@@ -343,3 +343,27 @@ def test_dask_cupy_background_counted_on_the_gpu():
         rows = da.from_array(X[1400:1500], chunks=(50, 6)).map_blocks(cp.asarray)
         vals = ex.shap_values(rows).compute()
     np.testing.assert_allclose(cp.asnumpy(vals), ref.shap_values(X[1400:1500]), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("src, dst", [(np.float32, np.float32), (np.float64, np.float32), (np.float32, np.float64),
+                                      (np.float64, np.float64)])
+def test_upload_slabs_equals_numpy_cast(src, dst):
+    """The slab upload of the GPU build gives NumPy's cast of every value (subnormals, inf, NaN, float64 beyond
+    float32's range), whatever the slab boundaries."""
+    cp = pytest.importorskip("cupy")
+    from hitml.kernels.device import upload_slabs
+
+    rng = np.random.default_rng(8)
+    x = rng.normal(size=(1001, 7)).astype(src)
+    x[::5, 1] = np.float32(1e-45)
+    x[::7, 2] = np.inf
+    x[::11, 3] = np.nan
+    if src == np.float64:
+        x[::13, 4] = 1e300
+        x[::17, 5] = 1e-310
+    with np.errstate(over="ignore"):
+        want = x.astype(dst)
+    got = upload_slabs(x, dst, slab_bytes=7 * 8 * 50)       # 21 slabs or more, the last one partial
+    assert got.dtype == dst and got.flags.c_contiguous
+    assert cp.asnumpy(got).tobytes() == want.tobytes()

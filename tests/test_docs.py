@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import re
 import subprocess
 import sys
@@ -65,7 +66,8 @@ def _have(requirement: str) -> bool:
             __import__({"dask": "dask.distributed", "dask-cuda": "dask_cuda"}.get(requirement, requirement))
         except ImportError:
             return False
-        return True
+        # Spark also needs a JVM
+        return requirement != "pyspark" or bool(os.environ.get("JAVA_HOME") or shutil.which("java"))
     raise ValueError(f"unknown '# requires:' {requirement!r} in a doc block")
 
 

@@ -17,6 +17,8 @@ import pytest
 
 pyspark = pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")
+if not (os.environ.get("JAVA_HOME") or __import__("shutil").which("java")):   # Spark runs on a JVM
+    pytest.skip("Spark needs Java (no JAVA_HOME and no java on PATH)", allow_module_level=True)
 import shap  # noqa: E402 - after the pytest.importorskip above
 import xgboost as xgb  # noqa: E402 - after the pytest.importorskip above
 from pyspark.errors import AnalysisException  # noqa: E402 - after the pytest.importorskip above
