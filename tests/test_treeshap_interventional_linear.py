@@ -388,6 +388,10 @@ def test_chunked_interactions_equal_dense():
     parts = list(iter_interventional_interactions(ps, X, R, chunk_rows=5))
     assert [(a, b) for a, b, _ in parts] == [(0, 5), (5, 10), (10, 15), (15, 20), (20, 23)]
     np.testing.assert_array_equal(np.concatenate([v for _, _, v in parts]), dense)
+    w = rng.random(11) * 4                       # weights go into the one count of the background
+    dense_w = interventional_interaction_values(ps, X, R, weights=w, progress=False)
+    parts_w = list(iter_interventional_interactions(ps, X, R, chunk_rows=7, weights=w))
+    np.testing.assert_array_equal(np.concatenate([v for _, _, v in parts_w]), dense_w)
 
 
 def _fail_sets_numpy(ps, p, R):

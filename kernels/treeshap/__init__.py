@@ -348,8 +348,8 @@ def iter_interventional_interactions(paths: PathSet, X, background, *, chunk_row
                                      weights=None, tree_limit=None, progress=False):
     """Interventional interaction values of a wide model in row chunks: yields ``(start, stop, values)`` with values
     ``(stop - start, M+1, M+1, K)`` for ``X[start:stop]``, so only one chunk's output (``chunk_rows (M+1)^2 K``
-    doubles) is held at a time. Each chunk recomputes the background histograms (time linear in the background per
-    chunk): take chunks of many rows where the background is large.
+    doubles) is held at a time. The background is counted once (:func:`background_summary`, unless a summary is
+    passed) and every chunk reads those counts, so a chunk costs its rows only.
 
     Examples
     --------
@@ -367,6 +367,9 @@ def iter_interventional_interactions(paths: PathSet, X, background, *, chunk_row
     if int(chunk_rows) < 1:
         raise ValueError(f"chunk_rows must be >= 1, got {chunk_rows!r}")
     n = X.shape[0]
+    if not isinstance(background, BackgroundSummary):
+        background = background_summary(paths, background, backend=backend, weights=weights, progress=progress)
+        weights = None          # in the summary now
     for a in range(0, n, int(chunk_rows)):
         b = min(n, a + int(chunk_rows))
         yield a, b, interventional_interaction_values(paths, X[a:b], background, backend=backend, weights=weights,
