@@ -28,6 +28,7 @@ from hitml.kernels._progress import progress_enabled
 from hitml.kernels.device import check_backend, cupy_module, is_cupy_array, to_numpy
 
 from ._dask import _as_parts, _output_tail, _worker_explainer, _y_parts, is_dask_collection, ship_explainer
+from ._spark import is_spark_dataframe
 from ._inputs import native_columns
 
 __all__ = ["CHUNK_BYTES", "check_dtype", "custom_output", "explain_as", "global_summary"]
@@ -258,6 +259,10 @@ def explain_as(explainer: Any, X: Any, y: Any = None, *, interactions: bool, tre
         raise TypeError("interaction_features is a keyword of shap_interaction_values only")
     if is_dask_collection(X):
         return _dask_values(explainer, X, y, interactions, tree_limit, check_additivity, dt, interaction_features)
+    if is_spark_dataframe(X):
+        raise NotImplementedError("dtype= and interaction_features= with a Spark DataFrame: its values come as "
+                                  "array<double> columns (shap_ext.spark_shap_values); for global views of all its "
+                                  "rows use global_shap_values / global_interaction_values")
     idx = None
     if interaction_features is not None:
         idx = resolve_features(interaction_features, _known_names(explainer, X), _width(explainer, X))
@@ -492,6 +497,33 @@ def _dask_summary(explainer: Any, X: Any, y: Any, interactions: bool, tree_limit
     return total, n, names
 
 
+def _spark_sums(ex: Any, X: Any, y: Any, *, interactions: bool, tree_limit: int | None, check_additivity: bool,
+                features: Any, chunk_bytes: int) -> tuple[np.ndarray | None, int]:
+    """One Arrow batch's float64 sums of |values| on its executor (``spark_global_sums``' per-batch step)."""
+    sums = _accumulate(ex, X, y, interactions, tree_limit, check_additivity, features, chunk_bytes,
+                       progress=False)[0]
+    return sums.total(), sums.rows
+
+
+def _spark_summary(explainer: Any, X: Any, y: Any, interactions: bool, tree_limit: int | None,
+                   check_additivity: bool, features: Any, chunk_bytes: int) -> tuple[np.ndarray | None, int, list]:
+    from ._spark import spark_global_sums
+
+    width = int(explainer.n_features)
+    probe = explainer.data_feature_names if getattr(explainer, "data_feature_names", None) else None
+    idx = None if features is None else resolve_features(features, probe or _spark_names(explainer), width)
+    step = functools.partial(_spark_sums, interactions=interactions, tree_limit=tree_limit,
+                             check_additivity=check_additivity, features=idx, chunk_bytes=chunk_bytes)
+    total, n, names = spark_global_sums(explainer, X, y, step)
+    return total, n, names if idx is None else [names[i] for i in idx]
+
+
+def _spark_names(explainer: Any) -> list[str] | None:
+    from ._spark import _model_names
+
+    return _model_names(explainer)
+
+
 def _top_pairs(mean: np.ndarray, names: list[str], top_k: int | None) -> pd.DataFrame:
     """The off-diagonal pairs (i < j) ranked by mean |interaction| at [i, j], largest first (ties in (i, j) order);
     one ranking per output for multi-output models (column "output")."""
@@ -525,6 +557,9 @@ def global_summary(explainer: Any, X: Any, y: Any = None, *, interactions: bool,
     if is_dask_collection(X):
         total, n, names = _dask_summary(explainer, X, y, interactions, tree_limit, check_additivity,
                                         interaction_features, bound)
+    elif is_spark_dataframe(X):
+        total, n, names = _spark_summary(explainer, X, y, interactions, tree_limit, check_additivity,
+                                         interaction_features, bound)
     else:
         sums, names = _accumulate(explainer, X, y, interactions, tree_limit, check_additivity,
                                      interaction_features, bound, progress=explainer.progress)

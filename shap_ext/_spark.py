@@ -342,6 +342,74 @@ def spark_background_summary(paths: Any, df: Any, features: str | list[str], how
     return BackgroundSummary.merge([pickle.loads(b) for b in blobs])
 
 
+def _sum_partition(batches: Iterator[Any], shipped: Any, plan: _Plan, names: list[str] | None, sums: Any) -> \
+        Iterator[Any]:
+    """mapInArrow's function for a global summary: the partition's sums of |values| on this executor, pickled."""
+    import pickle
+
+    import pyarrow as pa
+
+    from hitml.kernels.device import cupy_module
+
+    ex, device, total, rows = None, None, None, 0
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        if ex is None:
+            ex, device = _task_explainer(shipped, plan)
+        X = _matrix(batch, plan)
+        if names is not None:
+            import pandas as pd
+
+            X = pd.DataFrame(X, columns=names)
+        y = batch.column(batch.num_columns - 1).to_numpy(zero_copy_only=False).astype(np.float64) \
+            if plan.label else None
+        if device is None:
+            part, n = sums(ex, X, y)
+        else:
+            with cupy_module().cuda.Device(device):
+                part, n = sums(ex, X, y)
+        total = part if total is None else total + part   # batches in their order: the same bytes each call
+        rows += n
+    if rows:
+        yield pa.RecordBatch.from_pydict({"sums": [pickle.dumps((total, rows))]},
+                                         schema=pa.schema([("sums", pa.binary())]))
+
+
+def spark_global_sums(explainer: Any, df: Any, y: str | None, sums: Any) -> tuple[Any, int, list[str]]:
+    """(the sum over the DataFrame's rows of what ``sums(explainer, X, y) -> (array, rows)`` adds up per Arrow
+    batch, the number of rows, the feature names): each partition sums its batches on its executor, and the
+    driver adds the partitions' sums in partition order (the same bytes on every call)."""
+    import pickle
+
+    from pyspark.sql import types as T
+
+    from hitml.kernels.device import check_backend
+
+    if y is not None and not isinstance(y, str):
+        raise TypeError(f"y must name a label column of the Spark DataFrame, got {type(y).__qualname__}")
+    spec, how = _feature_columns(df, explainer, None)
+    width = int(explainer.n_features) if explainer._n_features_exact else None
+    exprs, names, scalar = _select_features(df, spec, how, width)
+    if y is not None:
+        exprs.append(_column(y).cast("double").alias(_LABEL))
+    plan = _Plan(n_keep=0, features=scalar, features_name=", ".join(names), width=width, label=y is not None,
+                 interactions=False, tree_limit=None, check_additivity=False,
+                 backend=check_backend(explainer.requested_backend), is_local=_is_local(df), out_fields=None)
+    shipped = broadcast_explainer(explainer, df.sparkSession)
+    fn = functools.partial(_sum_partition, shipped=shipped, plan=plan, names=names if scalar is not None else None,
+                           sums=sums)
+    schema = T.StructType([T.StructField("sums", T.BinaryType())])
+    total, rows = None, 0
+    for r in df.select(*exprs).mapInArrow(fn, schema).collect():
+        part, n = pickle.loads(r[0])
+        total = part if total is None else total + part
+        rows += n
+    out_names = names if scalar is not None else (_model_names(explainer) or [f"Feature {i}" for i in
+                                                                             range(width or 0)])
+    return total, rows, out_names
+
+
 # -- the driver's side -----------------------------------------------------------------------------------------------
 def _is_vector(dtype: Any) -> bool:
     return type(dtype).__name__ == "VectorUDT"

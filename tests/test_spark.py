@@ -108,6 +108,27 @@ def test_background_dataframe_counted_on_the_executors(xgb_data, spark):
         shap.TreeExplainer(model, data=bg, model_output="log_loss", backend="cpu")
 
 
+def test_global_summaries_of_a_dataframe(xgb_data):
+    """global_shap_values / global_interaction_values of a Spark DataFrame: sums on the executors, added on the
+    driver; equal to the in-process means over the same rows (the sums' order differs: 1e-12), the same bytes on
+    a second call."""
+    model, pdf, sdf = xgb_data
+    names = [f"x{j}" for j in range(5)]
+    ex = shap.TreeExplainer(model, backend="cpu")
+    g = ex.global_shap_values(sdf)
+    want = np.abs(ex.shap_values(pdf[names])).mean(0)
+    np.testing.assert_allclose(g.values, want, rtol=1e-12, atol=1e-15)
+    assert g.feature_names == names and g.n_rows == len(pdf)
+    assert ex.global_shap_values(sdf).values.tobytes() == g.values.tobytes()
+    sub = sdf.filter("id < 200")
+    gi = ex.global_interaction_values(sub, interaction_features=["x3", "x0"], top_k=1)
+    full = np.abs(ex.shap_interaction_values(pdf.loc[pdf["id"] < 200, names])).mean(0)
+    np.testing.assert_allclose(gi.values, full[np.ix_([3, 0], [3, 0])], rtol=1e-12, atol=1e-15)
+    assert gi.feature_names == ["x3", "x0"] and len(gi.top_interactions) == 1
+    with pytest.raises(NotImplementedError, match="Spark DataFrame"):
+        ex.shap_values(sdf, dtype=np.float32)
+
+
 def test_values_and_interactions_equal_in_process(xgb_data):
     model, pdf, sdf = xgb_data
     names = [f"x{j}" for j in range(5)]
