@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import threading
 import time
 import warnings
 from pathlib import Path
@@ -18,29 +17,7 @@ os.environ.setdefault("HITML_PROGRESS", "0")
 
 import numpy as np
 
-
-class Rss:
-    def __init__(self):
-        self.page = os.sysconf("SC_PAGE_SIZE")
-
-    def now(self):
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * self.page
-
-    def __enter__(self):
-        self.before = self.peak = self.now()
-        self.stop = threading.Event()
-        self.t = threading.Thread(target=self._run, daemon=True)
-        self.t.start()
-        return self
-
-    def _run(self):
-        while not self.stop.wait(0.002):
-            self.peak = max(self.peak, self.now())
-
-    def __exit__(self, *a):
-        self.stop.set()
-        self.t.join()
+from integration._machine import RssPeak
 
 
 def main():
@@ -76,7 +53,7 @@ def main():
     import cProfile
     import pstats
     pr = cProfile.Profile()
-    with Rss() as r:
+    with RssPeak() as r:
         t = time.perf_counter()
         pr.enable()
         ex = shap.TreeExplainer(model, shap.maskers.Independent(bg, max_samples=len(bg)), backend=a.backend)
@@ -87,7 +64,7 @@ def main():
     pstats.Stats(pr).sort_stats("cumulative").print_stats(25)
     for k in range(2):
         pr = cProfile.Profile()
-        with Rss() as r:
+        with RssPeak() as r:
             t = time.perf_counter()
             pr.enable()
             ex.shap_values(X, check_additivity=False)

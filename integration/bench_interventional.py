@@ -190,37 +190,11 @@ def measure(fn, X, rows_grid, budget, warm=(10, 100)):
     return out, last
 
 
-class _RssPeak:
-    """The peak resident set size (bytes, from /proc/self/statm) while the block runs, sampled every 2 ms, and the
-    size before it."""
-
-    def __enter__(self):
-        import threading
-
-        self.page = os.sysconf("SC_PAGE_SIZE")
-        self.before = self.peak = self._rss()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-        return self
-
-    def _rss(self):
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * self.page
-
-    def _run(self):
-        while not self._stop.wait(0.002):
-            self.peak = max(self.peak, self._rss())
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-        self.peak = max(self.peak, self._rss())
-
-
 def build_engine(name, model, bg, what):
     """(fn, build seconds, peak RSS bytes above the process's before the build) for engine ``name``."""
-    with _RssPeak() as mem:
+    from integration._machine import RssPeak
+
+    with RssPeak() as mem:
         t = time.perf_counter()
         fn = make_engine(name, model, bg, what)
         dt = time.perf_counter() - t
@@ -270,20 +244,31 @@ def end_to_end(a, engines, models, M, bgs, rows, whats):
                                                                               - reference)))
                     del first
                 except Exception as exc:
-                    rec["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
-                    rec["traceback_tail"] = traceback.format_exc().splitlines()[-3:]
+                    _failed(rec, exc)
                 records.append(rec)
                 print(json.dumps(rec), flush=True)
                 _write_e2e(a.out, info, records)
 
 
-def _write_e2e(out, info, records):
+def _report(out, info, records, title):
+    """Writes <out>.json; returns (the .md path, its first lines: title, versions, the --note)."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps({"info": info, "records": records}, indent=1))
     note = info["args"].get("note")
-    lines = [f"# Interventional SHAP end to end ({out.name})", "",
-             f"Versions: `{json.dumps(info['versions'])}`", ""] + ([note, ""] if note else []) + [
+    return out.with_suffix(".md"), [f"# {title} ({out.name})", "", f"Versions: `{json.dumps(info['versions'])}`",
+                                    ""] + ([note, ""] if note else [])
+
+
+def _failed(rec, exc):
+    """Records an engine's failure (its error and the traceback's tail) in ``rec``."""
+    rec["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+    rec["traceback_tail"] = traceback.format_exc().splitlines()[-3:]
+
+
+def _write_e2e(out, info, records):
+    md, lines = _report(out, info, records, "Interventional SHAP end to end")
+    lines += [
              f"Threads: {info['threads']}; {info['features']} features; whole background "
              "(`Independent(bg, max_samples=len(bg))`); NumPy float32 in, float64 out. Build = the explainer's "
              "constructor; peak RSS = the highest resident size during the build above the process's before it "
@@ -307,7 +292,7 @@ def _write_e2e(out, info, records):
         lines.append(head + f" {r['build_s']:.2f} | {r['first_call_s']:.2f} | {r['end_to_end_s']:.2f} | "
                      f"{r['second_call_s']:.2f} | {r['build_peak_rss_over_background']:.2f} | {ratio} | "
                      f"{'' if diff is None else f'{diff:.2e}'} |")
-    out.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    md.write_text("\n".join(lines) + "\n")
 
 
 def merge(folder):
@@ -388,8 +373,7 @@ def main():
                             ref = reference[:len(vals)]
                             rec["max_abs_diff_vs_hitml"] = float(np.nanmax(np.abs(vals.reshape(ref.shape) - ref)))
                     except Exception as exc:
-                        rec["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
-                        rec["traceback_tail"] = traceback.format_exc().splitlines()[-3:]
+                        _failed(rec, exc)
                     records.append(rec)
                     print(json.dumps(rec), flush=True)
                     _write(a.out, info, records)
@@ -397,12 +381,8 @@ def main():
 
 
 def _write(out, info, records):
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps({"info": info, "records": records}, indent=1))
-    note = info["args"].get("note")
-    lines = [f"# Interventional SHAP benchmark ({out.name})", "",
-             f"Versions: `{json.dumps(info['versions'])}`", ""] + ([note, ""] if note else []) + [
+    md, lines = _report(out, info, records, "Interventional SHAP benchmark")
+    lines += [
              f"Threads: {info['threads']}; {info['features']} features; whole background used "
              "(`Independent(bg, max_samples=len(bg))`). Rows/s per engine at each explained-row count; `-` = "
              "skipped (predicted over the time budget); ratio = hitml / WOODELF at the same point.", "",
@@ -428,7 +408,7 @@ def _write(out, info, records):
             diff = f"{diff:.2e}" if isinstance(diff, float) else ""
             lines.append(f"| {r['model']} | {r['what']} | {r['background']:,} | {pt['rows']:,} | {r['engine']} | "
                          f"{rate} | {ratio} | {diff} |")
-    out.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    md.write_text("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

@@ -205,14 +205,11 @@ def _summarize_part(ctx: _PartReader, block: Any, backend: str) -> Any:
     from hitml.kernels.device import is_cupy_array
     from hitml.kernels.treeshap import background_summary
 
-    from ._inputs import model_rows, to_matrix
+    from ._inputs import read_background
 
     if len(block) == 0:
         return None
-    dtype = getattr(block, "dtype", None)
-    dtype = dtype if dtype in (np.float32, np.float64) else np.dtype(np.float64)
-    rows = to_matrix(block, None, np.dtype(dtype), "background data", ctx.reader)[0]
-    rows = model_rows(ctx.reader.missing_rules(rows), ctx.input_dtype, ctx.row_dtype)
+    rows = read_background(block, ctx.reader, ctx.input_dtype, ctx.row_dtype)
     be = "gpu" if is_cupy_array(rows) else resolve_backend(backend)
     return background_summary(ctx.paths, rows, backend=be).to_host()
 

@@ -16,8 +16,8 @@ from ._categories import categorical_splits
 from ._compat import DEPRECATED_APPROX, DimensionError, ExplainerError, InvalidModelError, TreeEnsemble
 from . import _outputs
 from ._dask import dask_shap_values, is_dask_collection
-from ._inputs import (InputReader, _exact_astype, check_native, model_n_features, model_rows, native_columns,
-                      native_rows, to_matrix)
+from ._inputs import (InputReader, _exact_astype, check_native, model_n_features, native_columns, native_rows,
+                      read_background, to_matrix)
 from ._catboost import native_expected_value, native_margin, native_values, symmetric_trees, warn_not_additive
 from ._models import build_ensemble, convert_model
 from ._native import frame_margin, library_margin
@@ -376,14 +376,11 @@ class TreeExplainer(_ShapTreeExplainer):
                 header = raw if columns is None else pd.DataFrame(columns=columns)
                 order = self._reader.output_order(header)
                 feature_names = list(header.columns) if order is None else list(self._reader.names)
-            rows = to_matrix(raw, None, np.dtype(np.float64), "background data", self._reader)[0]
-            if columns is not None:
-                rows = shap.utils.sample(rows, 100)
         else:
-            arr = np.asarray(raw)
-            dtype = arr.dtype if arr.dtype in (np.float32, np.float64) else np.dtype(np.float64)
-            rows = to_matrix(arr, None, dtype, "background data", self._reader)[0]
-        rows = model_rows(self._reader.missing_rules(rows), ens.input_dtype, getattr(ens, "_row_dtype", None))
+            raw = np.asarray(raw)
+        rows = read_background(raw, self._reader, ens.input_dtype, getattr(ens, "_row_dtype", None))
+        if columns is not None:
+            rows = shap.utils.sample(rows, 100)
         n_model, exact = model_n_features(converted if converted is not None else user_model, None)
         if exact and rows.shape[1] != n_model:
             raise ValueError(f"background data has {rows.shape[1]} features, but the model was trained on {n_model}")
@@ -443,10 +440,7 @@ class TreeExplainer(_ShapTreeExplainer):
 
             self.background_summary = dask_background_summary(
                 paths, data, self._reader, self.model.input_dtype, row_dtype, self.requested_backend)
-        tl = self._tree_limit(None)
-        bias = self.background_summary.bias(paths if tl >= self.model.values.shape[0] else paths.restrict(tl))
-        self.expected_value = bias[0] if len(bias) == 1 else bias
-        self._full_expected_value = self.expected_value
+        self._set_expected_value(self.background_summary.bias(self._model_paths()[0]))
         self.data = data
         self._background = None
         self.__dict__["_data_missing"] = None
@@ -461,31 +455,33 @@ class TreeExplainer(_ShapTreeExplainer):
         self.background_summary = None
         transform = self.model.get_transform()
         paths = self.paths
-        tl = self._tree_limit(None)
-        restricted = paths if tl >= self.model.values.shape[0] else paths.restrict(tl)
-        if transform == "identity":
-            if engine_summary_fits(paths, self.backend):
-                self.background_summary = engine.background_summary(
-                    paths, self._background, backend=self.backend, weights=self.background_weights,
-                    progress=self.progress)
-                bias = self.background_summary.bias(restricted)
-            else:
-                bias = engine.interventional_shap_values(
-                    paths, self._background[:1], self._background, backend="cpu",
-                    weights=self.background_weights, tree_limit=None if restricted is paths else tl,
-                    progress=self.progress)[0, -1, :]
+        restricted, engine_tl = self._model_paths()
+        if transform == "identity" and engine_summary_fits(paths, self.backend):
+            self.background_summary = engine.background_summary(
+                paths, self._background, backend=self.backend, weights=self.background_weights,
+                progress=self.progress)
+            self._set_expected_value(self.background_summary.bias(restricted))
         elif self.model.model_output == "log_loss":
-            bias = None
-        else:
-            bias = engine.interventional_shap_values(
+            self._full_expected_value = self.expected_value
+        else:   # the bias entry of one row's values: the background's (transformed) mean, counted per call
+            self._set_expected_value(engine.interventional_shap_values(
                 paths, self._background[:1], self._background, transform=transform, backend="cpu",
-                weights=self.background_weights, tree_limit=None if restricted is paths else tl,
-                progress=self.progress)[0, -1, :]
-        if bias is not None:
-            bias = np.asarray(bias, dtype=np.float64)
-            self.expected_value = bias[0] if len(bias) == 1 else bias
-            if self.model.model_output == "probability_doubled":   # predict_proba of a binary model: (1 - p, p)
-                self.expected_value = np.array([1.0 - bias[0], bias[0]])
+                weights=self.background_weights, tree_limit=engine_tl, progress=self.progress)[0, -1, :])
+
+    def _model_paths(self) -> tuple[Any, int | None]:
+        """(the paths of the trees the model predicts with, their engine ``tree_limit``: None for all)."""
+        tl = self._tree_limit(None)
+        if tl >= self.model.values.shape[0]:
+            return self.paths, None
+        return self.paths.restrict(tl), tl
+
+    def _set_expected_value(self, bias: Any) -> None:
+        """The expected value from the engine's bias (K,): a scalar for one output, (1 - p, p) for the
+        ``predict_proba`` of a binary margin model; kept as the full model's."""
+        bias = np.asarray(bias, dtype=np.float64)
+        self.expected_value = bias[0] if len(bias) == 1 else bias
+        if self.model.model_output == "probability_doubled":
+            self.expected_value = np.array([1.0 - bias[0], bias[0]])
         self._full_expected_value = self.expected_value
 
     def _background_arg(self, transform: str = "identity") -> Any:

@@ -372,6 +372,17 @@ def _missing_to_nan(arr: np.ndarray, missing: float, owned: bool = False) -> np.
     return arr
 
 
+def read_background(block: Any, reader: "InputReader", input_dtype: Any, row_dtype: Any = None) -> Any:
+    """Background rows (an array, frame or table; NumPy or CuPy) as the model's library reads them, in the precision
+    the trees compare in (:func:`model_rows`): float32 and float64 arrays keep their precision (no float64 copy of
+    float32 rows), frames and other arrays are read as float64; the library's value rules
+    (``InputReader.missing_rules``) applied."""
+    dtype = getattr(block, "dtype", None)
+    dtype = dtype if dtype in (np.float32, np.float64) else np.dtype(np.float64)
+    rows = to_matrix(block, None, np.dtype(dtype), "background data", reader)[0]
+    return model_rows(reader.missing_rules(rows), input_dtype, row_dtype)
+
+
 def model_rows(rows: Any, input_dtype: Any, row_dtype: Any = None) -> Any:
     """Rows (NumPy or CuPy) as the trees compare them: rounded to the precision the library compares rows in
     (``row_dtype``: XGBoost's and scikit-learn's float32) and to the trees' ``input_dtype`` where those are

@@ -280,6 +280,27 @@ def _explain_partition(batches: Iterator[Any], shipped: Any, plan: _Plan) -> Ite
                 yield from _explain_batch(ex, batch, plan)
 
 
+def _batch_rows(batch: Any, plan: _Plan, names: list[str] | None) -> Any:
+    """The batch's features: a float64 matrix, or a frame of the named columns (which the model's library reads by
+    name)."""
+    X = _matrix(batch, plan)
+    if names is None:
+        return X
+    import pandas as pd
+
+    return pd.DataFrame(X, columns=names)
+
+
+def _on(device: int | None, fn: Any, *args: Any) -> Any:
+    """``fn(*args)`` with CUDA device ``device`` current (None: as it is)."""
+    if device is None:
+        return fn(*args)
+    from hitml.kernels.device import cupy_module
+
+    with cupy_module().cuda.Device(device):
+        return fn(*args)
+
+
 def _summarize_partition(batches: Iterator[Any], ctx: Any, plan: _Plan, names: list[str] | None) -> Iterator[Any]:
     """mapInArrow's function for a background: the partition's rows counted on this executor (its GPU where Spark
     gave it one), one pickled summary per partition (none for an empty one)."""
@@ -288,7 +309,6 @@ def _summarize_partition(batches: Iterator[Any], ctx: Any, plan: _Plan, names: l
     import pyarrow as pa
     from pyspark import TaskContext
 
-    from hitml.kernels.device import cupy_module
     from hitml.kernels.treeshap import BackgroundSummary
 
     from ._dask import _summarize_part
@@ -298,16 +318,7 @@ def _summarize_partition(batches: Iterator[Any], ctx: Any, plan: _Plan, names: l
     for batch in batches:
         if batch.num_rows == 0:
             continue
-        X = _matrix(batch, plan)
-        if names is not None:   # named columns: the model's library reads a frame by name
-            import pandas as pd
-
-            X = pd.DataFrame(X, columns=names)
-        if device is None:
-            parts.append(_summarize_part(ctx.value, X, backend))
-        else:
-            with cupy_module().cuda.Device(device):
-                parts.append(_summarize_part(ctx.value, X, backend))
+        parts.append(_on(device, _summarize_part, ctx.value, _batch_rows(batch, plan, names), backend))
     parts = [p for p in parts if p is not None]
     if parts:
         blob = pickle.dumps(BackgroundSummary.merge(parts))
@@ -349,7 +360,6 @@ def _sum_partition(batches: Iterator[Any], shipped: Any, plan: _Plan, names: lis
 
     import pyarrow as pa
 
-    from hitml.kernels.device import cupy_module
 
     ex, device, total, rows = None, None, None, 0
     for batch in batches:
@@ -357,18 +367,9 @@ def _sum_partition(batches: Iterator[Any], shipped: Any, plan: _Plan, names: lis
             continue
         if ex is None:
             ex, device = _task_explainer(shipped, plan)
-        X = _matrix(batch, plan)
-        if names is not None:
-            import pandas as pd
-
-            X = pd.DataFrame(X, columns=names)
         y = batch.column(batch.num_columns - 1).to_numpy(zero_copy_only=False).astype(np.float64) \
             if plan.label else None
-        if device is None:
-            part, n = sums(ex, X, y)
-        else:
-            with cupy_module().cuda.Device(device):
-                part, n = sums(ex, X, y)
+        part, n = _on(device, sums, ex, _batch_rows(batch, plan, names), y)
         total = part if total is None else total + part   # batches in their order: the same bytes each call
         rows += n
     if rows:

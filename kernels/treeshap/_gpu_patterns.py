@@ -82,15 +82,13 @@ def summarize(ps: PathSet, R, weights, scale, progress=None, timings: dict | Non
     cp = cupy_module()
     clock = _Clock(timings)
     nR = R.shape[0]
-    wint = _sum.integer_weights(weights, nR, scale)
+    wint, total = _sum.counted_weights(weights, nR, scale)
     weighted = wint is not None
-    total = int(wint.sum()) if weighted else nR
-    hist_off, sparse = _sum.dense_paths(ps.path_ptr)
+    hist_off, sparse, h_size = _sum.dense_paths(ps.path_ptr)
     lens = np.diff(ps.path_ptr).astype(np.int64)
     if len(sparse) and lens[sparse].max() > _pat.MAX_SPARSE_LENGTH:
         raise NotImplementedError(f"interventional values for a path with more than {_pat.MAX_SPARSE_LENGTH} "
                                   "distinct features")
-    h_size = int(((np.int64(1) << np.minimum(lens, 62))[hist_off >= 0]).sum())
     hist = cp.zeros(max(h_size, 1), dtype=cp.uint64)
     pa = _path_arrays(ps)
     # float32 rows are counted as they are (the kernels widen each value exactly); others in the paths' dtype

@@ -25,7 +25,7 @@ import numpy as np
 from .paths import path_elements
 
 __all__ = ["SHAPLEY", "BANZHAF", "value_weights", "interaction_weights", "PathPlan", "plan_paths",
-           "integer_weights", "Conditions", "distinct_conditions"]
+           "Conditions", "distinct_conditions"]
 
 SHAPLEY = 0
 BANZHAF = 1
@@ -85,27 +85,6 @@ def interaction_weights(D: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             if q >= 2:
                 WQQ[p, q] = float(Fraction(_fact(p) * _fact(q - 2), den))
     return WPP, WPQ, WQQ
-
-
-def integer_weights(weights, n_rows: int) -> tuple[np.ndarray, float]:
-    """(w_int int64 (n_rows,), total): background weights as integers summed exactly (and in any order alike by
-    both engines). None: every weight 1. Otherwise fixed point, 2^k w scaled so that the total stays below 2^62;
-    each weight is rounded to within 2^-62 of the total."""
-    if weights is None:
-        return np.ones(n_rows, np.int64), float(n_rows)
-    w = np.asarray(weights, dtype=np.float64).reshape(-1)
-    if w.shape[0] != n_rows:
-        raise ValueError(f"background weights have {w.shape[0]} values, but the background has {n_rows} rows")
-    if not np.all(np.isfinite(w)) or np.any(w < 0):
-        raise ValueError("background weights must be finite and non-negative")
-    total = float(w.sum())
-    if total <= 0:
-        raise ValueError("background weights sum to zero")
-    k = 61 - math.ceil(math.log2(total))
-    wi = np.rint(np.ldexp(w, k)).astype(np.int64)
-    if wi.sum() <= 0:
-        raise ValueError("background weights sum to zero after scaling")
-    return wi, float(wi.sum())
 
 
 @dataclass

@@ -19,28 +19,27 @@ import numpy as np
 from . import _patterns as _pat
 from .paths import PathSet
 
-__all__ = ["BackgroundSummary", "dense_paths", "fixed_point_scale", "path_key", "integer_weights",
+__all__ = ["BackgroundSummary", "counted_weights", "dense_paths", "fixed_point_scale", "path_key", "integer_weights",
            "summary_bytes"]
 
 
-def dense_paths(path_ptr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(hist_off (P,) int64, -1 where the path keeps no dense histogram; sparse path indices (Q,) int64): a dense
-    histogram for every path whose value table fits (the value plan's short paths), the sparse form for longer
-    ones. Paths without conditions (a tree of one leaf) need neither: every row reaches their leaf."""
+def dense_paths(path_ptr: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """(hist_off (P,) int64, -1 where the path keeps no dense histogram; sparse path indices (Q,) int64; the dense
+    histograms' bins in all): a dense histogram for every path whose value table fits (the value plan's short
+    paths), the sparse form for longer ones. Paths without conditions (a tree of one leaf) need neither: every row
+    reaches their leaf."""
     lens = np.diff(path_ptr).astype(np.int64)
     entries = (np.int64(1) << np.minimum(lens, 62)) * np.maximum(lens, 1)
     dense = (entries <= _pat.TABLE_ENTRIES) & (lens > 0)
     sizes = np.where(dense, np.int64(1) << np.minimum(lens, 62), 0)
     off = np.where(dense, np.cumsum(sizes) - sizes, -1).astype(np.int64)
-    return off, np.nonzero(~dense & (lens > 0))[0].astype(np.int64)
+    return off, np.nonzero(~dense & (lens > 0))[0].astype(np.int64), int(sizes.sum())
 
 
 def summary_bytes(paths: PathSet) -> int:
     """Bytes of the dense histograms of ``paths`` (the sparse ones add at most 16 bytes per background row and long
     path)."""
-    off, _ = dense_paths(paths.path_ptr)
-    lens = np.diff(paths.path_ptr)
-    return int(((np.int64(1) << np.minimum(lens, 62))[off >= 0]).sum()) * 8
+    return dense_paths(paths.path_ptr)[2] * 8
 
 
 def path_key(paths: PathSet) -> str:
@@ -77,6 +76,12 @@ def integer_weights(weights, n_rows: int, scale: int | None = None) -> np.ndarra
     if wi.sum() <= 0 and w.sum() > 0:
         raise ValueError("background weights sum to zero after scaling")
     return wi
+
+
+def counted_weights(weights, n_rows: int, scale: int | None = None) -> tuple[np.ndarray | None, int]:
+    """(the integer weights, None for unit weights; their exact total): what a summary counts rows with."""
+    wint = integer_weights(weights, n_rows, scale)
+    return wint, (n_rows if wint is None else int(wint.sum()))
 
 
 @dataclass

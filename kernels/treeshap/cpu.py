@@ -347,15 +347,12 @@ def _slab(R: np.ndarray, a: int, rows: int) -> np.ndarray:
 
 def _summarize(ps: PathSet, R: np.ndarray, weights, scale, progress) -> _sum.BackgroundSummary:
     nR = R.shape[0]
-    wint = _sum.integer_weights(weights, nR, scale)
+    wint, total = _sum.counted_weights(weights, nR, scale)
     weighted = wint is not None
-    total = int(wint.sum()) if weighted else nR
-    if weighted and total <= 0 and scale is None:
-        raise ValueError("background weights sum to zero after scaling")
     w_arg = wint if weighted else np.zeros(1, np.int64)
-    hist_off, sparse = _sum.dense_paths(ps.path_ptr)
+    hist_off, sparse, h_size = _sum.dense_paths(ps.path_ptr)
     lens = np.diff(ps.path_ptr).astype(np.int64)
-    hist = np.zeros(int(((np.int64(1) << np.minimum(lens, 62))[hist_off >= 0]).sum()), np.int64)
+    hist = np.zeros(h_size, np.int64)
     plan = _pat.plan_paths(ps.path_ptr, False)       # its chunks are the dense paths, in order
     pa = _path_args(ps)
     work = float(nR) * (len(ps.feature) + ps.n_paths) * 4
@@ -555,7 +552,7 @@ def interventional_shap_values(paths: PathSet, X, background, *, transform="iden
     yv = check_transform(transform, y, n)
     wv = np.ones(nR)
     if weights is not None:
-        _pat.integer_weights(weights, nR)   # validates
+        _sum.integer_weights(weights, nR)   # validates
         wv = np.asarray(weights, dtype=np.float64).reshape(-1)
     code = _k.TRANSFORMS[transform]
     out = np.zeros((n, M + 1, ps.n_outputs))
