@@ -33,8 +33,8 @@ os.environ.setdefault("HITML_PROGRESS", "0")
 
 import numpy as np  # noqa: E402 - after the environment set-up above
 
-from integration._dask_cluster import (device_name, make_cluster, worker_addresses,  # noqa: E402 - after sys.path
-                                       worker_blocks, worker_gpus)
+from integration._dask_cluster import (device_name, make_cluster, warm_slice,  # noqa: E402 - after sys.path
+                                       worker_addresses, worker_blocks, worker_gpus)
 
 
 def _block(n: int, M: int, seed: int, gpu: bool):
@@ -60,9 +60,36 @@ def versions() -> dict:
     return out
 
 
+def task_summary(records: list, t0: float) -> dict:
+    """Per worker, from the scheduler's task stream: seconds computing, the first compute's start and the last's end
+    (after the client's start t0, perf_counter mapped to wall time), and the transfer seconds; by task name prefix,
+    the compute seconds (where the call's time goes: explaining partitions, the sums, the reduction)."""
+    shift = time.time() - time.perf_counter()
+    per: dict = {}
+    names: dict = {}
+    for r in records:
+        w = per.setdefault(r["worker"], {"compute_s": 0.0, "transfer_s": 0.0, "first_start_s": None, "last_end_s": 0.0,
+                                         "tasks": 0})
+        name = str(r["key"][0] if isinstance(r["key"], tuple) else r["key"]).split("-")[0]
+        for ss in r["startstops"]:
+            d = ss["stop"] - ss["start"]
+            if ss["action"] == "compute":
+                w["compute_s"] += d
+                w["tasks"] += 1
+                names[name] = names.get(name, 0.0) + d
+                st = ss["start"] - shift - t0
+                w["first_start_s"] = st if w["first_start_s"] is None else min(w["first_start_s"], st)
+                w["last_end_s"] = max(w["last_end_s"], ss["stop"] - shift - t0)
+            elif ss["action"] == "transfer":
+                w["transfer_s"] += d
+    return {"workers": {k: {a: round(b, 3) if isinstance(b, float) else b for a, b in v.items()}
+                        for k, v in per.items()},
+            "compute_by_name": {k: round(v, 3) for k, v in sorted(names.items(), key=lambda kv: -kv[1])}}
+
+
 def run(args, k: int, model, report: dict) -> None:
     import shap
-    from distributed import Client
+    from distributed import Client, get_task_stream
 
     import hitml.shap_ext  # noqa: F401 - registers the backend
 
@@ -77,23 +104,27 @@ def run(args, k: int, model, report: dict) -> None:
             bg, _ = worker_array(client, addrs, args.bg, args.features, args.chunk, gpu, seed=1)
             X, _ = worker_array(client, addrs, args.rows, args.features, args.chunk, gpu, seed=2)
             backend = "gpu" if gpu else "cpu"
-            warm = shap.TreeExplainer(model, data=bg[:1000], backend=backend)        # kernels on every worker
-            warm.shap_values(X[:2000 * k].rechunk(2000)).sum(axis=0).compute()
+            warm = shap.TreeExplainer(model, data=warm_slice(bg, k, 1000), backend=backend)  # kernels on every worker
+            warm.shap_values(warm_slice(X, k)).sum(axis=0).compute()
             t = time.perf_counter()
             ex = shap.TreeExplainer(model, data=bg, backend=backend)
             rec["build_s"] = time.perf_counter() - t
             rec["expected_value"] = float(np.ravel(ex.expected_value)[0])
             rec["summary_bytes"] = int(ex.background_summary.nbytes)
             t = time.perf_counter()
-            sums = ex.shap_values(X, check_additivity=False).sum(axis=0).compute()
+            with get_task_stream(client) as ts:
+                sums = ex.shap_values(X, check_additivity=False).sum(axis=0).compute()
             rec["call_s"] = time.perf_counter() - t
+            rec["call_tasks"] = task_summary(ts.data, t)
             sums = sums.get() if hasattr(sums, "get") else np.asarray(sums)
             rec["finite"] = bool(np.all(np.isfinite(sums)))
             rec["rows_per_s"] = args.rows / rec["call_s"]
             # again: each worker now holds the explainer with its packed paths, tables and device summary
             t = time.perf_counter()
-            ex.shap_values(X, check_additivity=False).sum(axis=0).compute()
+            with get_task_stream(client) as ts:
+                ex.shap_values(X, check_additivity=False).sum(axis=0).compute()
             rec["second_call_s"] = time.perf_counter() - t
+            rec["second_call_tasks"] = task_summary(ts.data, t)
             rec["second_rows_per_s"] = args.rows / rec["second_call_s"]
     except Exception as exc:
         rec["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"

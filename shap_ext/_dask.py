@@ -5,6 +5,7 @@ import copy
 import inspect
 import sys
 import types
+import weakref
 from typing import Any
 
 import numpy as np
@@ -60,23 +61,43 @@ class ShippedExplainer:
         self.explainer = ex
 
 
+# explainer -> (client id, the explainer's attributes when shipped, the scattered future): a later call with the same
+# client and the same attribute objects reuses the copy on the workers (weak: the entry goes with the explainer)
+_SHIPPED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _current_client() -> Any:
+    """The ``distributed`` client of this context, or None (no distributed, or no client: a local scheduler)."""
+    try:
+        from distributed import get_client
+
+        return get_client()
+    except (ImportError, ValueError):
+        return None
+
+
 def ship_explainer(explainer: Any) -> Any:
     """A reference to the explainer that sends it to each worker at most once.
 
     With a ``distributed`` client, the explainer is scattered to all workers (``broadcast=True``): one copy per worker,
-    replicated so that a lost worker does not lose it. Otherwise (threads, processes, synchronous schedulers) it is
-    one ``dask.delayed`` key of the graph, which every task references.
+    replicated so that a lost worker does not lose it. The copy is kept for later calls with the same client while
+    the explainer's attributes are the same objects (an attribute set to another value, for example
+    ``explainer.model_output``, ships it again). Otherwise (threads, processes, synchronous schedulers) it is one
+    ``dask.delayed`` key of the graph, which every task references.
     """
     import dask
 
-    shipped = ShippedExplainer(explainer)
-    try:
-        from distributed import get_client
-
-        client = get_client()
-    except (ImportError, ValueError):
-        return dask.delayed(shipped, pure=False)
-    return client.scatter(shipped, broadcast=True, hash=False)
+    client = _current_client()
+    if client is None:
+        return dask.delayed(ShippedExplainer(explainer), pure=False)
+    state = dict(vars(explainer))
+    kept = _SHIPPED.get(explainer)
+    if (kept is not None and kept[0] == client.id and kept[1].keys() == state.keys()
+            and all(kept[1][k] is v for k, v in state.items()) and kept[2].status == "finished"):
+        return kept[2]
+    ref = client.scatter(ShippedExplainer(explainer), broadcast=True, hash=False)
+    _SHIPPED[explainer] = (client.id, dict(vars(explainer)), ref)
+    return ref
 
 
 def _worker_explainer(shipped: ShippedExplainer, backend: str) -> Any:
@@ -231,12 +252,8 @@ def dask_background_summary(paths: Any, data: Any, reader: Any, input_dtype: Any
 
     parts, _, _, _ = _as_parts(data, lengths=False)
     ctx = _PartReader(reader, input_dtype, row_dtype, paths)
-    try:
-        from distributed import get_client
-
-        ref = get_client().scatter(ctx, broadcast=True, hash=False)
-    except (ImportError, ValueError):
-        ref = dask.delayed(ctx, pure=False)
+    client = _current_client()
+    ref = dask.delayed(ctx, pure=False) if client is None else client.scatter(ctx, broadcast=True, hash=False)
     count = dask.delayed(_summarize_part, pure=True)
     level = [count(ref, p, backend) for p in parts]
     merge = dask.delayed(_merge, pure=True)

@@ -444,6 +444,11 @@ class TreeExplainer(_ShapTreeExplainer):
         self.data = data
         self._background = None
         self.__dict__["_data_missing"] = None
+        if kind == "Dask":   # the reduced summary goes to the workers now, once, as the calls will read it there
+            from ._dask import _current_client, ship_explainer
+
+            if _current_client() is not None:
+                ship_explainer(self)
 
     def _summarize_background(self) -> None:
         """The engine's pass over the background (``background_summary``, on the explainer's backend) and the

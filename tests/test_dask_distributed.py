@@ -115,3 +115,27 @@ def test_shuffle_and_split_on_the_cluster(client):
     ref_tr, ref_te = train_test_split(X, test_size=0.2, random_state=1)
     np.testing.assert_array_equal(tr.compute(), ref_tr)
     np.testing.assert_array_equal(te.compute(), ref_te)
+
+
+def test_explainer_shipped_once_across_calls_and_again_when_changed(client):
+    from hitml.shap_ext._dask import ship_explainer
+
+    model, X = _model()
+    bg = da.from_array(X[:300], chunks=100)
+    ex = shap.TreeExplainer(model, data=bg, backend="cpu")   # a Dask background: the build ships the explainer
+    first = ship_explainer(ex)
+    assert ship_explainer(ex) is first                        # the same attribute objects: the copy on the workers
+    client.run(lambda: __import__("hitml.shap_ext._dask", fromlist=["_LOADS"])._LOADS.update(count=0))
+    dX = da.from_array(X, chunks=150)
+    ref = ex.shap_values(X)
+    for _ in range(2):
+        np.testing.assert_allclose(ex.shap_values(dX).compute(), ref, rtol=1e-12, atol=1e-12)
+    loads = client.run(lambda: __import__("hitml.shap_ext._dask", fromlist=["_LOADS"])._LOADS["count"])
+    assert sum(loads.values()) == 0, loads                   # neither call sent the explainer again
+    # an attribute set to another object (here the background's summary of other rows) ships it again, and the
+    # values follow it: they equal an in-memory explainer over those rows
+    other = shap.TreeExplainer(model, data=X[300:], backend="cpu")
+    for name in ("background_summary", "expected_value", "_full_expected_value"):
+        setattr(ex, name, getattr(other, name))
+    assert ship_explainer(ex) is not first
+    np.testing.assert_allclose(ex.shap_values(dX).compute(), other.shap_values(X), rtol=1e-12, atol=1e-12)
