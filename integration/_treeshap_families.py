@@ -1,0 +1,189 @@
+"""GPU TreeSHAP on LightGBM, scikit-learn forests and leafy XGBoost models, against shap-cuda (and XGBoost's GPU
+``pred_contribs`` where it applies): the rows of ``bench_treeshap.py --families``.
+
+Synthetic data (said so in the report): standard-normal float32 features, a target mixing products, sines and
+thresholds of the first features plus noise; the same rows for every model. Each model: its paths (elements per path,
+the share of elements the GPU's pattern tables cover, paths longer than a warp), then SHAP values on ``rows`` rows and
+interactions on ``inter_rows`` rows, NumPy in and out and CuPy in and out, beside the anchors in the same process.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+
+def data(n: int, M: int, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, M), dtype=np.float32)
+    y = (X[:, 0] * X[:, 1] + np.sin(2 * X[:, 2]) + (X[:, 3] > 0.5) * X[:, 4] + 0.5 * X[:, 5:15].sum(axis=1) / 3
+         + 0.3 * rng.standard_normal(n)).astype(np.float32)
+    return X, y
+
+
+def models(which: list[str], M: int, train: int, threads: int) -> dict:
+    """name -> (fitted model, description, xgboost booster or None)."""
+    out = {}
+    X, y = data(train, M)
+    Xf, yf = data(min(train, 20_000), M, seed=1)   # forests: fewer training rows (one leaf per row or so)
+    for name in which:
+        t = time.perf_counter()
+        if name.startswith("lgbm"):
+            import lightgbm as lgb
+            if name == "lgbm-500x255":
+                m = lgb.LGBMRegressor(n_estimators=500, num_leaves=255, min_child_samples=5, n_jobs=threads,
+                                      verbose=-1).fit(X, y)
+                desc = "LightGBM regressor, 500 trees of 255 leaves"
+            elif name == "lgbm-1000x31":
+                m = lgb.LGBMRegressor(n_estimators=1000, num_leaves=31, n_jobs=threads, verbose=-1).fit(X, y)
+                desc = "LightGBM regressor, 1,000 trees of 31 leaves"
+            else:
+                yc = np.digitize(y, np.quantile(y, np.linspace(0, 1, 11)[1:-1]))
+                m = lgb.LGBMClassifier(n_estimators=100, num_leaves=31, n_jobs=threads, verbose=-1).fit(X, yc)
+                desc = "LightGBM multiclass (10 classes), 100 rounds of 31 leaves (1,000 trees)"
+        elif name == "rf-depth30":
+            from sklearn.ensemble import RandomForestRegressor
+            m = RandomForestRegressor(n_estimators=100, max_depth=30, n_jobs=threads, random_state=0).fit(Xf, yf)
+            desc = f"scikit-learn RandomForestRegressor, 100 trees, max_depth=30 ({len(Xf):,} training rows)"
+        elif name == "et-unlimited":
+            from sklearn.ensemble import ExtraTreesClassifier
+            m = ExtraTreesClassifier(n_estimators=100, n_jobs=threads, random_state=0).fit(Xf, yf > np.median(yf))
+            desc = f"scikit-learn ExtraTreesClassifier, 100 trees, unlimited depth ({len(Xf):,} training rows)"
+        elif name == "xgb-lossguide-1024":
+            import xgboost as xgb
+            m = xgb.XGBRegressor(n_estimators=100, grow_policy="lossguide", max_leaves=1024, max_depth=0,
+                                 tree_method="hist", n_jobs=threads).fit(X, y)
+            desc = "XGBoost regressor, 100 trees, grow_policy='lossguide', max_leaves=1024"
+        else:
+            raise ValueError(name)
+        out[name] = (m, desc, time.perf_counter() - t)
+    return out
+
+
+def _median_time(fn, sync, repeats: int = 3) -> float:
+    fn()
+    sync()
+    ts = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        sync()
+        ts.append(time.perf_counter() - t)
+    return float(np.median(ts))
+
+
+def _diff(ours, ref, bias=None) -> float | str:
+    """Max |ours - ref|, with a reference of another layout brought to shap's ((K, n, M) or a list of K (n, M) to
+    (n, M, K)); ``bias``: the reference's bias column, dropped."""
+    o = np.asarray(ours)
+    r = np.asarray(ref)
+    if r.shape != o.shape and r.ndim == o.ndim and r.shape[0] == o.shape[-1]:
+        r = np.moveaxis(r, 0, -1)
+    if r.shape != o.shape:
+        return f"shapes {o.shape} / {r.shape}"
+    return float(np.max(np.abs(o - r)))
+
+
+def _native(model, X):
+    """(the library's own SHAP values in shap's layout, None) for LightGBM and XGBoost; None for others."""
+    M = X.shape[1]
+    if type(model).__module__.startswith("lightgbm"):
+        c = model.booster_.predict(X, pred_contrib=True)
+        K = c.shape[1] // (M + 1)
+        c = c.reshape(len(X), K, M + 1)[:, :, :M]
+        return (c[:, 0, :] if K == 1 else np.moveaxis(c, 1, 2)), None
+    if type(model).__module__.startswith("xgboost"):
+        import xgboost as xgb
+        c = model.get_booster().predict(xgb.DMatrix(X), pred_contribs=True)
+        return c[..., :M], None
+    return None
+
+
+def path_stats(ex) -> dict:
+    from hitml.kernels.treeshap import _gpu_core as core
+    from hitml.kernels.treeshap import gpu
+
+    ps = ex.paths
+    m = np.diff(ps.path_ptr)
+    pk = core.packed_paths(ps)
+    sv = gpu._shap_variant(pk, ps.n_features, ps.n_outputs)
+    iv = gpu._inter_plan(pk)
+    q = np.percentile(m, [50, 90, 99, 100]).tolist()
+    return {"paths": int(ps.n_paths), "elements": int(m.sum()), "elements_per_path_p50_p90_p99_max": q,
+            "share_elements_le12": float(m[m <= 12].sum() / m.sum()),
+            "paths_over_31": int(np.count_nonzero(m > 31)),
+            "shap_plan": list(map(str, sv)), "inter_plan": list(map(str, iv))}
+
+
+def run(which: list[str], rows: int, inter_rows: int, M: int, train: int, threads: int, log=print) -> list[dict]:
+    import cupy as cp
+    import shap
+
+    import hitml.shap_ext  # noqa: F401 - registers the backend
+
+    sync = cp.cuda.Device().synchronize
+    X, _ = data(rows, M, seed=7)
+    recs = []
+    for name, (model, desc, fit_s) in models(which, M, train, threads).items():
+        rec = {"model": name, "description": desc, "fit_s": fit_s}
+        t = time.perf_counter()
+        ex = shap.TreeExplainer(model, backend="gpu")
+        rec["explainer_s"] = time.perf_counter() - t
+        rec.update(path_stats(ex))
+        log(name, rec)
+        Xi = X[:inter_rows]
+        Xd, Xid = cp.asarray(X), cp.asarray(Xi)
+        t = time.perf_counter()
+        ours = ex.shap_values(X, check_additivity=False)
+        rec["ours_first_call_s"] = time.perf_counter() - t
+        rec["ours_values_s"] = _median_time(lambda: ex.shap_values(X, check_additivity=False), sync)
+        rec["ours_values_cupy_s"] = _median_time(lambda: ex.shap_values(Xd, check_additivity=False), sync)
+        oi = ex.shap_interaction_values(Xi)
+        rec["ours_inter_s"] = _median_time(lambda: ex.shap_interaction_values(Xi), sync)
+        rec["ours_inter_cupy_s"] = _median_time(lambda: ex.shap_interaction_values(Xid), sync)
+        log(name, {k: v for k, v in rec.items() if k.startswith("ours")})
+        native = _native(model, X[:1000])
+        if native is not None:
+            rec["max_abs_diff_vs_library"] = _diff(ours[:1000], native[0], native[1])
+        try:
+            from shap_cuda import GPUTreeExplainer
+            sc = GPUTreeExplainer(model)
+            ref = sc.shap_values(X[:1000])
+            rec["shap_cuda_values_s"] = _median_time(lambda: sc.shap_values(X), sync, repeats=2)
+            refi = sc.shap_interaction_values(Xi[:50])
+            rec["shap_cuda_inter_s"] = _median_time(lambda: sc.shap_interaction_values(Xi), sync, repeats=2)
+            rec["max_abs_diff_vs_shap_cuda"] = _diff(ours[:1000], ref)
+            rec["max_abs_diff_inter_vs_shap_cuda"] = _diff(oi[:50], refi)
+        except Exception as exc:
+            rec["shap_cuda_error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+        for k in ("values", "inter"):
+            a = rec.get(f"shap_cuda_{k}_s")
+            if a:
+                rec[f"ratio_{k}"] = a / rec[f"ours_{k}_s"]
+                rec[f"ratio_{k}_cupy"] = a / rec[f"ours_{k}_cupy_s"]
+        log(name, rec)
+        recs.append(rec)
+        ex = None  # the model's device arrays go before the next model
+        cp.get_default_memory_pool().free_all_blocks()
+    return recs
+
+
+if __name__ == "__main__":
+    import argparse
+    import json
+    import sys
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--models", default="lgbm-500x255,lgbm-1000x31,lgbm-multiclass10,rf-depth30,et-unlimited,"
+                                        "xgb-lossguide-1024")
+    ap.add_argument("--rows", type=int, default=10_000)
+    ap.add_argument("--inter-rows", type=int, default=200)
+    ap.add_argument("--features", type=int, default=50)
+    ap.add_argument("--train", type=int, default=100_000)
+    ap.add_argument("--threads", type=int, default=16)
+    ap.add_argument("--out", default=None)
+    a = ap.parse_args()
+    recs = run(a.models.split(","), a.rows, a.inter_rows, a.features, a.train, a.threads,
+               log=lambda *x: print(*x, file=sys.stderr, flush=True))
+    if a.out:
+        open(a.out, "w").write(json.dumps(recs, indent=1))
+    print(json.dumps(recs))
