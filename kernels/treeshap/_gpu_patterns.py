@@ -27,19 +27,30 @@ _SMEM_BINS = 4096           # histogram bins a block sums in shared memory (32 K
 _MAXD, _MAXDI, _MAXL, _MAXLI = 16, 10, 64, 32   # patterns.cu's local array bounds
 
 
-def _names() -> tuple[str, ...]:
-    out = ["value_tables", "interaction_tables"]
-    for t in ("float", "double"):
-        out += [f"bg_hist<{t}, unsigned int>", f"bg_hist<{t}, unsigned long long>", f"rows_kernel<{t}>", f"bg_fails<{t}>", f"sparse_rows<{t}, 0>",
-                f"sparse_rows<{t}, 1>"]
-    return tuple(out)
+_BUILD_KERNELS = ("bg_hist", "bg_fails")
+
+
+def _module(part: str, t: str | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(NVRTC options, name expressions) of one module of patterns.cu: the build's kernels for one row type
+    (``part="build"``, t "float" or "double"), or the call's kernels (``"call"``). A build compiles only what it
+    runs: in a first-ever process the NVRTC compile is part of the build's time."""
+    if part == "build":
+        names = (f"bg_hist<{t}, unsigned int>", f"bg_hist<{t}, unsigned long long>", f"bg_fails<{t}>")
+        return _OPTS + ("-DHITML_PATTERNS_BUILD",), names
+    names = ["value_tables", "interaction_tables"]
+    for u in ("float", "double"):
+        names += [f"rows_kernel<{u}>", f"sparse_rows<{u}, 0>", f"sparse_rows<{u}, 1>"]
+    return _OPTS + ("-DHITML_PATTERNS_CALL",), tuple(names)
 
 
 def _fn(name: str, xdtype=None):
+    t = None
     if xdtype is not None:
         t = "float" if np.dtype(xdtype) == np.float32 else "double"
         name = name.replace("<", f"<{t}, ") if "<" in name else f"{name}<{t}>"
-    return load_module(_SRC, _OPTS, _names()).get_function(name)
+    part = "build" if name.startswith(_BUILD_KERNELS) else "call"
+    opts, names = _module(part, t)
+    return load_module(_SRC, opts, names).get_function(name)
 
 
 def _grid(n: int) -> tuple[int]:

@@ -3,6 +3,8 @@
 // CPU twin's order (fail sets ascending per table entry, paths ascending per output entry), so the results match
 // the CPU's bytes. Rows are read transposed (feature-major, row fastest): the threads of a warp work on consecutive
 // rows of one path and load one feature's values together. Histograms are integer sums (exact in any order).
+// Two modules are compiled from this file: HITML_PATTERNS_BUILD (the background's histograms, one row type) and
+// HITML_PATTERNS_CALL (tables and rows), so that an explainer's build compiles only the kernels it runs.
 typedef long long i64;
 typedef unsigned long long u64;
 
@@ -72,6 +74,7 @@ __device__ __forceinline__ i64 find_segment(const i64* start, i64 n, i64 gi) {
     return lo;
 }
 
+#ifndef HITML_PATTERNS_CALL   // the build's kernels (the summary of the background)
 // Background fail-set histograms of one chunk of paths. Block (g, y): paths grp_ptr[g]..grp_ptr[g+1] of ``pidx``
 // (their bins consecutive from hist_off[pidx[grp_ptr[g]]]), background rows y, y + gridDim.y, ... in blocks of
 // blockDim.x. A group whose bins fit ``smem_bins`` sums in shared memory first, in counters of type CT: 32-bit for
@@ -110,6 +113,9 @@ __global__ void bg_hist(const XT* R, i64 nR, const i64* wint, const i64* pidx, c
     }
 }
 
+#endif
+
+#ifndef HITML_PATTERNS_BUILD  // the call's kernels (tables, rows)
 // One thread per (path, pattern a) of the chunk: the table row of a (see value_tables in _cpu_patterns.py).
 // ``start[q]`` = hist_off[pidx[q]] (ascending): the thread's global index gi falls in path q's 2^d patterns.
 __global__ void value_tables(const i64* pidx, i64 Q, const i64* start, i64 n_threads, const i64* path_ptr,
@@ -249,6 +255,9 @@ __global__ void rows_kernel(const XT* X, i64 n, const i64* pidx, i64 Q, PATH_ARG
     }
 }
 
+#endif
+
+#ifndef HITML_PATTERNS_CALL
 // out[q * nR + j]: background row j's fail set on path pidx[q].
 template <typename XT>
 __global__ void bg_fails(const XT* R, i64 nR, const i64* pidx, i64 Q, PATH_ARGS, i64* out) {
@@ -262,6 +271,9 @@ __global__ void bg_fails(const XT* R, i64 nR, const i64* pidx, i64 Q, PATH_ARGS,
     out[gi] = ((1LL << m) - 1) ^ pattern(R, nR, j, s, m, P);
 }
 
+#endif
+
+#ifndef HITML_PATTERNS_BUILD
 // Long paths: one thread per explained row against the distinct background fail sets of each path (the CPU twin's
 // sparse_rows, same order of every sum).
 template <typename XT, int INTER>
@@ -341,3 +353,4 @@ __global__ void sparse_rows(const XT* X, i64 n, const i64* pidx, i64 Q, PATH_ARG
         }
     }
 }
+#endif
