@@ -1,8 +1,10 @@
-"""setuptools hook: building or installing hitml also builds the compiled copies of its CPU TreeSHAP kernels.
+"""setuptools hook: building or installing hitml also compiles its CPU TreeSHAP kernels and ships their Numba cache
+entries.
 
-``python -m hitml.kernels aot`` compiles the kernels with Numba's ``pycc`` for the building machine's CPU into
-``hitml/kernels/_compiled/`` (``kernels/_aot.py`` says how they are used, and when not). A failed build only warns:
-the kernels then compile on first use. ``HITML_AOT=0`` skips it.
+``python -m hitml.kernels aot`` compiles the kernels with Numba for the building machine's CPU and writes their cache
+entries under ``hitml/kernels/_compiled/numba_cache/`` (``kernels/_aot.py`` says how they are used, and when not).
+It needs Numba only, no C compiler. A failed build only warns: the kernels then compile on first use. ``HITML_AOT=0``
+skips it.
 """
 from __future__ import annotations
 
@@ -16,10 +18,12 @@ from setuptools import Distribution, setup
 from setuptools.command.build_py import build_py
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
+_NOT_BUILT = "hitml: the shipped kernels were not built"
 
 
 class BuildPyWithKernels(build_py):
-    """``build_py``, then the compiled kernels: into the source tree for an editable install, else into the build."""
+    """``build_py``, then the kernels' cache entries: into the source tree for an editable install, else into the
+    build."""
 
     def run(self) -> None:
         super().run()
@@ -27,7 +31,7 @@ class BuildPyWithKernels(build_py):
             return
         if getattr(self, "editable_mode", False):
             out = os.path.join(ROOT, "kernels", "_compiled")
-        else:   # a build folder left by an earlier build holds its copies: a failed build must not ship them
+        else:   # a build folder left by an earlier build holds its entries: a failed build must not ship them
             out = os.path.join(os.path.abspath(self.build_lib), "hitml", "kernels", "_compiled")
             shutil.rmtree(out, ignore_errors=True)
         with tempfile.TemporaryDirectory(prefix="hitml-build-") as ns:   # `hitml.kernels` importable from the source
@@ -35,16 +39,23 @@ class BuildPyWithKernels(build_py):
             try:
                 os.makedirs(os.path.join(ns, "hitml"))
                 os.symlink(os.path.join(ROOT, "kernels"), os.path.join(ns, "hitml", "kernels"))
-                code = subprocess.run([sys.executable, "-m", "hitml.kernels", "aot", out], env=env, cwd=ns).returncode
+                done = subprocess.run([sys.executable, "-m", "hitml.kernels", "aot", out], env=env, cwd=ns,
+                                      capture_output=True, text=True)
+                lines = done.stderr.strip().splitlines()
+                code = done.returncode and (lines[-1] if lines else f"exit status {done.returncode}")
             except OSError as exc:   # no symbolic links (Windows without the right), no process to spare
                 code = f"{exc}"
-        if code:
-            print(f"hitml: the compiled kernels were not built ({code}); the CPU kernels compile on first use",
-                  file=sys.stderr)
+        if not code:
+            print(done.stderr, end="", file=sys.stderr)   # the build's one line: what it built, how long it took
+        elif code.startswith(_NOT_BUILT):   # the tool's own line, with the reason
+            print(code, file=sys.stderr)
+        else:   # a crash: its last line is the reason
+            print(f"{_NOT_BUILT} ({code}); the CPU kernels compile on first use", file=sys.stderr)
 
 
 class KernelsDistribution(Distribution):
-    """A wheel holding the compiled kernels is for this platform and Python (its tag says so), not pure Python."""
+    """A wheel holding the kernels' cache entries is for this platform and Python (its tag says so), not pure
+    Python."""
 
     def has_ext_modules(self) -> bool:
         return os.environ.get("HITML_AOT", "1") != "0"

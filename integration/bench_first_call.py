@@ -6,12 +6,13 @@
 
 Each measurement is a fresh subprocess with a private Numba cache folder (NUMBA_CACHE_DIR): the "first-ever" process
 finds it empty (what a user meets on a new machine without `hitml-warmup`), the "later" process finds what the first
-one left (a user's second script). The CPU part runs twice: as installed (the compiled copies of the TreeSHAP kernels
-that installing hitml builds, kernels/_aot.py, serve a process whose Numba cache lacks the kernels), and with
-HITML_AOT=0 (what a machine without valid copies meets: Numba compiles on first use). In each process, on one XGBoost model (cal_housing, 50 trees of depth 6), in this
-order: the first `shap_values` on 100 rows, then 5,000 rows, the first `shap_interaction_values` (20 rows), the first
-interventional call (`data=` 100 background rows, feature_perturbation="interventional", 100 rows); then shap's own
-TreeExplainer on the same calls in the same process, and a second (steady-state) 5,000-row call of each. The GPU part
+one left (a user's second script). The CPU part runs twice: as installed (the Numba cache entries of the TreeSHAP
+kernels that installing hitml ships, kernels/_aot.py, seed the empty cache), and with HITML_AOT=0 (what a machine
+where the shipped entries do not match meets: Numba compiles on first use). In each process, on one XGBoost model
+(cal_housing, 50 trees of depth 6), in this order: the first `shap_values` on 100 rows, then 5,000 rows, the first
+`shap_interaction_values` (20 rows), the first interventional call (`data=` 100 background rows,
+feature_perturbation="interventional", 100 rows); then shap's own TreeExplainer on the same calls in the same
+process, and a second (steady-state) 5,000-row call of each. The GPU part
 times `backend="gpu"` the same way (skipped, with a note, where no GPU is visible). Writes first_call.json and
 first_call.md to --out (machine, library versions, load average before and after each process).
 """
@@ -81,7 +82,7 @@ def _child(kind: str, model_path: str) -> dict:
     res["hitml"] = run(lambda **kw: shap.TreeExplainer(model, backend=backend, **kw))
     res["shap"] = run(lambda **kw: shap.TreeExplainer(model, **kw))
     from hitml.kernels import _aot
-    res["compiled_copies"] = _aot.status()
+    res["shipped_kernels"] = _aot.status()
     return res
 
 
@@ -134,24 +135,6 @@ def _total(r: dict) -> float:
     return sum(r["hitml"][k] for k in CALLS if k in r["hitml"])
 
 
-def _wait_background(cache: Path, timeout: float = 600.0) -> None:
-    """Wait until the detached full-tier compile that a first-ever CPU process leaves behind has ended (it holds
-    a lock file in the cache folder), so that it does not run beside the next repeat."""
-    try:
-        import fcntl
-    except ImportError:
-        return
-    lock = next(iter(cache.glob("hitml-full-tier-*.lock")), None)
-    t = time.perf_counter()
-    while lock is not None and time.perf_counter() - t < timeout:
-        with open(lock) as f:
-            try:
-                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return
-            except OSError:
-                time.sleep(1.0)
-
-
 def _part(kind: str, model_path: Path, cache_root: Path, repeat: int, extra_env: dict | None = None,
           tag: str = "") -> dict:
     """``repeat`` pairs of (first-ever, later) processes, each pair with a cache folder of its own; the pair whose
@@ -164,7 +147,6 @@ def _part(kind: str, model_path: Path, cache_root: Path, repeat: int, extra_env:
         first = _one_process(kind, model_path, cache, extra_env or {})
         later = _one_process(kind, model_path, cache, extra_env or {})
         pairs.append((first, later))
-        _wait_background(cache)
     order = sorted(range(repeat), key=lambda i: _total(pairs[i][0]))
     first, later = pairs[order[repeat // 2]]   # the median (of an even count, the higher of the middle two)
     shown = "the median one" if repeat % 2 else "the higher of the middle two"
@@ -183,7 +165,7 @@ def _markdown(res: dict) -> str:
              ("`integration/bench_first_call.py`: each column is a fresh Python process with a private Numba cache "
              "folder; \"first-ever\" finds it empty, \"later\" finds what the first-ever process compiled. Model: "
              "XGBoost on cal_housing, 50 trees of depth 6. Seconds of wall time."), ""]
-    titles = {"cpu": "CPU (`backend=\"cpu\"`), as installed: the compiled copies of the kernels",
+    titles = {"cpu": "CPU (`backend=\"cpu\"`), as installed: the shipped cache entries of the kernels",
               "cpu_numba": "CPU (`backend=\"cpu\"`), `HITML_AOT=0`: Numba compiles on first use",
               "gpu": "GPU (`backend=\"gpu\"`)"}
     for kind in ("cpu", "cpu_numba", "gpu"):
@@ -223,7 +205,7 @@ def _markdown(res: dict) -> str:
                   f"{later['import_s']:.2f} s; the engine (Numba) is imported on the first call, so its import is "
                   "inside the first call's time."),
                   f"- Load average (1, 5, 15 min) before / after: first-ever {_load(f)}, later {_load(later)}.",
-                  *([f"- Compiled copies, first-ever process: {f['compiled_copies']}."] if "compiled_copies" in f
+                  *([f"- Shipped kernels, first-ever process: {f['shipped_kernels']}."] if "shipped_kernels" in f
                     else []), ""]
     return "\n".join(lines) + "\n"
 

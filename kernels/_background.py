@@ -3,16 +3,15 @@ its own.
 
 Every Numba kernel of hitml is a module-level function with ``cache=True``, called with one fixed set of argument
 types, so its machine code is compiled once per machine (and Numba version) and loaded from Numba's cache by every
-later process. The first call that needs a kernel compiles it, and a one-line notice on stderr says so. A cold cache
-also starts the other TreeSHAP groups' compiles in processes alongside (:func:`compile_ahead`), the quadrature
-kernels run their quick-to-compile twins until their full tier is compiled behind (:func:`pick`), and a process that
-ran compiled copies (``_aot``) compiles the Numba kernels behind them for later processes
-(:func:`compile_full_tier`). Each such process is ``python -m hitml.kernels warmup ...`` (the warm-up tool,
+later process. Where the cache entries that hitml ships (``_aot``) serve the machine, nothing is compiled. Elsewhere
+the first call that needs a kernel compiles it, and a one-line notice on stderr says so (and why the shipped entries
+did not serve); the first such miss of a CPU TreeSHAP kernel also starts the other TreeSHAP groups' compiles in
+processes alongside (:func:`compile_ahead`), each ``python -m hitml.kernels warmup ...`` (the warm-up tool,
 ``_warmup``, imported in the child only). ``HITML_BACKGROUND=0`` starts none of them: the kernels then compile in the
-calling process on first use (or the compiled copies run).
+calling process on first use.
 
-This layer sits below the kernel families (they import it) and above the runtime dispatch (``_aot``); it imports no
-family. The families' ``_registry.register_copies`` tell it which groups to compile behind a copy.
+This layer sits below the kernel families (they import it) and above the shipped entries (``_aot``) and the
+registry; it imports no family.
 """
 from __future__ import annotations
 
@@ -21,9 +20,8 @@ import os
 import subprocess
 import sys
 import threading
-import time
 
-from . import _aot, _numba_compile, _registry
+from . import _aot, _numba_compile
 
 _NOTICE = ("hitml: compiling Numba kernels for this machine on first use (about 10-20 s on 2 cores, once; later "
            "processes load them from Numba's cache; `hitml-warmup` compiles all ahead)")
@@ -82,14 +80,6 @@ _ENV = "HITML_BACKGROUND"          # "0": the library starts no process of its o
 _AHEAD_ENV = "HITML_COMPILE_AHEAD"  # "0": the same (its earlier name, which covered the same processes)
 _ahead: dict = {"entered": set(), "children": {}, "all": [], "launched": False, "eager": False}
 
-# Kernel tiers (see pick): the setting that forces one, the groups whose kernels have a quick twin (compiled in the
-# background in the full tier), and this process's background compile of the full tier (None: not tried yet)
-_TIER_ENV = "HITML_KERNEL_TIER"
-_TIERS = ("full", "quick")
-_FULL_GROUPS = ("treeshap", "treeshap-interactions")
-_FULL_DELAY_S = 30.0   # after the compiles ahead have ended: a script that ends sooner starts it at exit
-_full: dict = {"started": None, "spawned": False, "groups": set()}
-
 
 def _show_notice() -> bool:
     """Whether the notice should still be shown (HITML_PROGRESS=0 silences it, as it does the progress bars)."""
@@ -124,9 +114,10 @@ def register_compile_notice() -> None:
 
 
 def _why_compiled() -> str:
-    """What the notice adds where the TreeSHAP kernels have no compiled copies in use: why (``_aot.status``: none
-    built, built for another CPU, Numba or source, switched off), so a user whose install built none sees it once."""
-    return "" if _aot.available() else f" [{_aot.status()}]"
+    """What the notice adds where the shipped entries do not serve this process: why (``_aot.status``: none
+    built, built for another CPU, Numba, Python or kernel source, switched off), so a user whose install built none
+    sees it once."""
+    return "" if _aot.usable() else f" [{_aot.status()}]"
 
 
 def expect_cpu_engine() -> None:
@@ -187,23 +178,19 @@ def compile_ahead() -> None:
         if _ahead["launched"] or not background_allowed():
             return
         _ahead["launched"] = True
-    if _aot.available():   # the compiled copies serve this process; compile_full_tier compiles behind them
-        return
     with _lock:
         todo = [t for t in ([g for g in run if _group(g) not in _ahead["entered"]] for run in _AHEAD_GROUPS) if t]
     if not todo:
         return
-    # the children run at a lower priority, so that the call waiting in this process finishes first; they compile
-    # the tier this process will run (the quick twins, unless a tier is forced), and print each group when done.
-    # Where processes can fork (Linux), one process imports and sets up Numba once and forks one process per run
-    # (about 1.6 CPU s saved per run on the 2-core machine); elsewhere each run is a process of its own.
-    tier = {_TIER_ENV: kernel_tier() or "quick"}
+    # the children run at a lower priority, so that the call waiting in this process finishes first, and print each
+    # group when done. Where processes can fork (Linux), one process imports and sets up Numba once and forks one
+    # process per run (each skips that set-up); elsewhere each run is a process of its own.
     if _can_fork():
-        env = _child_env(HITML_WARMUP_NICE=str(_AHEAD_NICE["treeshap"]), **tier)
+        env = _child_env(HITML_WARMUP_NICE=str(_AHEAD_NICE["treeshap"]))
         launches = [(["--fork", *(",".join(run) for run in todo)], env, todo)]
     else:
-        launches = [([*run, "--jobs", "1"], _child_env(HITML_WARMUP_NICE=str(_nice(run[0])), HITML_WARMUP_REPORT="1",
-                                                       **tier), [run]) for run in todo]
+        launches = [([*run, "--jobs", "1"], _child_env(HITML_WARMUP_NICE=str(_nice(run[0])), HITML_WARMUP_REPORT="1"),
+                     [run]) for run in todo]
     for args, env, runs in launches:
         try:
             proc = _start_warmup(args, env, stdout=subprocess.PIPE, text=True)
@@ -235,19 +222,18 @@ def _start_warmup(args, env: dict, **popen) -> subprocess.Popen:
 
 
 def background_allowed() -> bool:
-    """Whether this process may start compiles in processes of their own (:func:`compile_ahead`,
-    :func:`compile_full_tier`): not where ``HITML_BACKGROUND=0`` (or ``HITML_COMPILE_AHEAD=0``), which every such
-    process gets, nor in an application embedding Python (``sys.executable`` is then no interpreter to start). Read
-    at each decision, so that setting ``os.environ["HITML_BACKGROUND"] = "0"`` before the first call also holds."""
+    """Whether this process may start compiles in processes of their own (:func:`compile_ahead`): not where
+    ``HITML_BACKGROUND=0`` (or ``HITML_COMPILE_AHEAD=0``), which every such process gets, nor in an application
+    embedding Python (``sys.executable`` is then no interpreter to start). Read at each decision, so that setting
+    ``os.environ["HITML_BACKGROUND"] = "0"`` before the first call also holds."""
     return (os.environ.get(_ENV, "1") != "0" and os.environ.get(_AHEAD_ENV, "1") != "0"
             and _is_python(sys.executable))
 
 
 def as_compile_child() -> None:
-    """This process is a warm-up's (the ``hitml-warmup`` tool's): no first-use notice (it says what it does), the
-    Numba kernels rather than compiled copies (later processes load what it compiles), no compiles ahead of its own."""
+    """This process is a warm-up's (the ``hitml-warmup`` tool's): no first-use notice (it says what it does), no
+    compiles ahead of its own."""
     _state["shown"] = True
-    _aot.disable()
     _ahead["launched"] = True
 
 
@@ -257,78 +243,10 @@ def _child_env(**extra: str) -> dict:
     from numba.core.config import CACHE_DIR
 
     env = dict(os.environ, HITML_PROGRESS="0", PYTHONPATH=os.pathsep.join(p for p in sys.path if p),
-               **{_ENV: "0", _AHEAD_ENV: "0", _aot._ENV: "0"}, **extra)
+               **{_ENV: "0", _AHEAD_ENV: "0"}, **extra)
     if CACHE_DIR:
         env["NUMBA_CACHE_DIR"] = CACHE_DIR
     return env
-
-
-def kernel_tier() -> str | None:
-    """The tier that ``HITML_KERNEL_TIER`` forces ("full" or "quick"), or None (unset: :func:`pick` chooses)."""
-    value = os.environ.get(_TIER_ENV, "").strip().lower()
-    if not value:
-        return None
-    if value not in _TIERS:
-        raise ValueError(f"{_TIER_ENV} must be one of {_TIERS} or unset, got {value!r}")
-    return value
-
-
-
-def pick(full, quick, args: tuple):
-    """The kernel of a pair of twins that a call with ``args`` runs: ``full``, a ``parallel=True`` kernel over work
-    items ``[lo, hi)`` (its last two arguments, here all of them), where its machine code is in this process or in
-    Numba's cache; else ``quick``, its work-item twin (``_items.serial_twin``: the same bytes, compiled in about
-    half the time, run 1.0-1.3x as long), while a process in the background compiles ``full`` into the cache
-    (started here, once per process; later calls of this process, and later processes, then load it). Where no
-    such process can start (``HITML_BACKGROUND=0``, an embedded interpreter), ``full`` compiles here, as before.
-    ``HITML_KERNEL_TIER=full`` or ``quick`` forces a tier (``hitml-warmup`` compiles the full one). Returns a
-    callable taking ``args``."""
-    tier = kernel_tier()
-    if tier == "quick" or (tier is None and _aot.loaded(full, (*args, 0, 0)) is False
-                           and (compile_full_tier() or _aot.available())):
-        return quick   # (its compiled copy, where _aot has one and its Numba code is not cached either)
-    return lambda *a: full(*a, 0, quick.count(*a))
-
-
-def compile_full_tier(groups: tuple[str, ...] = _FULL_GROUPS) -> bool:
-    """Arrange (once per process) for a background process to compile the full tier of ``groups`` (by default
-    ``_FULL_GROUPS``; ``_aot.entry`` names, through ``_registry.copy_ran``, the groups of the kernels whose compiled copies ran; all calls' groups
-    are compiled together) into Numba's cache, and return whether one will run. It starts once this process's
-    compiles ahead have ended and ``_FULL_DELAY_S`` more seconds have passed, or at exit, whichever comes first (on
-    a 2-core machine a compile beside the first calls' cost them about 5 s, even at idle priority): detached (it
-    outlives this process, which does not wait for it), on idle CPU time only (Linux ``SCHED_IDLE``, else nice
-    19), and skipped while another such process holds the lock next to the cache."""
-    with _lock:
-        _full["groups"].update(groups)
-        if _full["started"] is not None:
-            return _full["started"]
-        _full["started"] = background_allowed()
-        if not _full["started"]:
-            return False
-    atexit.register(_spawn_full_tier, True)
-    threading.Thread(target=_spawn_full_tier, args=(False,), name="hitml-full-tier", daemon=True).start()
-    return True
-
-
-def _spawn_full_tier(at_exit: bool) -> None:
-    """Start the full-tier compile (see compile_full_tier): at exit after the compiles ahead, else from a thread
-    once they have ended and ``_FULL_DELAY_S`` have passed."""
-    if at_exit:
-        _wait_ahead()
-    else:
-        for child in _children():
-            child.proc.wait()
-        time.sleep(_FULL_DELAY_S)
-    with _lock:
-        if _full["spawned"]:
-            return
-        _full["spawned"] = True
-    env = _child_env(HITML_WARMUP_NICE="idle", HITML_WARMUP_LOCK="1", **{_TIER_ENV: "full"})
-    try:
-        _start_warmup([*sorted(_full["groups"]), "--jobs", "1"], env, stdout=subprocess.DEVNULL,
-                      start_new_session=True)
-    except OSError:
-        pass   # the next process tries again
 
 
 def _is_python(executable: str | None) -> bool:
@@ -349,12 +267,3 @@ def _wait_ahead(timeout: float = 300.0) -> None:
         _ahead["children"].clear()
     for child in _children():
         child.finish(timeout)
-
-
-def _copies_ran(groups: tuple[str, ...]) -> None:
-    """``_registry.copy_ran``'s callback: compiled copies of the kernels of ``groups`` ran in place of Numba kernels
-    not compiled yet; compile those behind, for later processes."""
-    compile_full_tier(groups)
-
-
-_registry.on_copy_ran(_copies_ran)

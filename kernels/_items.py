@@ -13,9 +13,7 @@ function called from Python, however, receives arrays that own a reference count
 plain functions 15-25% slower. :func:`borrow` gives a kernel the same ownerless arrays: the caller keeps the arrays
 alive for the call, so the kernel's views need no counts, and LLVM removes them. The kernels are compiled with
 ``error_model="numpy"``, as a parfor body is. The quadrature kernels of path-dependent SHAP values and
-interactions stay ``prange`` loops (as work items they ran 11-24% slower on the Xeon host, 0-5% on AMD EPYC, for
-reasons not found) and get a work-item twin, :func:`serial_twin`, that a first-ever process runs while the
-``prange`` form compiles in the background (``_background.pick``).
+interactions stay ``prange`` loops (as work items they ran slower on the Xeon host, for reasons not found).
 """
 from __future__ import annotations
 
@@ -29,8 +27,6 @@ import numba
 from numba import types
 from numba.core import cgutils
 from numba.core.extending import intrinsic
-
-from ._aot import EntryPoint, entry
 
 _CHUNKS_PER_THREAD = 4   # chunks per thread and call: threads that finish early take more chunks
 
@@ -106,14 +102,19 @@ def run_items(kernel, n_items: int, args: tuple, threads: int | None = None) -> 
         raise failed[0]
 
 
-class ItemKernel(EntryPoint):
+class ItemKernel:
     """A Numba kernel over work items ``[lo, hi)`` (its last two arguments), called with the other arguments.
     ``count`` is a Python expression in the kernel's argument names (and its module's globals) for the number of
-    work items; :func:`run_items` runs them (on one thread where ``_aot.entry`` picks the kernel's compiled copy).
-    ``dispatcher`` is the Numba function; its other attributes (``signatures``, ``stats``, ...) pass through."""
+    work items; :func:`run_items` runs them. ``dispatcher`` is the Numba function; its other attributes
+    (``signatures``, ``stats``, ...) pass through."""
 
     def __init__(self, dispatcher, count: str) -> None:
-        super().__init__(dispatcher)
+        self.dispatcher = dispatcher
+        self.py_func = dispatcher.py_func
+        self.__name__ = self.py_func.__name__
+        self.__qualname__ = self.py_func.__qualname__
+        self.__doc__ = self.py_func.__doc__
+        self.__module__ = self.py_func.__module__
         names = list(inspect.signature(self.py_func).parameters)
         if names[-2:] != ["lo", "hi"]:
             raise TypeError(f"{self.py_func.__qualname__}: a work-item kernel's last arguments are (lo, hi)")
@@ -127,8 +128,12 @@ class ItemKernel(EntryPoint):
         return int(eval(self._count, self.py_func.__globals__, dict(zip(self._names, args))))
 
     def __call__(self, *args) -> None:
-        kernel = entry(self.dispatcher, (*args, 0, 0))
-        run_items(kernel, self.count(*args), args, None if kernel is self.dispatcher else 1)
+        run_items(self.dispatcher, self.count(*args), args)
+
+    def __getattr__(self, name: str):
+        if name == "dispatcher":
+            raise AttributeError(name)
+        return getattr(self.dispatcher, name)
 
     def __repr__(self) -> str:
         return f"<hitml work-item kernel {self.__qualname__}>"
@@ -140,20 +145,3 @@ def items(count: str) -> Callable[[object], ItemKernel]:
     def wrap(dispatcher) -> ItemKernel:
         return ItemKernel(dispatcher, count)
     return wrap
-
-
-def serial_twin(dispatcher, count: str) -> ItemKernel:
-    """The work-item twin of a ``parallel=True`` kernel whose loop is ``for item in prange(lo, hi)`` over its last
-    two arguments: the same Python function compiled without the parfor passes (``prange`` is then ``range``), with
-    ``nogil``, as an :class:`ItemKernel` of ``count`` items; the same bytes, compiled in about half the time (the
-    parfor passes compile the loop body into a gufunc and then again). Its Numba cache entries are its own: the
-    function is a copy named ``<name>_items``, as Numba's cache files are named after the function, not its flags."""
-    import types as _pytypes
-
-    f = dispatcher.py_func
-    twin = _pytypes.FunctionType(f.__code__, f.__globals__, f.__name__ + "_items", f.__defaults__, f.__closure__)
-    twin.__qualname__ = f.__qualname__ + "_items"
-    twin.__module__ = f.__module__
-    twin.__doc__ = f"Work items ``[lo, hi)`` of {f.__qualname__}, serial (see hitml.kernels._items.serial_twin)."
-    options = {k: v for k, v in dispatcher.targetoptions.items() if k not in ("parallel", "nopython", "nogil")}
-    return ItemKernel(numba.njit(nogil=True, cache=True, **options)(twin), count)

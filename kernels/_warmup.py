@@ -17,7 +17,7 @@ from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 
 from . import _background, _registry
-from ._background import _PART_SEP, _PARTS, _TIER_ENV, _group, _n_parts, _nice, _runs
+from ._background import _PART_SEP, _PARTS, _group, _n_parts, _nice, _runs
 
 # the modules that declare the warm-up groups (importing a family's package does not import its engine modules)
 FAMILY_MODULES = ("hitml.kernels.treeshap.cpu", "hitml.kernels.treeshap.pack", "hitml.kernels.sketch.cpu",
@@ -200,40 +200,6 @@ def _set_priority(target: int | str) -> None:
             os.nice(target - current)
 
 
-_held: list = []   # the open lock file of this process (held until it exits)
-
-
-def full_tier_lock(cache_dir: str | None = None) -> str:
-    """The lock file that a background full-tier compile holds while it runs: in ``cache_dir``, by default Numba's
-    cache folder where one is set, else the temporary folder."""
-    import tempfile
-    from numba.core.config import CACHE_DIR
-
-    uid = os.getuid() if hasattr(os, "getuid") else 0
-    return os.path.join(cache_dir or CACHE_DIR or tempfile.gettempdir(), f"hitml-full-tier-{uid}.lock")
-
-
-def _take_lock() -> bool:
-    """Whether this process now holds the lock of the background full-tier compile (a file next to Numba's cache);
-    False while another process holds it. Without ``fcntl`` (Windows), always True."""
-    try:
-        import fcntl
-    except ImportError:
-        return True
-    path = full_tier_lock()
-    f = None
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        f = open(path, "a")   # kept open, and locked, for the life of the process
-        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        if f is not None:
-            f.close()
-        return False
-    _held.append(f)
-    return True
-
-
 def main(argv=None) -> int:
     """``hitml-warmup [--jobs N] [GROUP ...]``: compile hitml's CPU kernels ahead of use."""
     parser = argparse.ArgumentParser(prog="hitml-warmup", description=main.__doc__)
@@ -241,10 +207,7 @@ def main(argv=None) -> int:
     parser.add_argument("--jobs", type=int, default=None, help="processes at once (default: CPU count)")
     parser.add_argument("--fork", action="store_true", help=argparse.SUPPRESS)   # compile_ahead's (see _fork_runs)
     args = parser.parse_args(argv)
-    os.environ.setdefault(_TIER_ENV, "full")   # the kernels later processes run (the quick twins only on demand)
     _lower_priority(os.environ.get("HITML_WARMUP_NICE"))
-    if os.environ.get("HITML_WARMUP_LOCK") and not _take_lock():
-        return 0   # another process compiles them now
     if args.fork:
         return _fork_runs([tuple(run.split(",")) for run in args.groups])
     if os.environ.get("HITML_PROGRESS", "1") != "0":
@@ -256,4 +219,3 @@ def main(argv=None) -> int:
         print(f"hitml-warmup: {exc}", file=sys.stderr)
         return 1
     return 0
-

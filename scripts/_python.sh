@@ -41,8 +41,8 @@ hitml_current() {
 install_hitml() {
   # install_hitml DIR EXTRA: install hitml (editable) with EXTRA into the virtual environment DIR, and stamp it with
   # pyproject.toml's hash. Call it as a statement (not in a condition), so that a failed pip stops the script.
-  # hitml's build compiles its TreeSHAP kernels ahead (setup.py); HITML_AOT=0 leaves that to the caller, once the
-  # dependencies it compiles with (Numba, NumPy) are the ones installed.
+  # hitml's build compiles its TreeSHAP kernels and ships their Numba cache entries (setup.py); HITML_AOT=0 leaves
+  # that to the caller, once the Numba it compiles with is the one installed.
   local venv="$1" extra="$2" root
   root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
   echo "installing hitml[$extra] into $venv" >&2

@@ -13,8 +13,8 @@ if ! hitml_current "$venv"; then
   # compile the Numba kernels once now (cached per machine), so that no later test or script waits for them
   "$venv/bin/python" -m hitml.kernels warmup >&2 || echo "hitml warm-up failed; kernels compile on first use" >&2
 fi
-# the compiled TreeSHAP kernels (kernels/_aot.py), built for this machine, again where they no longer match the
-# sources or the installed Numba
+# the shipped Numba cache entries of the TreeSHAP kernels (kernels/_aot.py), built for this machine, again where they
+# no longer serve it (other kernel sources, another Numba)
 if ! "$venv/bin/python" -m hitml.kernels aot --check >/dev/null 2>&1; then
-  "$venv/bin/python" -m hitml.kernels aot >&2 || echo "hitml: compiled kernels not built; kernels compile on first use" >&2
+  "$venv/bin/python" -m hitml.kernels aot >&2 || echo "hitml: shipped kernels not built; kernels compile on first use" >&2
 fi

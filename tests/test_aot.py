@@ -1,184 +1,205 @@
-"""The compiled copies of the CPU TreeSHAP kernels (kernels/_aot.py): where they run, they give the Numba kernels'
-bytes, and both agree with XGBoost's and shap's own numbers; stale or foreign copies are never run; a first-ever
-process on an empty Numba cache runs them without compiling."""
+"""The Numba cache entries of the CPU TreeSHAP kernels that hitml ships (kernels/_aot.py): a first-ever process
+seeded with them compiles none of the TreeSHAP kernels and gives XGBoost's and shap's values, the bytes of a process
+that compiles them; entries of another Numba or kernel source are never seeded and Numba's own are never replaced;
+with them in place the library starts no process of its own."""
 from __future__ import annotations
 
 import json
 import os
+import pickle
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import numba
 import numpy as np
 import pytest
-from hitml.kernels import _aot, _aot_build, _background, _registry
-from hitml.kernels.treeshap import cpu
-from hitml.kernels.treeshap.paths import _hand_paths
+from hitml.kernels import _aot, _aot_build, _registry
 
 ROOT = Path(__file__).resolve().parents[1]
 xgb = pytest.importorskip("xgboost")
 shap = pytest.importorskip("shap")
-import hitml.shap_ext  # noqa: E402,F401 - registers backend="cpu"
 
 
 @pytest.fixture(scope="module")
-def copies(tmp_path_factory) -> str:
-    """The folder of valid compiled copies: the installed ones (scripts/env.sh builds them), else built here."""
-    _aot._state["table"] = None
-    if _aot.available():
-        return _aot.folder()
-    out = tmp_path_factory.mktemp("aot")
+def shipped(tmp_path_factory) -> str:
+    """A folder holding ``numba_cache/`` entries that serve this machine: the installed ones (``scripts/env.sh``
+    builds them), else built here as an install would."""
+    probe = tmp_path_factory.mktemp("probe")
+    r = subprocess.run([sys.executable, "-m", "hitml.kernels", "aot", "--check"], capture_output=True, text=True,
+                       timeout=600, check=False, cwd=ROOT, env=dict(os.environ, NUMBA_CACHE_DIR=str(probe)))
+    if r.returncode == 0:
+        return _aot._DIR
+    out = tmp_path_factory.mktemp("shipped")
     r = subprocess.run([sys.executable, "-m", "hitml.kernels", "aot", str(out)], capture_output=True, text=True,
                        timeout=1800, check=False, cwd=ROOT)
-    assert r.returncode == 0, r.stderr
-    os.environ[_aot._DIR_ENV] = str(out)
-    _aot._state["table"] = None
-    assert _aot.available(), _aot.status()
+    assert r.returncode == 0, r.stderr[-3000:]
     return str(out)
 
 
-def _run_copies(monkeypatch, fn, behind: list | None = None):
-    """``fn()`` with the compiled copies as a first-ever process gets them (no Numba code in the cache), and
-    the kernels that ran as copies; ``behind`` collects the groups the background compile was asked for."""
-    behind = [] if behind is None else behind
-    monkeypatch.setattr(_aot, "_decided", {})
-    monkeypatch.setattr(_aot, "loaded", lambda d, a: False)
-    monkeypatch.setattr(_background, "compile_full_tier", lambda groups=_background._FULL_GROUPS: behind.extend(groups) or 1)
-    monkeypatch.delenv(_aot._ENV, raising=False)
-    monkeypatch.delenv(_background._TIER_ENV, raising=False)
-    out = fn()
-    ran = {key[0].py_func.__name__ for key, (f, _t) in _aot._decided.items() if f is not key[0]}
-    monkeypatch.undo()
-    return out, ran
+# A fresh process: every kind of CPU TreeSHAP call on a regression model and a multiclass one, the values saved, and
+# each TreeSHAP kernel's cache misses (compiles) and hits (loads) printed as JSON.
+_CALLS = r"""
+import importlib, json, sys
+import numpy as np, xgboost as xgb, shap
+import hitml.shap_ext
+from hitml.kernels.treeshap import cpu
+rng = np.random.default_rng(int(sys.argv[2]))
+X = rng.normal(size=(800, 9))
+X[:, 2] = rng.integers(0, 4, 800)                     # a point mass
+X[:, 3] = np.exp(3 * rng.normal(size=800))            # a heavy tail
+y = X[:, 0] * 2 + X[:, 1] ** 2 + X[:, 2] * X[:, 4] + np.log1p(X[:, 3]) + rng.normal(size=800)
+X[rng.random(X.shape) < 0.1] = np.nan
+reg = xgb.XGBRegressor(n_estimators=30, max_depth=6, random_state=0).fit(X, y)
+yc = np.digitize(y, np.quantile(y, [0.33, 0.66]))
+cls = xgb.XGBClassifier(n_estimators=12, max_depth=5, random_state=0).fit(X, yc)
+ps = shap.TreeExplainer(reg, backend="cpu").paths
+pc = shap.TreeExplainer(cls, backend="cpu").paths
+Xt, bg, w = X[:300], X[300:360], rng.random(60)
+out = {"X": X, "shap": cpu.shap_values(ps, Xt, progress=False),
+       "inter": cpu.interaction_values(ps, Xt[:25], progress=False),
+       "interv": cpu.interventional_shap_values(ps, Xt[:80], bg, progress=False),
+       "interv_w": cpu.interventional_shap_values(ps, Xt[:80], bg, weights=w, progress=False),
+       "banzhaf": cpu.interventional_banzhaf_values(ps, Xt[:80], bg, progress=False),
+       "interv_inter": cpu.interventional_interaction_values(ps, Xt[:15], bg[:20], progress=False),
+       "logistic": cpu.interventional_shap_values(ps, Xt[:30], bg[:20], transform="logistic", progress=False),
+       "multi": cpu.shap_values(pc, Xt[:200], progress=False),
+       "multi_inter": cpu.interaction_values(pc, Xt[:10], progress=False)}
+np.savez(sys.argv[1], **out)
+reg.get_booster().save_model(sys.argv[1] + ".reg.ubj")
+cls.get_booster().save_model(sys.argv[1] + ".cls.ubj")
+from numba.core.dispatcher import Dispatcher
+from hitml.kernels import _aot, _registry
+stats = {}
+for name in _registry.shipped_modules():
+    for key, obj in vars(importlib.import_module(name)).items():
+        d = getattr(obj, "dispatcher", obj)
+        if isinstance(d, Dispatcher) and d.py_func.__module__ == name:
+            stats[key] = [sum(d.stats.cache_misses.values()), sum(d.stats.cache_hits.values())]
+print(json.dumps({"stats": stats, "usable": _aot.usable(), "status": _aot.status()}))
+"""
 
 
-def _run_numba(monkeypatch, fn):
-    monkeypatch.setenv(_aot._ENV, "0")
-    out = fn()
-    monkeypatch.undo()
-    return out
+def _fresh(tmp_path: Path, tag: str, **env: str) -> tuple[dict, str, Path]:
+    full = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / f"cache_{tag}"), HITML_PROGRESS="1", HITML_BACKGROUND="0",
+                **env)
+    out = tmp_path / f"{tag}.npz"
+    r = subprocess.run([sys.executable, "-c", _CALLS, str(out), "0"], env=full, capture_output=True, text=True,
+                       timeout=1800, check=False, cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout.strip().splitlines()[-1]), r.stderr, out
 
 
-def _data(seed: int, n: int = 800, m: int = 9):
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(n, m))
-    X[:, 2] = rng.integers(0, 4, n)                     # a point mass
-    X[:, 3] = np.exp(3 * rng.normal(size=n))            # a heavy tail
-    y = X[:, 0] * 2 + X[:, 1] ** 2 + X[:, 2] * X[:, 4] + np.log1p(X[:, 3]) + rng.normal(size=n)
-    X[rng.random(X.shape) < 0.1] = np.nan
-    return X, y
-
-
-@pytest.mark.parametrize("seed", [0, 1])
-def test_copies_give_numbas_bytes_and_xgboosts_values(copies, monkeypatch, seed):
-    X, y = _data(seed)
-    model = xgb.XGBRegressor(n_estimators=30, max_depth=4 + 3 * seed, random_state=seed).fit(X, y)
-    ex = shap.TreeExplainer(model, backend="cpu")
-    ps = ex.paths
-    Xt, bg, w = X[:300], X[300:360], np.random.default_rng(seed).random(60)
-
-    def calls():
-        return {"shap": cpu.shap_values(ps, Xt, progress=False),
-                "inter": cpu.interaction_values(ps, Xt[:25], progress=False),
-                "interv": cpu.interventional_shap_values(ps, Xt[:80], bg, progress=False),
-                "interv_w": cpu.interventional_shap_values(ps, Xt[:80], bg, weights=w, progress=False),
-                "banzhaf": cpu.interventional_banzhaf_values(ps, Xt[:80], bg, progress=False),
-                "interv_inter": cpu.interventional_interaction_values(ps, Xt[:15], bg[:20], progress=False),
-                "logistic": cpu.interventional_shap_values(ps, Xt[:30], bg[:20], transform="logistic",
-                                                           progress=False)}
-
-    got, ran = _run_copies(monkeypatch, calls)
-    want = _run_numba(monkeypatch, calls)
-    assert {"shap_quad_kernel_items", "interaction_quad_kernel_items", "rows_kernel", "condition_masks",
-            "fail_counts", "value_tables", "interaction_tables", "tree_walk_kernel"} <= ran, ran
+def test_first_ever_process_loads_the_shipped_kernels_and_gives_xgboosts_values(shipped, tmp_path):
+    seeded, err1, out1 = _fresh(tmp_path, "seeded", **{_aot._DIR_ENV: shipped})
+    compiled, err0, out0 = _fresh(tmp_path, "compiled", **{_aot._DIR_ENV: shipped, _aot._ENV: "0"})
+    assert seeded["usable"] and "compiling Numba kernels" not in err1, (seeded, err1[-2000:])
+    ran = {k for k, (m, h) in seeded["stats"].items() if m + h}
+    assert {"shap_quad_kernel", "interaction_quad_kernel", "rows_kernel", "condition_masks", "fail_counts",
+            "value_tables", "interaction_tables", "tree_walk_kernel", "_walk"} <= ran, ran
+    assert not any(m for m, _h in seeded["stats"].values()), seeded["stats"]        # nothing compiled
+    assert not compiled["usable"] and "HITML_AOT=0" in compiled["status"]
+    assert sum(m for m, _h in compiled["stats"].values()) > 0 and "compiling Numba kernels" in err0
+    got, want = np.load(out1), np.load(out0)
     for k in want:
         assert got[k].tobytes() == want[k].tobytes(), k
-    # and the independent references: XGBoost's own SHAP values and interactions, shap's C++ interventional
-    dm = xgb.DMatrix(Xt)
-    booster = model.get_booster()
-    np.testing.assert_allclose(got["shap"][:, :, 0], booster.predict(dm, pred_contribs=True), atol=2e-5)
-    np.testing.assert_allclose(got["inter"][..., 0].sum(axis=2)[:, :-1],
-                               booster.predict(xgb.DMatrix(Xt[:25]), pred_interactions=True).sum(axis=2)[:, :-1],
+    # and the independent references: XGBoost's own SHAP values and interactions, shap's C++ interventional values
+    X = got["X"]
+    Xt = X[:300]
+    reg, cls = xgb.Booster(), xgb.Booster()
+    reg.load_model(str(out1) + ".reg.ubj")
+    cls.load_model(str(out1) + ".cls.ubj")
+    np.testing.assert_allclose(got["shap"][:, :, 0], reg.predict(xgb.DMatrix(Xt), pred_contribs=True), atol=2e-5)
+    np.testing.assert_allclose(got["inter"][..., 0], reg.predict(xgb.DMatrix(Xt[:25]), pred_interactions=True),
                                atol=5e-5)
-    ref = shap.TreeExplainer(model, bg, feature_perturbation="interventional").shap_values(Xt[:80])
+    np.testing.assert_allclose(np.moveaxis(got["multi"], 2, 1), cls.predict(xgb.DMatrix(Xt[:200]), pred_contribs=True),
+                               atol=2e-5)
+    model = xgb.XGBRegressor()
+    model.load_model(str(out1) + ".reg.ubj")
+    ref = shap.TreeExplainer(model, X[300:360], feature_perturbation="interventional").shap_values(Xt[:80])
     # (shap's C++ holds the trees in float32)
     np.testing.assert_allclose(got["interv"][:, :-1, 0], ref, rtol=1e-5, atol=1e-5 * max(1.0, np.abs(ref).max()))
 
 
-def test_copies_of_path_extraction_and_multiclass(copies, monkeypatch):
-    X, y = _data(5, n=600)
-    yc = np.digitize(y, np.quantile(y, [0.33, 0.66]))
-    model = xgb.XGBClassifier(n_estimators=12, max_depth=5, random_state=0).fit(X, yc)
-
-    def calls():
-        ex = shap.TreeExplainer(model, backend="cpu")   # path extraction runs in the copies too
-        return {"paths": ex.paths.path_ptr.copy(), "zero": ex.paths.zero_fraction.copy(),
-                "shap": cpu.shap_values(ex.paths, X[:200], progress=False),
-                "inter": cpu.interaction_values(ex.paths, X[:10], progress=False)}
-
-    behind = []
-    got, ran = _run_copies(monkeypatch, calls, behind)
-    want = _run_numba(monkeypatch, calls)
-    assert "_walk" in ran and "shap_quad_kernel_items" in ran, ran
-    # the Numba kernels of what ran are compiled behind, for later processes
-    assert {"treeshap-paths", "treeshap", "treeshap-interactions"} == set(behind), behind
-    for k in want:
-        assert got[k].tobytes() == want[k].tobytes(), k
-    ref = model.get_booster().predict(xgb.DMatrix(X[:200]), pred_contribs=True)
-    np.testing.assert_allclose(np.moveaxis(got["shap"], 2, 1), ref, atol=2e-5)
+@pytest.fixture
+def fresh_state(monkeypatch, tmp_path):
+    """A process state that has not seeded yet, with Numba's cache folder in ``tmp_path / "cache"``."""
+    monkeypatch.setattr(_aot, "_state", {"off": False, "seeded": None, "why": "", "usable": None})
+    monkeypatch.setattr(numba.core.config, "CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv(_aot._ENV, raising=False)
+    return tmp_path / "cache"
 
 
-def test_numba_code_in_the_cache_runs_instead_of_a_copy(copies, monkeypatch):
-    monkeypatch.setattr(_aot, "_decided", {})
-    monkeypatch.setattr(_aot, "loaded", lambda d, a: True)
-    ps = _hand_paths()
-    X = np.random.default_rng(0).normal(size=(6, 3))
-    cpu.interventional_shap_values(ps, X, X[:3], progress=False)   # work-item kernels, each through _aot.entry
-    assert _aot._decided and all(f is key[0] for key, (f, _t) in _aot._decided.items())
+def _indexes(folder: Path) -> list[Path]:
+    return sorted(folder.rglob("*.nbi"))
 
 
-def _copy_with(copies: str, tmp_path: Path, **changes) -> Path:
-    out = tmp_path / "copies"
-    shutil.copytree(copies, out)
-    manifest = json.loads((out / "manifest.json").read_text())
-    manifest.update(changes)
-    (out / "manifest.json").write_text(json.dumps(manifest))
-    return out
+def _rewrite_version(index: Path, version: str) -> None:
+    """Give a Numba cache index another Numba version (``IndexDataCacheFile._save_index``'s layout)."""
+    with open(index, "rb") as f:
+        pickle.load(f)
+        rest = f.read()
+    with open(index, "wb") as f:
+        pickle.dump(version, f, protocol=-1)
+        f.write(rest)
 
 
-@pytest.mark.parametrize("field, value", [("source", "0" * 64), ("cpu", "pentium"), ("numba", "0.1.0"),
-                                          ("features", "+sse2")])
-def test_stale_or_foreign_copies_are_never_run(copies, tmp_path, monkeypatch, field, value):
-    out = _copy_with(copies, tmp_path, **{field: value})
-    monkeypatch.setenv(_aot._DIR_ENV, str(out))
-    monkeypatch.setattr(_aot, "_state", {"table": None, "off": False, "why": ""})
-    assert not _aot.available()
-    assert field in _aot.status()
-    d = cpu._q.shap_quad_items.dispatcher
-    assert _aot.entry(d, ()) is d
+def test_seeding_copies_current_entries_once_and_never_replaces_numbas_own(shipped, tmp_path, fresh_state, monkeypatch):
+    monkeypatch.setenv(_aot._DIR_ENV, shipped)
+    n = len(_indexes(Path(shipped)))
+    assert n >= 14 and _aot.seed_numba_cache() == n and _aot.seed_numba_cache() == n   # once per process
+    there = _indexes(fresh_state)
+    assert len(there) == n and _aot.usable() and "seeded" in _aot.status()
+    # entries Numba wrote for the current source (here: one data file changed) stay; a stale index is replaced
+    data = sorted(fresh_state.rglob("*.nbc"))[0]
+    data.write_bytes(b"numba's own")
+    _rewrite_version(there[-1], "0.1.0")
+    monkeypatch.setattr(_aot, "_state", {"off": False, "seeded": None, "why": "", "usable": None})
+    assert _aot.seed_numba_cache() == 1
+    assert data.read_bytes() == b"numba's own" and _aot._index_head(str(there[-1]))[0] == numba.__version__
 
 
-def test_switched_off_and_missing(copies, tmp_path, monkeypatch):
-    monkeypatch.setattr(_aot, "_state", {"table": None, "off": False, "why": ""})
+@pytest.mark.parametrize("change", ["source", "numba"])
+def test_entries_of_other_sources_or_numba_are_never_seeded(shipped, tmp_path, fresh_state, monkeypatch, change):
+    other = tmp_path / "other"
+    shutil.copytree(shipped, other, ignore=shutil.ignore_patterns("_hitml_aot_*", "manifest.json"))
+    if change == "source":
+        (other / _aot._CACHE_SUBDIR / _aot._BUILT).write_text(json.dumps({"source": "0" * 64}))
+    else:
+        for index in _indexes(other):
+            _rewrite_version(index, "0.1.0")
+    monkeypatch.setenv(_aot._DIR_ENV, str(other))
+    assert _aot.seed_numba_cache() == 0 and not _indexes(fresh_state)
+    assert not _aot.usable()
+    assert ("other kernel sources" if change == "source" else "another Numba") in _aot.status()
+
+
+def test_switched_off_and_missing(tmp_path, fresh_state, monkeypatch):
     monkeypatch.setenv(_aot._ENV, "0")
-    assert not _aot.available() and "HITML_AOT=0" in _aot.status()
+    assert _aot.seed_numba_cache() == 0 and not _aot.usable() and "HITML_AOT=0" in _aot.status()
+    monkeypatch.setattr(_aot, "_state", {"off": False, "seeded": None, "why": "", "usable": None})
     monkeypatch.delenv(_aot._ENV)
-    monkeypatch.setenv(_aot._DIR_ENV, str(tmp_path))
-    assert not _aot.available() and "no compiled kernels" in _aot.status()
+    monkeypatch.setenv(_aot._DIR_ENV, str(tmp_path / "nothing"))
+    assert _aot.seed_numba_cache() == 0 and not _aot.usable() and "no shipped kernels" in _aot.status()
 
 
-def test_every_kernel_module_has_its_warmup_groups():
-    groups = _aot_build.groups()   # imports every family
+def test_every_cpu_kernel_module_ships_its_entries():
+    groups = _aot_build.groups()   # imports the engine
     assert set(groups) >= {"treeshap-paths", "treeshap", "treeshap-interactions", "treeshap-interventional",
                            "treeshap-transforms"}
     assert set(groups) <= set(_registry.warmups())
-    modules = _registry.copy_modules()
+    modules = _registry.shipped_modules()
     assert all(set(g) <= set(groups) for g in modules.values())
-    # every module with a kernel that Python calls through the dispatch declared the groups that compile it
-    dispatched = {name for name, mod in list(sys.modules.items()) if name.startswith("hitml.kernels.")
-                  for obj in vars(mod).values() if isinstance(obj, _aot.EntryPoint) and obj.__module__ == name}
-    assert dispatched and dispatched <= set(modules), sorted(dispatched - set(modules))
+    # every module of the TreeSHAP family with a cached Numba kernel declared the groups that compile it (the GPU
+    # packing kernels aside: the GPU engine's, not shipped)
+    from numba.core.caching import FunctionCache
+    from numba.core.dispatcher import Dispatcher
+
+    cached = {name for name, mod in list(sys.modules.items()) if name.startswith("hitml.kernels.treeshap.")
+              for obj in vars(mod).values() for d in [getattr(obj, "dispatcher", obj)]
+              if isinstance(d, Dispatcher) and d.py_func.__module__ == name and isinstance(d._cache, FunctionCache)}
+    assert cached and cached - {"hitml.kernels.treeshap.pack"} <= set(modules), sorted(cached - set(modules))
 
 
 def test_source_hash_follows_the_kernel_sources(tmp_path):
@@ -186,95 +207,14 @@ def test_source_hash_follows_the_kernel_sources(tmp_path):
     shutil.copytree(Path(_aot.__file__).parent, root, ignore=shutil.ignore_patterns("__pycache__", "_compiled"))
     before = _aot.source_hash(str(root))
     assert before == _aot.source_hash()
-    f = root / "treeshap" / "_cpu_quad.py"
+    for name in ("treeshap/_cpu_quad.py", "_items.py"):
+        f = root / name
+        f.write_text(f.read_text() + "\n# an edit\n")
+        assert _aot.source_hash(str(root)) != before
+        before = _aot.source_hash(str(root))
+    f = root / "treeshap" / "_summary.py"   # no Numba function: no shipped entry depends on it
     f.write_text(f.read_text() + "\n# an edit\n")
-    assert _aot.source_hash(str(root)) != before
-
-
-_FIRST_EVER = r"""
-import json, sys, time
-import numpy as np, xgboost as xgb, shap
-import hitml.shap_ext
-rng = np.random.default_rng(3)
-X = rng.normal(size=(2000, 8)); y = X[:, 0] + X[:, 1] * X[:, 2] + rng.normal(size=2000)
-X[rng.random(X.shape) < 0.05] = np.nan
-m = xgb.XGBRegressor(n_estimators=20, max_depth=6).fit(X, y)
-ex = shap.TreeExplainer(m, backend="cpu")
-a = ex.shap_values(X[:100]); b = ex.shap_interaction_values(X[:10])
-c = shap.TreeExplainer(m, X[:50], feature_perturbation="interventional", backend="cpu").shap_values(X[:40])
-np.savez(sys.argv[1], a=a, b=b, c=c)
-from hitml.kernels import _aot
-from hitml.kernels.treeshap import _cpu_quad as q, _cpu_patterns as pt, paths
-ds = [q.shap_quad_items.dispatcher, q.interaction_quad_items.dispatcher, pt.rows_kernel.dispatcher,
-      paths._walk.dispatcher, q.shap_quad_kernel]
-print(json.dumps({"available": _aot.available(),
-                  "compiled": sum(sum(d.stats.cache_misses.values()) for d in ds)}))
-"""
-
-
-def test_first_ever_process_runs_the_copies_without_compiling(copies, tmp_path):
-    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"), HITML_PROGRESS="1", HITML_BACKGROUND="0",
-               **{_aot._DIR_ENV: copies})
-    env.pop(_background._TIER_ENV, None)
-    outs = []
-    for aot in ("1", "0"):
-        env[_aot._ENV] = aot
-        r = subprocess.run([sys.executable, "-c", _FIRST_EVER, str(tmp_path / f"out{aot}.npz")], env=env,
-                           capture_output=True, text=True, timeout=1800, check=False, cwd=ROOT)
-        assert r.returncode == 0, r.stderr
-        outs.append((json.loads(r.stdout.strip().splitlines()[-1]), r.stderr))
-    (copied, err1), (numba_run, err0) = outs
-    assert copied == {"available": True, "compiled": 0} and "compiling Numba kernels" not in err1
-    assert numba_run["compiled"] > 0 and "compiling Numba kernels" in err0
-    got, want = np.load(tmp_path / "out1.npz"), np.load(tmp_path / "out0.npz")
-    for k in want:
-        assert got[k].tobytes() == want[k].tobytes(), k
-
-
-def test_argument_keys_tell_apart_what_numbas_types_do():
-    """entry() caches its choice by a quick key per argument: two arguments with one key have one Numba type."""
-    import numba
-
-    base = np.arange(24.0).reshape(4, 6)
-    ro = base.copy()
-    ro.flags.writeable = False
-    args = [base, base.T, base[:, ::2], ro, base.astype(np.float32), base[0], base.ravel(),
-            np.zeros(0, np.int64), np.zeros(3, np.int32), np.zeros(3, np.uint32), np.zeros(3, np.bool_),
-            np.asfortranarray(base), 1, 2, 1 << 63, -1, True, False, 1.5, np.float32(1), np.int32(3), np.int64(3),
-            np.bool_(True)]
-    keys = [_aot._arg_key(a) for a in args]
-    types = [numba.typeof(a) for a in args]
-    for i in range(len(args)):
-        for j in range(len(args)):
-            if keys[i] == keys[j]:   # (one type may have several keys: a Python int and np.int64, say)
-                assert types[i] == types[j], (i, j, keys[i], types[i], types[j])
-    # the key is of the type, not of the value
-    assert _aot._arg_key(base) == _aot._arg_key(base + 1) and _aot._arg_key(7) == _aot._arg_key(-3)
-    assert _aot._arg_key((1, 2)) is None
-
-
-def test_long_calls_on_several_threads_run_the_numba_kernels(copies, monkeypatch):
-    """A call whose single-threaded copy would lose more than a compile costs runs (and compiles) the Numba kernel."""
-    import numba
-
-    monkeypatch.setattr(numba, "get_num_threads", lambda: 8)
-    assert cpu._copies_pay(1e9) and not cpu._copies_pay(1e11)
-    monkeypatch.setattr(numba, "get_num_threads", lambda: 1)
-    assert cpu._copies_pay(1e11)                       # one thread: nothing to lose
-    monkeypatch.undo()
-    monkeypatch.setattr(_aot, "_decided", {})
-    monkeypatch.setattr(_aot, "loaded", lambda d, a: False)
-    monkeypatch.setattr(_background, "compile_full_tier", lambda groups=(): True)
-    d = cpu._q.shap_quad_items.dispatcher
-    ps = _hand_paths()
-    args = (np.zeros((4, 3)), *cpu._path_args(ps))    # the argument types do not matter while copies are barred
-    with _aot.copies_allowed(False):
-        assert _aot.entry(d, args) is d and not _aot._decided
-    monkeypatch.setattr(cpu, "_copies_pay", lambda work: False)
-    X = np.random.default_rng(0).normal(size=(10, 3))
-    cpu.interventional_shap_values(ps, X, X[:3], progress=False)
-    cpu.shap_values(ps, X, progress=False)
-    assert not _aot._decided                           # no copy chosen, none run
+    assert _aot.source_hash(str(root)) == before
 
 
 # A process that records, and refuses, every process the library would start (a refused start is what a machine
@@ -295,7 +235,7 @@ def refuse(kind):
 subprocess.Popen, os.fork, os.posix_spawn = refuse("Popen"), refuse("fork"), refuse("posix_spawn")
 import numpy as np
 from hitml.kernels import _aot, _background
-if sys.argv[2] == "calls":   # the compiled copies run: the Numba kernels would compile behind them
+if sys.argv[2] == "calls":   # the shipped entries serve: nothing compiles, nothing starts
     from hitml.kernels.treeshap import cpu
     from hitml.kernels.treeshap.paths import _tiny_paths
     ps = _tiny_paths()
@@ -303,24 +243,24 @@ if sys.argv[2] == "calls":   # the compiled copies run: the Numba kernels would 
     cpu.shap_values(ps, X, progress=False)
     cpu.interaction_values(ps, X[:5], progress=False)
     cpu.interventional_shap_values(ps, X, X[:5], progress=False)
-    assert _aot.available()
-else:                        # no copies: a first cache miss starts the compiles ahead
+    assert _aot.usable(), _aot.status()
+else:                        # no shipped entries: a first cache miss starts the compiles ahead
     _background.compile_ahead()
 """
 
 
 @pytest.mark.parametrize("switch", ["HITML_BACKGROUND", "HITML_COMPILE_AHEAD", None])
-def test_the_background_switch_starts_no_process(copies, tmp_path, switch):
-    """``HITML_BACKGROUND=0`` (or its earlier name): the library starts no process of its own, neither the compile
-    behind the compiled copies nor the compiles ahead of a cold cache; unset, it starts one for each."""
-    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"), HITML_PROGRESS="0", **{_aot._DIR_ENV: copies})
-    for name in ("HITML_BACKGROUND", "HITML_COMPILE_AHEAD", _aot._ENV, _background._TIER_ENV):
+def test_the_background_switch_starts_no_process(shipped, tmp_path, switch):
+    """``HITML_BACKGROUND=0`` (or its earlier name): the library starts no process of its own; unset, a first cache
+    miss starts the compiles ahead, and with the shipped entries in place nothing starts at all."""
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"), HITML_PROGRESS="0", **{_aot._DIR_ENV: shipped})
+    for name in ("HITML_BACKGROUND", "HITML_COMPILE_AHEAD", _aot._ENV):
         env.pop(name, None)
     if switch:
         env[switch] = "0"
-    for case, aot in (("calls", "1"), ("ahead", "0")):
+    for case, aot, started in (("calls", "1", []), ("ahead", "0", [] if switch else ["Popen"])):
         out = tmp_path / f"{case}.json"
         r = subprocess.run([sys.executable, "-c", _SPAWNS, str(out), case], env=dict(env, **{_aot._ENV: aot}),
                            capture_output=True, text=True, timeout=600, check=False, cwd=ROOT)
         assert r.returncode == 0, r.stderr
-        assert json.loads(out.read_text()) == ([] if switch else ["Popen"]), (case, switch)
+        assert json.loads(out.read_text()) == started, (case, switch)

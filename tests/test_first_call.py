@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from _trees import basic_tree
-from hitml.kernels import _aot, _background, _warmup
+from hitml.kernels import _background, _warmup
 from hitml.kernels.treeshap import cpu, extract_paths, interaction_values, shap_values
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,9 +35,8 @@ for threads in (1, 2):
 cpu.interventional_shap_values(ps, X[:10], X[:4], progress=False)
 out = {}
 from hitml.kernels.treeshap import _cpu_patterns as pt
-kernels = [("shap", q.shap_quad_kernel), ("inter", q.interaction_quad_kernel),
-           ("shap_items", q.shap_quad_items.dispatcher), ("inter_items", q.interaction_quad_items.dispatcher),
-           ("masks", pt.condition_masks), ("counts", pt.fail_counts), ("tables", pt.value_tables),
+kernels = [("shap", q.shap_quad_kernel), ("inter", q.interaction_quad_kernel), ("masks", pt.condition_masks),
+           ("counts", pt.fail_counts), ("tables", pt.value_tables),
            ("rows", pt.rows_kernel)]
 for name, d in kernels:
     st = d.stats
@@ -48,7 +47,7 @@ print(json.dumps(out))
 
 
 def _run(cache: Path, *args: str, **extra_env: str) -> subprocess.CompletedProcess:
-    # HITML_AOT=0: these processes test Numba's cache and compiles (tests/test_aot.py tests the compiled copies)
+    # HITML_AOT=0: these processes test Numba's cache and compiles (tests/test_aot.py tests the shipped entries)
     env = dict(os.environ, NUMBA_CACHE_DIR=str(cache), HITML_PROGRESS="1", NUMBA_NUM_THREADS="2", HITML_AOT="0",
                PYTHONPATH=os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), ) if p), **extra_env)
     return subprocess.run([sys.executable, *args], env=env, capture_output=True, text=True, timeout=1500, check=False,
@@ -60,48 +59,19 @@ def _files(cache: Path) -> dict[str, tuple[int, int]]:
             if p.is_file()}
 
 
-def _wait_full_tier(cache: Path, timeout: float = 900.0) -> None:
-    """Wait until the background compile of the full tier (started by a process on ``cache``) has written the
-    full kernels and ended (its lock is free)."""
-    import fcntl
-    import time
-
-    lock = _warmup.full_tier_lock(str(cache))
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        files = _files(cache)
-        if all(any(f"{k}-" in p and p.endswith(".nbc") for p in files) for k in ("shap_quad_kernel",
-                                                                                 "interaction_quad_kernel")):
-            with open(lock, "a") as f:
-                try:
-                    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    return
-                except OSError:
-                    pass
-        time.sleep(0.5)
-    raise AssertionError(f"no full-tier kernels in {cache} after {timeout} s: {sorted(_files(cache))}")
-
-
-@pytest.mark.skipif(not hasattr(os, "sched_setscheduler"), reason="the lock and idle priority of Linux")
 def test_second_process_loads_every_kernel_from_the_cache(tmp_path):
     cache = tmp_path / "numba_cache"
     first = _run(cache, "-c", _SCRIPT)
     assert first.returncode == 0, first.stderr
     stats1 = json.loads(first.stdout.strip().splitlines()[-1])
-    # one compiled signature serves every row count, block width and thread count. The first-ever process runs the
-    # quick twins of the quadrature kernels (it compiles the SHAP one, the process compile_ahead started the
-    # interactions one) while a detached process compiles the full ones; the other kernels are compiled by this
-    # process or by those it started at its first miss
+    # one compiled signature serves every row count, block width and thread count; each kernel is compiled by this
+    # process (the SHAP ones) or by the processes it started at its first miss, and then loaded
     for name in stats1:
-        assert stats1[name]["signatures"] <= 1, stats1
-        if name in ("shap", "inter"):   # never compiled here (loaded, should the detached process end first)
-            assert stats1[name]["misses"] == 0, stats1
-        else:
-            assert stats1[name]["misses"] + stats1[name]["hits"] == 1, stats1
-    assert stats1["shap_items"]["misses"] == 1, stats1
+        assert stats1[name]["signatures"] == 1, stats1
+        assert stats1[name]["misses"] + stats1[name]["hits"] == 1, stats1
+    assert stats1["shap"]["misses"] == 1, stats1
     assert _background._NOTICE in first.stderr                       # the notice, once
     assert first.stderr.count(_background._NOTICE) == 1
-    _wait_full_tier(cache)
     before = _files(cache)
 
     second = _run(cache, "-c", _SCRIPT)
@@ -109,8 +79,7 @@ def test_second_process_loads_every_kernel_from_the_cache(tmp_path):
     stats2 = json.loads(second.stdout.strip().splitlines()[-1])
     for name in stats2:
         assert stats2[name]["misses"] == 0, stats2            # nothing compiled ...
-        # ... every kernel loaded from the cache: the full tier of the quadrature kernels, not their twins
-        assert stats2[name]["hits"] == (name not in ("shap_items", "inter_items")), stats2
+        assert stats2[name]["hits"] == 1, stats2              # ... every kernel loaded from the cache
     assert _background._NOTICE not in second.stderr
     assert _files(cache) == before                            # no new or rewritten cache entries
 
@@ -226,8 +195,7 @@ X = np.random.default_rng(0).normal(size=(30, 3))
 a = cpu.interaction_values(ps, X, progress=False)
 b = cpu.interventional_shap_values(ps, X, X[:7], progress=False)
 c = cpu.interventional_interaction_values(ps, X, X[:7], progress=False)
-kernels = (q.interaction_quad_kernel, q.interaction_quad_items.dispatcher, pt.rows_kernel, pt.condition_masks,
-           pt.fail_counts, pt.interaction_tables)
+kernels = (q.interaction_quad_kernel, pt.rows_kernel, pt.condition_masks, pt.fail_counts, pt.interaction_tables)
 print(json.dumps({"misses": sum(sum(d.stats.cache_misses.values()) for d in kernels),
                   "sums": [float(a.sum()), float(b.sum()), float(c.sum())]}))
 """
@@ -243,13 +211,12 @@ def test_first_miss_compiles_the_other_groups_ahead(tmp_path):
     assert json.loads(first.stdout.strip().splitlines()[-1]) == [
         "treeshap-interactions", "treeshap-interventional", "treeshap-interventional-interactions"]
     files = _files(cache)
-    assert any("interaction_quad_kernel_items" in p for p in files) and any("rows_kernel" in p for p in files)
+    assert any("interaction_quad_kernel" in p for p in files) and any("rows_kernel" in p for p in files)
     assert any("interaction_tables" in p for p in files)
     second = _run(cache, "-c", _OTHERS)
     assert second.returncode == 0, second.stderr
     assert json.loads(second.stdout.strip().splitlines()[-1])["misses"] == 0
     assert _background._NOTICE not in second.stderr
-    _wait_full_tier(cache)   # the detached compile of the full tier ends before the folder goes
 
 
 def test_compile_ahead_can_be_switched_off(tmp_path):
@@ -259,8 +226,7 @@ def test_compile_ahead_can_be_switched_off(tmp_path):
     assert json.loads(done.stdout.strip().splitlines()[-1]) == []
     files = _files(cache)
     assert not any("interaction_quad_kernel" in p for p in files)
-    # and the SHAP call compiled the full tier here (no process to compile it behind the quick twin)
-    assert any("shap_quad_kernel-" in p for p in files) and not any("_items" in p for p in files)
+    assert any("shap_quad_kernel-" in p for p in files)   # and the SHAP call compiled its kernel here
 
 
 def test_compile_ahead_starts_only_a_python_interpreter(monkeypatch):
@@ -275,100 +241,6 @@ def test_compile_ahead_starts_only_a_python_interpreter(monkeypatch):
     _background.compile_ahead()
     assert started == [] and _background._ahead["children"] == {}
     assert _background._is_python("/opt/venv/bin/python3.12") and not _background._is_python("")
-
-
-def test_pick_runs_the_quick_twin_only_while_the_full_tier_compiles_behind(monkeypatch):
-    ran = []
-
-    def full(*a):
-        ran.append(("full", a))
-
-    class Quick:
-        def count(self, *a):
-            return 7
-
-        def __call__(self, *a):
-            ran.append(("quick", a))
-
-    state = {}
-    monkeypatch.setattr(_aot, "loaded", lambda d, a: state["loaded"])
-    monkeypatch.setattr(_background, "compile_full_tier", lambda: state["behind"])
-    monkeypatch.setattr(_aot, "available", lambda: False)   # (with compiled copies, "quick" runs them)
-    monkeypatch.delenv(_background._TIER_ENV, raising=False)
-    quick = Quick()
-    for loaded, behind, want in [(True, True, "full"), (False, True, "quick"), (False, False, "full")]:
-        state.update(loaded=loaded, behind=behind)
-        ran.clear()
-        _background.pick(full, quick, (1, 2))(1, 2)
-        assert ran == [(want, (1, 2, 0, 7) if want == "full" else (1, 2))], (loaded, behind)
-    for forced, want in [("quick", "quick"), ("FULL", "full")]:
-        monkeypatch.setenv(_background._TIER_ENV, forced)
-        state.update(loaded=forced == "quick", behind=True)
-        ran.clear()
-        _background.pick(full, quick, (1, 2))(1, 2)
-        assert ran[0][0] == want
-    monkeypatch.setenv(_background._TIER_ENV, "fast")
-    with pytest.raises(ValueError, match="HITML_KERNEL_TIER"):
-        _background.pick(full, quick, (1, 2))
-
-
-_LOADED_SCRIPT = r"""
-import json, numpy as np
-from hitml.kernels import _aot, _background, _warmup
-from hitml.kernels.treeshap.paths import _tiny_paths
-from hitml.kernels.treeshap import pack
-args = (np.array([3, 5, 2], np.int64), np.array([0, 0, 1], np.int64), 4)
-before = _aot.loaded(pack._runs, args)
-n_sig = len(pack._runs.signatures)
-pack._runs(*args)
-print(json.dumps([before, n_sig, sum(pack._runs.stats.cache_misses.values())]))
-"""
-
-
-def test_loaded_finds_cached_machine_code_and_never_compiles(tmp_path):
-    cache = tmp_path / "numba_cache"
-    first = _run(cache, "-c", _LOADED_SCRIPT, HITML_BACKGROUND="0")
-    assert first.returncode == 0, first.stderr
-    assert json.loads(first.stdout.strip().splitlines()[-1]) == [False, 0, 1]   # not compiled by loaded()
-    second = _run(cache, "-c", _LOADED_SCRIPT, HITML_BACKGROUND="0")
-    assert second.returncode == 0, second.stderr
-    assert json.loads(second.stdout.strip().splitlines()[-1]) == [True, 1, 0]    # loaded from the cache
-
-
-def test_full_tier_compile_starts_after_the_compiles_ahead_and_a_delay(monkeypatch):
-    """Not beside the first calls (on two cores it cost them about 5 s even at idle priority): after the processes
-    compile_ahead started, and a delay, or at exit; once per process; detached, idle, under the lock."""
-    import time
-
-    started, at_exit = [], []
-    monkeypatch.setattr(_background.subprocess, "Popen", lambda *a, **k: started.append((a, k)))
-    monkeypatch.setattr(_background.atexit, "register", lambda *a: at_exit.append(a))
-    monkeypatch.setattr(_background, "_full", {"started": None, "spawned": False, "groups": set()})
-    monkeypatch.setattr(_background, "_ahead", {"entered": set(), "children": {}, "all": [], "launched": True,
-                                            "eager": False})
-    monkeypatch.setattr(_background, "_FULL_DELAY_S", 0.5)
-    monkeypatch.setattr(sys, "executable", "/usr/bin/python3")
-    monkeypatch.delenv(_background._AHEAD_ENV, raising=False)
-    monkeypatch.delenv(_background._ENV, raising=False)
-    assert _background.compile_full_tier()
-    assert started == []                                          # not at once
-    end = time.monotonic() + 10
-    while not started and time.monotonic() < end:
-        time.sleep(0.05)
-    assert len(started) == 1
-    (cmd,), kw = started[0]
-    assert cmd[-4:] == ["treeshap", "treeshap-interactions", "--jobs", "1"] and kw["start_new_session"]
-    assert kw["env"]["HITML_KERNEL_TIER"] == "full" and kw["env"]["HITML_WARMUP_NICE"] == "idle"
-    assert kw["env"]["HITML_WARMUP_LOCK"] == "1" and kw["env"][_background._ENV] == "0"
-    assert at_exit == [(_background._spawn_full_tier, True)]
-    _background._spawn_full_tier(True)                                # the exit hook: already started, nothing more
-    assert _background.compile_full_tier() and len(started) == 1
-
-
-def test_no_full_tier_compile_where_compiles_ahead_are_off(monkeypatch):
-    monkeypatch.setattr(_background, "_full", {"started": None, "spawned": False, "groups": set()})
-    monkeypatch.setenv(_background._AHEAD_ENV, "0")
-    assert _background.compile_full_tier() is False
 
 
 _PARTS_THEN_ALL = r"""
@@ -420,15 +292,14 @@ def test_parts_and_runs():
 def test_forking_warmup_reports_each_group_once_and_fills_the_cache(tmp_path):
     cache = tmp_path / "numba_cache"
     done = _run(cache, "-m", "hitml.kernels", "warmup", "--fork", "treeshap-interventional@0,treeshap-transforms",
-                "treeshap-interventional@1", HITML_BACKGROUND="0", HITML_KERNEL_TIER="quick")
+                "treeshap-interventional@1", HITML_BACKGROUND="0")
     assert done.returncode == 0, done.stderr
     assert sorted(done.stdout.split()) == ["treeshap-interventional@0", "treeshap-interventional@1",
                                            "treeshap-transforms"]
     assert {"rows_kernel", "fail_counts", "value_tables", "tree_walk_kernel"} <= _compiled(cache)
     # a group that fails is reported (so that no one waits for it) and fails the process
-    bad = _run(cache, "-m", "hitml.kernels", "warmup", "--fork", "treeshap", HITML_BACKGROUND="0",
-               HITML_KERNEL_TIER="nonsense")
-    assert bad.returncode == 1 and bad.stdout.split() == ["treeshap"], (bad.stdout, bad.stderr)
+    bad = _run(cache, "-m", "hitml.kernels", "warmup", "--fork", "no-such-group", HITML_BACKGROUND="0")
+    assert bad.returncode == 1 and bad.stdout.split() == ["no-such-group"], (bad.stdout, bad.stderr)
 
 
 _SHAP_ONLY_NO_FORK = _SHAP_ONLY.replace("from hitml.kernels.treeshap import cpu",
@@ -443,5 +314,4 @@ def test_compile_ahead_without_fork_starts_a_process_per_run(tmp_path):
     assert first.returncode == 0, first.stderr
     assert json.loads(first.stdout.strip().splitlines()[-1]) == [
         "treeshap-interactions", "treeshap-interventional", "treeshap-interventional-interactions"]
-    assert {"interaction_quad_kernel_items", "rows_kernel", "fail_counts", "interaction_tables"} <= _compiled(cache)
-    _wait_full_tier(cache)
+    assert {"interaction_quad_kernel", "rows_kernel", "fail_counts", "interaction_tables"} <= _compiled(cache)

@@ -120,25 +120,3 @@ def test_treeshap_bytes_do_not_depend_on_threads():
     for a, b in zip(results[0], results[-1], strict=True):
         assert a.tobytes() == b.tobytes()
 
-
-@numba.njit(parallel=True)
-def _parallel_sums(x, out, lo, hi):
-    for i in numba.prange(lo, hi):
-        acc = 0.0
-        for j in range(x.shape[1]):
-            acc += x[i, j] * (j + 1)
-        out[i] = acc
-
-
-def test_serial_twin_gives_the_parallel_kernels_bytes_under_its_own_name():
-    twin = _items.serial_twin(_parallel_sums, "len(out)")
-    x = np.random.default_rng(3).normal(size=(1001, 7))
-    a, b = np.zeros(1001), np.zeros(1001)
-    _parallel_sums(x, a, 0, len(a))
-    for threads in (1, 2):
-        b[:] = 0.0
-        run_items(twin.dispatcher, twin.count(x, b), (x, b), threads=threads)
-        assert a.tobytes() == b.tobytes()
-    assert twin.dispatcher.py_func.__qualname__ == _parallel_sums.py_func.__qualname__ + "_items"
-    assert twin.dispatcher.targetoptions.get("nogil") and not twin.dispatcher.targetoptions.get("parallel")
-    assert twin.dispatcher.py_func.__code__ is _parallel_sums.py_func.__code__   # one source

@@ -10,7 +10,8 @@
 - Comments say why; measurement history (before -> after numbers, rates, dates, commits) lives in docs/design/.
 - Imports run one way: no import cycle in the package (imports inside functions count); the build and warm-up tools
   (``kernels/_warmup.py``, ``kernels/_aot_build.py``, ``python -m hitml.kernels``) import the kernel families and
-  nothing imports them; the runtime dispatch (``kernels/_aot.py``) and the registry below the families import none.
+  nothing imports them; the shipped cache entries (``kernels/_aot.py``), the work items, the background compiles
+  and the registry below the families import none.
 """
 from __future__ import annotations
 
@@ -92,7 +93,7 @@ def _package_graph() -> dict[str, set[str]]:
 
 def test_no_import_cycle_in_the_package():
     graph = _package_graph()
-    assert "kernels.treeshap.cpu" in graph and "kernels._aot" in graph["kernels._items"], "the graph is drawn"
+    assert "kernels.treeshap.cpu" in graph and "kernels._aot" in graph["kernels._background"], "the graph is drawn"
     cycle = find_cycle(graph)
     assert cycle is None, f"import cycle in the package: {' -> '.join(cycle)}"
 
@@ -102,8 +103,9 @@ FAMILIES = ("kernels.treeshap", "kernels.sketch", "kernels.shuffle", "kernels.sh
 
 
 def test_compile_layers_run_one_way():
-    """The tools sit at the top (only other tools import them), the background compiles and the runtime dispatch
-    below the families (they import no family), the registry at the bottom (it imports nothing of the package)."""
+    """The tools sit at the top (only other tools import them), the background compiles, the work items and the
+    shipped cache entries below the families (they import no family), the registry at the bottom (it imports
+    nothing of the package)."""
     graph = _package_graph()
     importers = {m: sorted(n for n in graph if m in graph[n] and n not in TOOLS) for m in TOOLS}
     assert importers == {m: [] for m in TOOLS}, "the library imports a build or warm-up tool"
@@ -117,7 +119,7 @@ def test_compile_layers_run_one_way():
     assert declaring <= set(graph) and {f for f in FAMILIES if any(d.startswith(f) for d in declaring)} == set(
         FAMILIES) - {"kernels.permutations"}, "the warm-up tool imports a module of every family"
     assert set(_warmup.warmup_tasks()) >= {"treeshap", "treeshap-paths", "sketch", "shuffle", "permutations"}
-    assert all(g in _registry.warmups() for gs in _registry.copy_modules().values() for g in gs)
+    assert all(g in _registry.warmups() for gs in _registry.shipped_modules().values() for g in gs)
 
 
 def test_the_package_checker_sees_cycles():
@@ -310,10 +312,8 @@ def test_every_noqa_says_why():
 BROAD_EXCEPT_ALLOWED = {
     "kernels/_items.py::run_items.work": (1, "a worker thread's error, re-raised in the calling thread"),
     "kernels/sketch/_newton.py::run_features.work": (1, "a worker thread's error, re-raised in the caller"),
-    "kernels/_aot.py::loaded": (1, "Numba internals: only picks between twin kernels that give the same bytes"),
     "kernels/_warmup.py::_run_task": (1, "warm-up reporting: the error is printed, no value is computed"),
     "kernels/_warmup.py::_fork_runs": (1, "a forked compile child only sets its exit code"),
-    "kernels/_aot.py::entry": (1, "picks the Numba dispatcher or its compiled copy (the same kernel)"),
     "kernels/_aot_build.py::main": (1, "command-line reporting of a failed build; kernels compile on first use"),
     "kernels/device.py::_cupy_or_reason": (2, "CuPy import / device probing: only decides 'no usable GPU'"),
     "kernels/device.py::_PinnedPool.take": (1, "pinned host memory or pageable: the same bytes either way"),

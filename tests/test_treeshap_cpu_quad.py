@@ -8,13 +8,6 @@ from hitml.kernels.treeshap import PathSet, cpu, extract_paths
 from hitml.kernels.treeshap import _cpu_quad as quad
 
 
-@pytest.fixture(autouse=True, params=["full", "quick"])
-def tier(request, monkeypatch):
-    """Every test on both kernel tiers: the ``prange`` kernels and their work-item twins (_background.pick)."""
-    monkeypatch.setenv("HITML_KERNEL_TIER", request.param)
-    return request.param
-
-
 @pytest.fixture
 def dp_kernel(monkeypatch):
     """Run a call with the DP kernel: ``dp_kernel(fn, *args)``."""
@@ -242,27 +235,3 @@ def test_sparse_interaction_output_without_huge_pages_is_the_same(monkeypatch):
     while base.base is not None and isinstance(base.base, np.ndarray):
         base = base.base
     assert not isinstance(base.base, np.ndarray) and base.base is not None   # the anonymous mapping, not NumPy's
-
-
-def test_kernel_tiers_give_the_same_bytes(monkeypatch):
-    """The full tier and its twin on models of each shape the engine meets: regression with missing values, boosted
-    multiclass (one output per path group), a random forest's shared leaves (every output per path), categories."""
-    xgb = pytest.importorskip("xgboost")
-    from hitml.shap_ext import TreeExplainer
-
-    rng = np.random.default_rng(7)
-    X = rng.normal(size=(700, 6))
-    X[rng.random(X.shape) < 0.1] = np.nan
-    y = np.nan_to_num(X[:, 0]) + np.nan_to_num(X[:, 1]) * np.nan_to_num(X[:, 2])
-    cls = np.digitize(y, [-0.5, 0.5])
-    models = [xgb.XGBRegressor(n_estimators=30, max_depth=6).fit(X, y),
-              xgb.XGBClassifier(n_estimators=10, max_depth=4).fit(X, cls),
-              xgb.XGBRFClassifier(n_estimators=6, max_depth=5).fit(X, cls)]
-    for model in models:
-        ps = TreeExplainer(model, backend="cpu", progress=False)._paths(X.shape[1])
-        got = {}
-        for tier in ("full", "quick"):
-            monkeypatch.setenv("HITML_KERNEL_TIER", tier)
-            got[tier] = (cpu.shap_values(ps, X, progress=False), cpu.interaction_values(ps, X[:90], progress=False))
-        for a, b in zip(got["full"], got["quick"], strict=True):
-            assert a.tobytes() == b.tobytes()

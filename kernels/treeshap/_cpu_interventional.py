@@ -8,8 +8,8 @@ from .. import _registry
 from .._items import borrow, items
 from ._cpu_kernels import _transform
 
-# the warm-up groups that compile these kernels (behind a process that ran their compiled copies)
-_registry.register_copies(__name__, ("treeshap-transforms",))
+# the warm-up groups that compile these kernels (their Numba cache entries ship with hitml)
+_registry.register_shipped(__name__, ("treeshap-transforms",))
 
 _PAIR_BUFFER = 1 << 15  # float64 terms buffered per task for non-identity transforms
 

@@ -7,11 +7,10 @@ import numba
 import numpy as np
 
 from .. import _registry
-from .._aot import entry_point
 from .._items import borrow, items
 
-# the warm-up groups that compile these kernels (behind a process that ran their compiled copies)
-_registry.register_copies(__name__, ("treeshap-transforms",))
+# the warm-up groups that compile these kernels (their Numba cache entries ship with hitml)
+_registry.register_shipped(__name__, ("treeshap-transforms",))
 
 TRANSFORMS = {"identity": 0, "logistic": 1, "logistic_nlogloss": 2, "squared_loss": 3}
 
@@ -181,7 +180,6 @@ def _transform(code, margin, y):
     return margin
 
 
-@entry_point
 @numba.njit(cache=True)
 def interventional_weights(max_len):
     """W[s, n] = s! (n - s - 1)! / n! for 0 <= s < n <= max_len."""

@@ -15,12 +15,11 @@ from numba import types
 from numba.extending import intrinsic
 
 from .. import _registry
-from .._aot import entry_point
 from .._items import borrow, items
 from ._cpu_kernels import _satisfies
 
-# the warm-up groups that compile these kernels (behind a process that ran their compiled copies)
-_registry.register_copies(__name__, ("treeshap-interventional", "treeshap-interventional-interactions"))
+# the warm-up groups that compile these kernels (their Numba cache entries ship with hitml)
+_registry.register_shipped(__name__, ("treeshap-interventional", "treeshap-interventional-interactions"))
 
 # paths of at most this many elements count their background fail sets by bit-sliced ANDs (2^(m+1) word ANDs per 64
 # rows); longer ones build each row's fail set (m bit extractions per row) and add its weight
@@ -123,7 +122,6 @@ def _ctpop(typingctx, x):
     return types.uint64(types.uint64), codegen
 
 
-@entry_point
 @numba.njit(cache=True)
 def transpose_block(X, i0, i1, XT):
     """XT[:, :i1 - i0] = X[i0:i1].T."""
@@ -533,7 +531,6 @@ def sparse_rows(X, pidx, path_ptr, feature, lower, upper, missing_ok, cat_ptr, c
                                 out[i, idx, k] += c * v
 
 
-@entry_point
 @numba.njit(cache=True)
 def sibling_pairs(path_ptr, tree_index, feature, lower, upper, missing_ok, cat_ptr, leaf_value, same, mode, pair_k,
                   pair_bit):

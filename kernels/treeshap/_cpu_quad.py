@@ -9,9 +9,7 @@ c_e takes one of two values per node, (1 - z) / (z + t (1 - z)) or -1 / (1 - t),
 so the per-row work is multiplications and FMAs without divisions; a condition with z = o = 0 makes P = 0, and the
 path correctly contributes nothing. The rows of a block sit in the innermost loop, where LLVM vectorises them.
 
-Each kernel is a ``prange`` loop over work items ``[lo, hi)`` (the full tier, the fastest) with a work-item twin,
-``shap_quad_items`` / ``interaction_quad_items`` (the same function compiled serially, run on Python threads: the
-same bytes, compiled in half the time); ``_background.pick`` chooses (docs/design/treeshap.md, section 7).
+Each kernel is a ``prange`` loop over work items ``[lo, hi)``; the engine passes all of them, ``[0, work_items(...))``.
 """
 from __future__ import annotations
 
@@ -20,11 +18,11 @@ import numpy as np
 from numba import prange
 
 from .. import _registry
-from .._items import borrow, serial_twin
+from .._items import borrow
 from ._cpu_kernels import _satisfies
 
-# the warm-up groups that compile these kernels (behind a process that ran their compiled copies)
-_registry.register_copies(__name__, ("treeshap", "treeshap-interactions"))
+# the warm-up groups that compile these kernels (their Numba cache entries ship with hitml)
+_registry.register_shipped(__name__, ("treeshap", "treeshap-interactions"))
 
 BLOCKS = (8, 32, 128)  # row-block widths: the innermost (vectorised) loop; wider is faster per row (measured)
 _TILE = 16         # tile of the interaction matrix's transposed copy
@@ -142,12 +140,12 @@ def shap_quad_kernel(X, path_ptr, feature, lower, upper, missing_ok, cat_ptr, ca
                      feats, gpi, bw, out, lo, hi):
     """out[i, f, k] += path-dependent SHAP of row i (bias column untouched), rows in blocks of ``bw``.
 
-    Runs work items ``[lo, hi)`` (all: ``[0, shap_quad_items.count(...))``). Work items are (row block, ``gpi``
-    consecutive path groups): group g is the paths
-    ``order[group_ptr[g]:group_ptr[g + 1]]``, all of output ``group_out[g]`` (boosted multiclass: the sums of
-    one output, (M, bw) doubles, are kept and then added to that output's column of the block's rows) or of
-    every output when ``group_out[g] < 0``; only the group's features ``feats[feat_ptr[g]:feat_ptr[g + 1]]`` are
-    summed and added (fashion_mnist-small: about 13 of 784 per class). Each output of a row is summed by one
+    Runs work items ``[lo, hi)`` (all: ``[0, work_items(len(X), bw, len(group_ptr) - 1, gpi))``). Work items are
+    (row block, ``gpi`` consecutive path groups): group g is the paths ``order[group_ptr[g]:group_ptr[g + 1]]``,
+    all of output ``group_out[g]`` (boosted multiclass: the sums of one output, (M, bw) doubles, are kept and then
+    added to that output's column of the block's rows) or of every output when ``group_out[g] < 0``; only the
+    group's features ``feats[feat_ptr[g]:feat_ptr[g + 1]]`` are summed and added (fashion_mnist-small: about 13 of
+    784 per class). Each output of a row is summed by one
     group, in path order, so the result does not depend on ``gpi``, the block width or the threads. A path with
     ``tab_off[p] >= 0`` reads its values from the pattern table ``tab[tab_off[p]:]`` (one row of m values per
     pattern of satisfied conditions, bit t for condition t; see _cpu_tables); the others run the quadrature.
@@ -304,10 +302,10 @@ def interaction_quad_kernel(X, path_ptr, feature, lower, upper, missing_ok, cat_
                                     out[r + h * sf + f * sg] = out[r + f * sf + h * sg]
 
 
-# The quick twins (work items on Python threads; the same bytes): see the module docstring
-_ITEMS = "-(-X.shape[0] // bw) * -(-(len(group_ptr) - 1) // gpi)"
-shap_quad_items = serial_twin(shap_quad_kernel, _ITEMS)
-interaction_quad_items = serial_twin(interaction_quad_kernel, _ITEMS)
+def work_items(n_rows: int, bw: int, n_groups: int, gpi: int) -> int:
+    """The number of work items of a quadrature kernel's call: row blocks of ``bw`` rows times runs of ``gpi`` of
+    the ``n_groups`` path groups."""
+    return -(-n_rows // bw) * -(-n_groups // gpi)
 
 ACC_BYTES = 1 << 21  # a work item's SHAP sums (outputs x features x rows) kept within about one core's L2
 

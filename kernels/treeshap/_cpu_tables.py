@@ -13,8 +13,8 @@ import numpy as np
 from .. import _registry
 from .._items import borrow, items
 
-# the warm-up groups that compile these kernels (behind a process that ran their compiled copies)
-_registry.register_copies(__name__, ("treeshap",))
+# the warm-up groups that compile these kernels (their Numba cache entries ship with hitml)
+_registry.register_shipped(__name__, ("treeshap",))
 
 TABLE_BYTES = 1 << 20      # about one core's L2: tables that spill to memory are slower than the quadrature
 TABLE_MAX_LEN = 6          # 2^6 patterns x 6 values = 3 KiB per path

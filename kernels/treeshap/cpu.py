@@ -9,7 +9,7 @@ from typing import ClassVar
 import numba
 import numpy as np
 
-from .. import _aot, _background, _registry
+from .. import _background, _registry
 from .._options import Options
 from .._progress import check_progress, progress_bar
 from . import _cpu_interventional as _kw
@@ -33,9 +33,6 @@ _CHUNK_WORK = 2e8          # element-operations per chunk of rows (about a secon
 # for imperfect scaling): about 2 s on one thread (the rates behind both constants: docs/design/treeshap.md, section 8).
 _QUIET_WORK = 3e9
 _OUT_WORK = 12
-# a call whose work would take longer than this on one thread, less what its threads would do, runs the Numba kernels
-# (compiled first where need be: about 5 s on the 2-core machine) rather than the single-threaded compiled copies
-_COPY_LOSS_WORK = 7.5e9
 
 
 @dataclass
@@ -98,17 +95,10 @@ def _bar_setting(progress, total_work):
     return progress
 
 
-def _copies_pay(total_work: float) -> bool:
-    """Whether a call of ``total_work`` may run the compiled copies of the kernels (``_aot``, one thread): it loses
-    the threads' share of the work, which must stay under what a compile costs (``_COPY_LOSS_WORK``)."""
-    threads = numba.get_num_threads()
-    return threads <= 1 or total_work * (1.0 - 1.0 / threads) < _COPY_LOSS_WORK
-
-
 def _run(call, n, work_per_row, desc, progress, out_per_row=0):
     """Call ``call(a, b)`` on row chunks [a, b), advancing a progress bar (by rows) when the call is long."""
     total = (work_per_row + _OUT_WORK * out_per_row) * n
-    with progress_bar(n, desc, _bar_setting(progress, total)) as bar, _aot.copies_allowed(_copies_pay(total)):
+    with progress_bar(n, desc, _bar_setting(progress, total)) as bar:
         for a, b in _chunks(n, work_per_row):
             call(a, b)
             bar.update(b - a)
@@ -162,19 +152,6 @@ def _tables(ps: PathSet, tq: np.ndarray, wq: np.ndarray) -> tuple[np.ndarray, np
     return off, tab
 
 
-def _tiered(full, quick):
-    """A runner of the twins ``full`` / ``quick`` whose tier (``_background.pick``) is chosen at its first chunk of rows
-    and kept for the call's other chunks."""
-    chosen = []
-
-    def run(*args):
-        if not chosen:
-            chosen.append(_background.pick(full, quick, args))
-        chosen[0](*args)
-
-    return run
-
-
 def shap_values(paths: PathSet, X, *, tree_limit=None, progress=None) -> np.ndarray:
     """Path-dependent ("tree_path_dependent") SHAP values, (n, M+1, K) float64, bias in column M."""
     _background.enter("treeshap")
@@ -192,11 +169,9 @@ def shap_values(paths: PathSet, X, *, tree_limit=None, progress=None) -> np.ndar
         args = args + (tq, wq) + _tables(ps, tq, wq) + groups
         acc_values = M * (1 if gout[0] >= 0 else ps.n_outputs)        # one work item's sums per row
 
-        quad = _tiered(_q.shap_quad_kernel, _q.shap_quad_items)
-
         def kernel(Xc, *a):
             block, gpi = _q.block_for(len(Xc), numba.get_num_threads(), acc_values, len(gout))
-            quad(Xc, *a[:-1], gpi, block, a[-1])
+            _q.shap_quad_kernel(Xc, *a[:-1], gpi, block, a[-1], 0, _q.work_items(len(Xc), block, len(gout), gpi))
     else:
         work = len(ps.feature) * (2 * L + 2) + ps.n_paths
         kernel = _k.shap_kernel
@@ -256,11 +231,10 @@ def interaction_values(paths: PathSet, X, *, tree_limit=None, progress=None) -> 
     args = args + _q.gauss_legendre((L + 1) // 2) + (order, gptr, gout)
     work = len(ps.feature) * (L * L + 2 * L) // 2 + ps.n_paths + (M + 1) ** 2 * K
 
-    quad = _tiered(_q.interaction_quad_kernel, _q.interaction_quad_items)
-
     def call(a, b):
         block, gpi = _q.block_for(b - a, numba.get_num_threads(), groups=len(gout))
-        quad(X[a:b], *args, gpi, block, mirror, flat[a * sr:b * sr], strides)
+        _q.interaction_quad_kernel(X[a:b], *args, gpi, block, mirror, flat[a * sr:b * sr], strides, 0,
+                                   _q.work_items(b - a, block, len(gout), gpi))
 
     _run(call, n, work, desc, progress, (M + 1) ** 2 * K)
     out[:, M, M, :] += ps.bias()
@@ -357,8 +331,7 @@ def _summarize(ps: PathSet, R: np.ndarray, weights, scale, progress) -> _sum.Bac
     pa = _path_args(ps)
     work = float(nR) * (len(ps.feature) + ps.n_paths) * 4
     steps = len(plan.chunks) + (1 if len(sparse) else 0)
-    with progress_bar(steps, "Interventional background", _bar_setting(progress, work)) as bar, \
-            _aot.copies_allowed(_copies_pay(work)):
+    with progress_bar(steps, "Interventional background", _bar_setting(progress, work)) as bar:
         mode, _, pair_bit = _sibling_modes(ps, plan)
         starts, rows = _slab_starts(R)
         conds = [_chunk_conditions(chunk, pa, mode) for chunk in plan.chunks]
@@ -453,12 +426,11 @@ def _pattern_engine(ps: PathSet, X: np.ndarray, summary: _sum.BackgroundSummary,
     out = np.zeros(shape)
     flat = out.reshape(n, -1, K)
     call_work = float(n) * len(ps.feature) * 4
-    copies = _copies_pay(call_work)
     steps = len(plan.chunks) + (1 if len(plan.long) else 0)
     rblock = _kp.row_block(M, flat.shape[1] * K, n, numba.get_num_threads(), interactions)
     copy = _kp.copies_output(M, flat.shape[1] * K, rblock, interactions)
     total = summary.total_float
-    with progress_bar(n * steps, desc, _bar_setting(progress, call_work)) as bar, _aot.copies_allowed(copies):
+    with progress_bar(n * steps, desc, _bar_setting(progress, call_work)) as bar:
         tabs, longs, mode, pair_k = _call_tables(ps, summary, metric, interactions, plan, (WP, WQ) + WI)
         for chunk, tab in zip(plan.chunks, tabs):
             lc = lens[chunk]
@@ -586,7 +558,7 @@ def interventional_shap_values(paths: PathSet, X, background, *, transform="iden
 
 # ------------------------------------------------------------------------------------------------------- warm-up
 # Each group's calls compile (or load) its kernels with the argument types of every real call: tiny inputs, values
-# thrown away (python -m hitml.kernels warmup GROUP, and the build of the compiled copies, run them).
+# thrown away (python -m hitml.kernels warmup GROUP, and the build of the shipped cache entries, run them).
 def _warm_values() -> None:
     X = np.random.default_rng(0).normal(size=(300, 3))
     shap_values(_hand_paths(), X, progress=False)

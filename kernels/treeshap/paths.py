@@ -6,12 +6,13 @@ from dataclasses import dataclass, replace
 import numba
 import numpy as np
 
-from .. import _registry
-from .._aot import entry_point
+from .. import _aot, _registry
 from .._background import register_compile_notice
 
 register_compile_notice()  # a one-line notice while Numba compiles these kernels (first use only)
-_registry.register_copies(__name__, ("treeshap-paths",))   # the warm-up group that compiles these kernels
+_registry.register_shipped(__name__, ("treeshap-paths",))   # the warm-up group that compiles these kernels
+# every TreeSHAP module imports this one first: the shipped cache entries are in place before any kernel runs
+_aot.seed_numba_cache()
 
 __all__ = ["DenseTrees", "PathSet", "extract_paths"]
 
@@ -201,7 +202,6 @@ def _path_probability(path_ptr: np.ndarray, zero_fraction: np.ndarray) -> np.nda
     return out
 
 
-@entry_point
 @numba.njit(cache=True)
 def _walk(cl, cr, cd, feat, thr, cover, is_cat, node_cat_ptr, node_cat_nwords, node_words, fill,
           n_paths_out, n_elem_out, n_words_out,
