@@ -52,6 +52,7 @@ import numpy as np
 from numba import prange
 
 from ._cpu_quad import gauss_legendre
+from .paths import tree_arrays
 
 __all__ = ["linear_shap_values"]
 
@@ -314,24 +315,8 @@ def linear_shap_values(children_left, children_right, children_default, features
     --------
     hitml.kernels.treeshap.paths.extract_paths : the same array rules, per path.
     """
-    cl = np.ascontiguousarray(children_left, dtype=np.int64)
-    cr = np.ascontiguousarray(children_right, dtype=np.int64)
-    cd = np.ascontiguousarray(children_default, dtype=np.int64)
-    ft = np.ascontiguousarray(features, dtype=np.int64)
-    th = np.ascontiguousarray(thresholds, dtype=np.float64)
-    cov = np.ascontiguousarray(node_sample_weight, dtype=np.float64)
-    vals = np.asarray(values, dtype=np.float64)
-    if cl.ndim != 2:
-        raise ValueError(f"children_left must be 2-D (n_trees, max_nodes), got shape {cl.shape}")
-    for name, arr in (("children_right", cr), ("children_default", cd), ("features", ft), ("thresholds", th),
-                      ("node_sample_weight", cov)):
-        if arr.shape != cl.shape:
-            raise ValueError(f"{name} has shape {arr.shape}, expected {cl.shape} like children_left")
-    if vals.ndim == 2:
-        vals = vals[:, :, None]
-    if vals.ndim != 3 or vals.shape[:2] != cl.shape:
-        raise ValueError(f"values must have shape (n_trees, max_nodes, K) = {cl.shape + (-1,)}, got {vals.shape}")
-    vals = np.ascontiguousarray(vals)
+    cl, cr, cd, ft, th, cov, vals = tree_arrays(children_left, children_right, children_default, features, thresholds,
+                                                values, node_sample_weight)
     K = vals.shape[2]
     X = np.asarray(X)
     if X.ndim != 2:

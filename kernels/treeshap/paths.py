@@ -337,6 +337,31 @@ def _walk(cl, cr, cd, feat, thr, cover, is_cat, node_cat_ptr, node_cat_nwords, n
     n_words_out[0] = w_out
 
 
+def tree_arrays(children_left, children_right, children_default, features, thresholds, values,
+                node_sample_weight) -> tuple[np.ndarray, ...]:
+    """shap's TreeEnsemble node arrays checked and made contiguous: (children_left, children_right,
+    children_default, features) as int64, (thresholds, node_sample_weight) as float64, values as float64
+    (n_trees, max_nodes, K); ValueError naming an array of the wrong shape."""
+    cl = np.ascontiguousarray(children_left, dtype=np.int64)
+    cr = np.ascontiguousarray(children_right, dtype=np.int64)
+    cd = np.ascontiguousarray(children_default, dtype=np.int64)
+    ft = np.ascontiguousarray(features, dtype=np.int64)
+    th = np.ascontiguousarray(thresholds, dtype=np.float64)
+    cov = np.ascontiguousarray(node_sample_weight, dtype=np.float64)
+    vals = np.asarray(values, dtype=np.float64)
+    if cl.ndim != 2:
+        raise ValueError(f"children_left must be 2-D (n_trees, max_nodes), got shape {cl.shape}")
+    for name, arr in (("children_right", cr), ("children_default", cd), ("features", ft), ("thresholds", th),
+                      ("node_sample_weight", cov)):
+        if arr.shape != cl.shape:
+            raise ValueError(f"{name} has shape {arr.shape}, expected {cl.shape} like children_left")
+    if vals.ndim == 2:
+        vals = vals[:, :, None]
+    if vals.ndim != 3 or vals.shape[:2] != cl.shape:
+        raise ValueError(f"values must have shape (n_trees, max_nodes, K) = {cl.shape + (-1,)}, got {vals.shape}")
+    return cl, cr, cd, ft, th, cov, np.ascontiguousarray(vals)
+
+
 def extract_paths(children_left, children_right, children_default, features, thresholds, values,
                   node_sample_weight, base_offset, *, n_features: int, input_dtype=np.float64,
                   categories=None) -> PathSet:
@@ -389,23 +414,8 @@ def extract_paths(children_left, children_right, children_default, features, thr
     >>> bool(np.allclose(phi.sum(1)[:, 0], model.predict(X[:5], output_margin=True), atol=1e-5))
     True
     """
-    cl = np.ascontiguousarray(children_left, dtype=np.int64)
-    cr = np.ascontiguousarray(children_right, dtype=np.int64)
-    cd = np.ascontiguousarray(children_default, dtype=np.int64)
-    ft = np.ascontiguousarray(features, dtype=np.int64)
-    th = np.ascontiguousarray(thresholds, dtype=np.float64)
-    cov = np.ascontiguousarray(node_sample_weight, dtype=np.float64)
-    vals = np.asarray(values, dtype=np.float64)
-    if cl.ndim != 2:
-        raise ValueError(f"children_left must be 2-D (n_trees, max_nodes), got shape {cl.shape}")
-    for name, arr in (("children_right", cr), ("children_default", cd), ("features", ft), ("thresholds", th),
-                      ("node_sample_weight", cov)):
-        if arr.shape != cl.shape:
-            raise ValueError(f"{name} has shape {arr.shape}, expected {cl.shape} like children_left")
-    if vals.ndim == 2:
-        vals = vals[:, :, None]
-    if vals.ndim != 3 or vals.shape[:2] != cl.shape:
-        raise ValueError(f"values must have shape (n_trees, max_nodes, K) = {cl.shape + (-1,)}, got {vals.shape}")
+    cl, cr, cd, ft, th, cov, vals = tree_arrays(children_left, children_right, children_default, features, thresholds,
+                                                values, node_sample_weight)
     K = vals.shape[2]
     base = np.broadcast_to(np.asarray(base_offset, dtype=np.float64).reshape(-1), (K,)).copy()
     T, N = cl.shape
