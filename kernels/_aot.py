@@ -81,16 +81,23 @@ def _python_tag() -> str:
     return ".py%d%d%s.nbi" % (sys.version_info[0], sys.version_info[1], getattr(sys, "abiflags", ""))
 
 
-def _index_head(path: str):
-    """(Numba version, source stamp) of a Numba cache index file (``numba.core.caching.IndexDataCacheFile``: the
-    version pickled first, then the pickled ``(stamp, overloads)``); None where unreadable."""
+def _read_index(path: str):
+    """(Numba version, source stamp, overloads) of a Numba cache index file
+    (``numba.core.caching.IndexDataCacheFile``: the version pickled first, then the pickled ``(stamp, overloads)``);
+    None where unreadable."""
     try:
         with open(path, "rb") as f:
             version = pickle.load(f)
-            stamp, _overloads = pickle.loads(f.read())
+            stamp, overloads = pickle.loads(f.read())
     except (OSError, EOFError, ValueError, TypeError, pickle.UnpicklingError):
         return None
-    return version, stamp
+    return version, stamp, overloads
+
+
+def _index_head(path: str):
+    """(Numba version, source stamp) of a Numba cache index file; None where unreadable."""
+    got = _read_index(path)
+    return None if got is None else got[:2]
 
 
 def _cache_of(py_file: str):
@@ -145,11 +152,14 @@ def _seed(shipped: str) -> int:
         rel = os.path.relpath(sub, shipped)
         for index in sorted(n for n in files if n.endswith(_python_tag())):
             py_file = os.path.join(root, rel, index.split(".", 1)[0] + ".py")
+            head = _index_head(os.path.join(sub, index))
+            if head is None or head[0] != numba.__version__:   # before asking this Numba's cache internals
+                continue
             found = _cache_of(py_file) if os.path.exists(py_file) else None
             if found is None:
                 continue
             target, want = found[0], (numba.__version__, found[1])
-            if _index_head(os.path.join(sub, index)) != want:
+            if head != want:
                 continue
             current += 1
             there = os.path.join(target, index)
@@ -188,13 +198,8 @@ def _usable() -> bool:
     shipped = os.path.join(folder(), _CACHE_SUBDIR)
     for sub, _dirs, files in os.walk(shipped):
         for index in (n for n in files if n.endswith(_python_tag())):
-            try:
-                with open(os.path.join(sub, index), "rb") as f:
-                    pickle.load(f)
-                    _stamp, overloads = pickle.loads(f.read())
-            except (OSError, EOFError, ValueError, TypeError, pickle.UnpicklingError):
-                continue
-            if any(key[1] == magic for key in overloads):
+            got = _read_index(os.path.join(sub, index))
+            if got is not None and any(key[1] == magic for key in got[2]):
                 return True
     _state["why"] = (f"the shipped kernels in {shipped} do not match this machine (built for another CPU: "
                      f"this one is {magic[1]})")

@@ -51,7 +51,7 @@ import numba
 import numpy as np
 from numba import prange
 
-from ._cpu_quad import gauss_legendre
+from ._cpu_quad import _block_rows, gauss_legendre
 from .paths import tree_arrays
 
 __all__ = ["linear_shap_values"]
@@ -124,10 +124,7 @@ def _linear_kernel(X, cl, cr, cd, feat, thr, cover, values, q_of_tree, depth, tq
         r0 = b * bw
         nb = min(bw, n - r0)
         xb = np.empty((M, bw))
-        for l in range(bw):
-            r = r0 + (l if l < nb else nb - 1)     # lanes past the last row repeat it (never written out)
-            for f in range(M):
-                xb[f, l] = X[r, f]
+        _block_rows(X, r0, nb, xb)              # lanes past the last row repeat it (never written out)
         P = np.empty((D, q_max, bw))        # w_q x product of the nonzero merged factors at the node of depth d
         CB = np.empty((D, q_max))           # C_e of the edge into depth d for the cases 1 and 2 (case 0: 0) ...
         CC = np.empty((D, q_max))
