@@ -99,6 +99,14 @@ def _native(model, X):
     return None
 
 
+def _depth(ex) -> int:
+    """Depth of the model's deepest leaf (root at depth 0)."""
+    from hitml.kernels.treeshap.paths import tree_program
+
+    ps = ex.paths
+    return int(tree_program(ps.trees, ps.n_features)[2].max()) - 1 if ps.trees is not None else -1
+
+
 def path_stats(ex) -> dict:
     from hitml.kernels.treeshap import _gpu_core as core
     from hitml.kernels.treeshap import gpu
@@ -145,7 +153,12 @@ def run(which: list[str], rows: int, inter_rows: int, M: int, train: int, thread
         native = _native(model, X[:1000])
         if native is not None:
             rec["max_abs_diff_vs_library"] = _diff(ours[:1000], native[0], native[1])
+        depth = _depth(ex)
+        rec["max_depth"] = depth
         try:
+            if depth >= 32:        # GPUTreeShap throws std::invalid_argument, which ends the process
+                raise ValueError(f"GPUTreeShap takes trees of depth < 32 ('Tree depth must be < 32'); this model's "
+                                 f"deepest leaf is at depth {depth}")
             from shap_cuda import GPUTreeExplainer
             sc = GPUTreeExplainer(model)
             ref = sc.shap_values(X[:1000])

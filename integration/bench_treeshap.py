@@ -495,7 +495,12 @@ def _oc_stream(args) -> dict:
     ex.global_interaction_values(blocks(args.oc_probe_rows), chunk_bytes=4 * chunk_bytes)
     sync()
     probe4_s = time.perf_counter() - t
+    from hitml.kernels.treeshap import _gpu_core, gpu
+    pk = gpu.packed_paths(ex.paths)
+    block_sums = gpu.options.shap_sums != "direct" and _gpu_core.inter_block_fits(pk, M, 1)
     rec = {"model": "synthetic 50 features, XGBoost 100 trees depth 6", "train_rows": len(Xtr), "train_s": train_s,
+           "kernel": "inter_table_block (block sums)" if block_sums else "inter_table (direct sums)",
+           "tables_bytes": int(sum(t[1].nbytes for t in pk.tables.values())), "block_bytes": block * M * 4,
            "features": M, "rows": args.oc_stream_rows, "block_rows": block, "chunk_rows": int(chunk_rows),
            "chunk_bytes": chunk_bytes, "probe_rows": args.oc_probe_rows, "probe_s": probe_s,
            "probe_s_chunks_x4": probe4_s,
@@ -557,7 +562,11 @@ def output_control(args) -> dict:
               f"{s['rows']:,} rows: **{s['seconds_for_rows']:.1f} s** "
               f"{'measured' if s['timed_rows'] == s['rows'] else 'at that rate (' + s['reduced'] + ')'}; target <= "
               f"{s['target_s']:.0f} s. GPU memory CuPy's pool held for the run: "
-              f"{s['gpu_pool_held_bytes'] / 2**20:.0f} MiB."]
+              f"{s['gpu_pool_held_bytes'] / 2**20:.0f} MiB; the bound, whatever the row count: one chunk of values "
+              f"({s['chunk_bytes'] >> 20} MiB) and its |values| sums, one block of rows "
+              f"({s['block_bytes'] / 2**20:.0f} MiB) and the model's interaction tables "
+              f"({s['tables_bytes'] / 2**20:.0f} MiB).",
+              f"- kernel: {s['kernel']} (`gpu.options.shap_sums` auto)."]
     lines += [f"- probe: {s['probe_rows']:,} rows in {s['probe_s']:.2f} s (predicts {s['predicted_s']:.1f} s for "
               f"{s['rows']:,}); in chunks four times as large: {s['probe_s_chunks_x4']:.2f} s.",
               f"- exactness on the first {s['check_rows']:,} rows against np.abs(full interaction values).mean(0): "

@@ -26,6 +26,7 @@ import shap
 
 from hitml.kernels._progress import progress_enabled
 from hitml.kernels.device import check_backend, cupy_module, is_cupy_array, to_numpy
+from hitml.kernels.outputs import abs_sums, exact_to_float32
 
 from ._dask import _as_parts, _output_tail, _worker_explainer, _y_parts, is_dask_collection, ship_explainer
 from ._spark import is_spark_dataframe
@@ -204,21 +205,6 @@ def _bar(total: int | None, desc: str, progress: Any):
                 disable=not progress_enabled(progress) or (total is not None and total < 2))
 
 
-# ------------------------------------------------------------------------------------------------ device helpers
-@functools.lru_cache(maxsize=None)
-def _gpu_kernels():
-    """(exact float64 -> float32 cast, float64 sum of |x| over axis 0) as CuPy kernels.
-
-    CuPy compiles its kernels with ``-ftz=true``, under which a C++ double -> float conversion flushes subnormal
-    results to zero; the inline ``cvt.rn.f32.f64`` (no .ftz) rounds as NumPy's ``astype(np.float32)`` does
-    (kernels/treeshap/convert.cu does the same for rows)."""
-    cp = cupy_module()
-    cast = cp.ElementwiseKernel("float64 x", "float32 y", 'asm("cvt.rn.f32.f64 %0, %1;" : "=f"(y) : "d"(x));',
-                                "hitml_exact_f64_to_f32")
-    abs_sum = cp.ReductionKernel("float64 x", "float64 y", "fabs(x)", "a + b", "y = a", "0", "hitml_abs_sum")
-    return cast, abs_sum
-
-
 def _take(v: Any, idx: np.ndarray | None, axis: int) -> Any:
     """v restricted to the columns idx on axes ``axis`` and ``axis + 1`` (an interaction block's two feature axes)."""
     if idx is None:
@@ -232,7 +218,7 @@ def _cast(v: Any, dtype: np.dtype, out: Any = None) -> Any:
     """v as ``dtype``: NumPy's rounding on the host, the exact kernel on the device (into ``out`` if given)."""
     if is_cupy_array(v):
         if dtype == np.float32:
-            return _gpu_kernels()[0](v, out) if out is not None else _gpu_kernels()[0](v)
+            return exact_to_float32(v, out)
         if out is not None:
             out[...] = v
             return out
@@ -389,11 +375,10 @@ class _Sums:
 
     def add(self, v: Any) -> None:
         self.rows += int(v.shape[0])
+        part = abs_sums(v)                              # |x| summed over the chunk's rows where they lie
         if is_cupy_array(v):
-            part = _gpu_kernels()[1](v, axis=0)         # one kernel: |x| summed over the chunk's rows
             self.dev = part if self.dev is None else self.dev + part
         else:
-            part = np.add.reduce(np.abs(v), axis=0, dtype=np.float64)
             self.host = part if self.host is None else self.host + part
 
     def total(self) -> np.ndarray | None:

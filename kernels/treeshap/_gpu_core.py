@@ -36,8 +36,11 @@ class GpuOptions(Options):
       shap_row_kernel / inter_row_kernel: the per-row kernel for paths without tables, "dp" or "quadrature".
       shap_sums: how SHAP terms reach the output: "block" sums the terms of a block's paths (neighbouring paths of
       one tree) per output in shared memory and adds each sum once, "direct" adds every term; "auto" picks (the
-      same bytes either way). pinned_bytes: page-locked host memory the engine may hold for NumPy outputs and
-      input staging (blocks are reused once their arrays are gone); 0: plain NumPy arrays and staged copies.
+      same bytes either way); it applies to SHAP values and to the interaction table kernel. pinned_bytes:
+      page-locked host memory the engine may hold for NumPy outputs and input staging (blocks are reused once their
+      arrays are gone); 0: plain NumPy arrays and staged copies.
+      shap_linear: the per-tree linear kernel for SHAP values (linear.cu): "auto" where no tables fit and every path
+      would go to the per-row DP (deep forests), "always" for every tree it can take, "never".
     """
 
     deterministic: bool = True
@@ -48,11 +51,12 @@ class GpuOptions(Options):
     inter_row_kernel: str = "quadrature"
     shap_sums: str = "auto"
     pinned_bytes: int = 4 << 30
+    shap_linear: str = "auto"
 
     choices: ClassVar[dict[str, tuple]] = {
         "shap_variant": ("auto", "dp", "smem", "table", "split"), "inter_variant": ("auto", "dp", "table", "split"),
         "shap_row_kernel": ("dp", "quadrature"), "inter_row_kernel": ("quadrature", "dp"),
-        "shap_sums": ("auto", "block", "direct")}
+        "shap_sums": ("auto", "block", "direct"), "shap_linear": ("auto", "always", "never")}
     flags: ClassVar[tuple[str, ...]] = ("deterministic",)
 
     def check(self, name: str, value):
@@ -387,6 +391,17 @@ def block_slots(pk: _Packed, M: int, K: int, warps: int = BLOCK_WARPS):
     return pk.slots[warps]
 
 
+def _block_grid(pk: _Packed, n: int, most: int, warps: int) -> tuple[int, int, int]:
+    """(rows per flush, rows per block, blocks) of a block-sum launch over pk's bins for n rows, with ``most``
+    slots in the largest group."""
+    rows = int(max(1, min(_BLOCK_ROWS, _BLOCK_SMEM // (8 * most))))
+    n_groups = -(-pk.n_bins // warps)
+    target = _sm_count() * 16                                # blocks for about two full waves
+    rpw = int(min(1024, max(rows, math.ceil(n * n_groups / target))))
+    rpw = -(-rpw // rows) * rows
+    return rows, rpw, n_groups * math.ceil(n / rpw)
+
+
 def launch_block(name: str, pk: _Packed, Xd, M: int, K: int, scale: np.ndarray | None, extra: tuple, phi,
                  warps: int = BLOCK_WARPS) -> None:
     """A block-sum kernel (shap_block, shap_table_block) over pk's bins for device rows Xd into phi."""
@@ -394,16 +409,79 @@ def launch_block(name: str, pk: _Packed, Xd, M: int, K: int, scale: np.ndarray |
     if pk.n_bins == 0 or n == 0:
         return
     eslot, gslot, soff, most = block_slots(pk, M, K, warps)
-    rows = int(max(1, min(_BLOCK_ROWS, _BLOCK_SMEM // (8 * most))))
-    n_groups = -(-pk.n_bins // warps)
-    target = _sm_count() * 16                                # blocks for about two full waves
-    rpw = int(min(1024, max(rows, math.ceil(n * n_groups / target))))
-    rpw = -(-rpw // rows) * rows
-    blocks = n_groups * math.ceil(n / rpw)
+    rows, rpw, blocks = _block_grid(pk, n, most, warps)
     kernel(name, pk.xdtype)((blocks,), (warps * _WARP,),
                             (Xd, np.int64(n), np.int32(M), np.int32(K), pk.bin_ptr, np.int64(pk.n_bins),
                              np.int32(rpw), np.int32(rows), *call_elems(pk, scale), eslot, gslot, soff, *extra, phi),
                             shared_mem=rows * most * 8)
+
+
+ITABLE_TMAX = 7                  # treeshap.cu's ITABLE_TMAX (TABLE_DMAX / 2 + 1): table steps per lane at most
+
+
+def inter_block_slots(pk: _Packed, M: int, K: int, warps: int = BLOCK_WARPS):
+    """(eslot, gslot, soff, most slots of a group) on the device for interaction block sums (inter_table_block) with
+    ``warps`` bins per block: the distinct outputs (min(f, pf), max(f, pf), group) of the table cells of each group of
+    bins, and for every packed element its ITABLE_TMAX cells' slots among them (-1: no cell). The cells are those of
+    inter_table_body: lane r of a path of d elements takes step 0 (its diagonal) and the steps t <= d / 2 that
+    pair_slot gives it, pairing it with element (r + t) mod d (cached on pk)."""
+    key = ("inter", warps)
+    if key not in pk.slots:
+        n_elems = int(pk.bin_ptr_h[-1])
+        n_groups = -(-pk.n_bins // warps)
+        M1 = M + 1
+        width = M1 * M1 * K
+        item = np.repeat(np.arange(pk.short_root.size), pk.short_size)
+        root = pk.short_root[item]
+        d = (pk.short_size - 1)[item].astype(np.int64)
+        r = np.arange(n_elems, dtype=np.int64) - root - 1              # -1: the root lane
+        g = np.repeat(np.arange(pk.n_bins, dtype=np.int64) // warps, np.diff(pk.bin_ptr_h))
+        f = pk.feat_h[:n_elems].astype(np.int64)
+        keys = np.full((n_elems, ITABLE_TMAX), -1, np.int64)
+        for t in range(ITABLE_TMAX):
+            ok = (r >= 0) & (t <= d // 2) & ((t == 0) | (2 * t < d) | ((2 * t == d) & (r < t)))
+            e = np.flatnonzero(ok)
+            pf = f[root[e] + 1 + (r[e] + t) % d[e]]
+            cell = np.minimum(f[e], pf) * M1 + np.maximum(f[e], pf)
+            keys[e, t] = g[e] * width + cell * K + pk.group_h[:n_elems][e]
+        real = keys >= 0
+        uniq, inv = np.unique(keys[real], return_inverse=True)
+        gslot = np.searchsorted(uniq // width, np.arange(n_groups + 1), side="left").astype(np.int64)
+        eslot = np.full((max(1, n_elems), ITABLE_TMAX), -1, np.int32)
+        rows, cols = np.nonzero(real)
+        eslot[rows, cols] = (inv - gslot[g[rows]]).astype(np.int32)
+        cp = cupy_module()
+        most = int(np.diff(gslot).max()) if n_groups else 1
+        pk.slots[key] = (cp.asarray(eslot.reshape(-1)), cp.asarray(gslot),
+                         cp.asarray((uniq % width).astype(np.int32) if uniq.size else np.zeros(1, np.int32)),
+                         max(1, most))
+    return pk.slots[key]
+
+
+def inter_block_fits(pk: _Packed, M: int, K: int, warps: int = BLOCK_WARPS) -> bool:
+    """Whether inter_table_block takes pk: one leaf value per path, output offsets within a row that fit the
+    kernel's int, and at least one row of a group's slots in the shared-memory accumulator."""
+    if not pk.one_value or (M + 1) * (M + 1) * K >= 2 ** 31:
+        return False
+    return pk.n_bins == 0 or 8 * inter_block_slots(pk, M, K, warps)[3] <= _BLOCK_SMEM
+
+
+def launch_inter_block(pk: _Packed, Xd, M: int, K: int, scale: np.ndarray | None, tables: tuple, phi,
+                       warps: int = BLOCK_WARPS) -> None:
+    """inter_table_block over pk's bins (every path with a table) for device rows Xd into phi (n, M+1, M+1, K):
+    the diagonal and upper triangle, as inter_table writes them. At most 8 warps a block (the kernel is compiled
+    for blocks of up to 256 threads, 4 blocks an SM)."""
+    if not 1 <= warps <= 8:
+        raise ValueError(f"inter_table_block takes 1 to 8 warps per block, got {warps}")
+    n = Xd.shape[0]
+    if pk.n_bins == 0 or n == 0:
+        return
+    eslot, gslot, soff, most = inter_block_slots(pk, M, K, warps)
+    rows, rpw, blocks = _block_grid(pk, n, most, warps)
+    kernel("inter_table_block", pk.xdtype)(
+        (blocks,), (warps * _WARP,),
+        (Xd, np.int64(n), np.int32(M), np.int32(K), pk.bin_ptr, np.int64(pk.n_bins), np.int32(rpw), np.int32(rows),
+         *call_elems(pk, scale), eslot, gslot, soff, *tables, phi), shared_mem=rows * most * 8)
 
 
 def _grid_for(n_work: int) -> int:

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..device import cupy_module, free_gpu_bytes
 from . import _gpu_core as core
+from . import _gpu_linear
 from ._gpu_core import _CACHE, GpuOptions, clear_cache, options, packed_paths  # noqa: F401  (the engine's API)
 from ._gpu_interventional import (interventional_banzhaf_values, interventional_interaction_values,  # noqa: F401 - the engine's API
                                   interventional_shap_values)
@@ -170,6 +171,15 @@ def _setup(pk, kind: str):
     return variant, tp, dp
 
 
+def _prepare(pk, kind: str) -> None:
+    """Before the chunk budget is taken: the linear part's walk programs and the other paths' tables."""
+    lp = _linear_part(pk, kind)
+    if lp is None:
+        _setup(pk, kind)
+    elif lp.rest is not None:
+        _setup(lp.rest, kind)
+
+
 def _block_sums(pk, kind: str) -> bool:
     """Whether SHAP terms of packing pk are summed per block in shared memory (options.shap_sums; "auto" does
     wherever it applies: fewer atomics, faster kernels, docs/gpu_treeshap.md). The block kernels take paths with one leaf
@@ -187,15 +197,30 @@ def _fixed(pk, kind: str) -> np.ndarray | None:
     return pk.scales[kind]
 
 
+def _linear_part(pk, kind: str):
+    """The per-tree linear kernel's part of packing pk for SHAP values (options.shap_linear), or None."""
+    if kind != "shap" or not _gpu_linear.wanted(_planned(pk, kind)[0], options.shap_variant, options.shap_linear):
+        return None
+    return _gpu_linear.part(pk)
+
+
 def _launch_variant(pk, Xd, phi, M: int, K: int, kind: str) -> np.ndarray | None:
     """The table kernel on the packing that has tables and the per-row (then the long-path) kernel on the rest, as
     _setup plans them for ``kind`` ("shap" or "inter"); returns the fixed-point scale of phi's sums (None: doubles)."""
     n = Xd.shape[0]
     inter = kind == "inter"
-    variant, tp, dp = _setup(pk, kind)
     scale = _fixed(pk, kind)
+    lp = _linear_part(pk, kind)
+    if lp is not None:
+        _gpu_linear.launch(lp, pk.xdtype, Xd, M, K, scale, phi)
+        if lp.rest is None:
+            return scale
+        pk = lp.rest                    # the other trees' paths, summed at the same scale
+    variant, tp, dp = _setup(pk, kind)
     rb = (M + 1) * (M + 1 if inter else 1) * K * 8          # output bytes per row
-    if tp is not None and _block_sums(tp, kind):
+    if tp is not None and inter and options.shap_sums != "direct" and core.inter_block_fits(tp, M, K):
+        core.launch_inter_block(tp, Xd, M, K, scale, _tables(tp, kind), phi)     # interaction block sums
+    elif tp is not None and _block_sums(tp, kind):
         core.launch_block("shap_table_block", tp, Xd, M, K, scale, _tables(tp, kind), phi)
     elif tp is not None:
         r = core.rows_per_warp(n, tp.n_bins, 1024)
@@ -241,7 +266,7 @@ def _path_dependent(paths: PathSet, X, tree_limit, progress, interactions: bool)
     cols = (M + 1, M + 1, K) if interactions else (M + 1, K)
     desc = "GPU TreeSHAP interactions" if interactions else "GPU TreeSHAP"
     kind = "inter" if interactions else "shap"
-    return core.driver(paths, X, tree_limit, progress, desc, cols, 0, compute, lambda pk: _setup(pk, kind))
+    return core.driver(paths, X, tree_limit, progress, desc, cols, 0, compute, lambda pk: _prepare(pk, kind))
 
 
 def shap_values(paths: PathSet, X, *, tree_limit=None, progress=None):

@@ -14,7 +14,7 @@ _registry.register_shipped(__name__, ("treeshap-paths",))   # the warm-up group 
 # every TreeSHAP module imports this one first: the shipped cache entries are in place before any kernel runs
 _aot.seed_numba_cache()
 
-__all__ = ["DenseTrees", "PathSet", "extract_paths"]
+__all__ = ["DenseTrees", "PathSet", "extract_paths", "tree_program"]
 
 _ALL_ONES = np.uint32(0xFFFFFFFF)
 
@@ -42,6 +42,7 @@ class DenseTrees:
     node_cat_ptr: np.ndarray       # int64 (T, N)
     node_cat_nwords: np.ndarray    # int32 (T, N)
     cat_words: np.ndarray          # uint32 (W,)
+    zero: np.ndarray | None = None  # float64 (T, N): the zero fraction of the edge into each node (1 at a root)
 
     @property
     def n_trees(self) -> int:
@@ -51,7 +52,8 @@ class DenseTrees:
         """The first ``tree_limit`` trees."""
         t = min(int(tree_limit), self.n_trees)
         return replace(self, nodes=self.nodes[:t], thresholds=self.thresholds[:t],
-                       node_cat_ptr=self.node_cat_ptr[:t], node_cat_nwords=self.node_cat_nwords[:t])
+                       node_cat_ptr=self.node_cat_ptr[:t], node_cat_nwords=self.node_cat_nwords[:t],
+                       zero=None if self.zero is None else self.zero[:t])
 
 
 @dataclass(frozen=True)
@@ -337,6 +339,160 @@ def _walk(cl, cr, cd, feat, thr, cover, is_cat, node_cat_ptr, node_cat_nwords, n
     n_words_out[0] = w_out
 
 
+# The per-tree walk program (the GPU's per-tree linear kernel, linear.cu, runs it): events in depth-first order.
+EV_DOWN, EV_LEAF, EV_UP = 0, 1, 2
+PROGRAM_MAX_LEVELS = 64      # levels 0..63: the kernel keeps each level's one fraction in a 64-bit mask
+PROGRAM_MAX_Q = 32           # Gauss-Legendre nodes of the kernel's rules (a warp's lanes)
+PROGRAM_MIN_REACH = 1e-200   # smallest nonzero product of zero fractions on a path: the products of the factors
+#                              at the Gauss nodes then stay far from the subnormal range
+
+
+@numba.njit(cache=True)
+def _tree_program(nodes, thr, zero, n_features, fill, ok, q_of, levels, n_ev, ev_ptr, evi, evd):
+    """Count (``fill`` False: ``ok``, ``q_of``, ``levels``, ``n_ev`` per tree) or write (``fill`` True: the events
+    of the trees marked ``ok`` from ``ev_ptr``) the depth-first walk of every tree.
+
+    Events: DOWN into level d (``evi = (kind | d << 2 | left << 9 | nan_here << 10, feature, previous level of the
+    feature on the path or -1, 0)``, ``evd = (threshold, merged zero fraction of the feature before, after)``), LEAF
+    at level d (``evi[1]`` its path index) and UP from level d (the DOWN's fields, ``first << 11`` when it leaves
+    the parent's first child). A tree is ``ok`` when its splits are numeric with thresholds that are neither NaN
+    nor -inf (where ``x <= t`` and PathSet's bounds could disagree), it has at most PROGRAM_MAX_LEVELS levels,
+    at most 2 PROGRAM_MAX_Q merged features on a path, and no path's zero-fraction product is below
+    PROGRAM_MIN_REACH without being 0."""
+    T, N = nodes.shape[0], nodes.shape[1]
+    stack = np.empty(N + 1, np.int64)
+    stage = np.empty(N + 1, np.int64)
+    reach = np.empty(N + 1)
+    sv_last = np.empty(N + 1, np.int64)
+    sv_z = np.empty(N + 1)
+    last = np.full(n_features, -1, np.int64)     # level of the latest edge on each feature on the current path
+    zm = np.ones(n_features)                     # merged zero fraction of each feature on the current path
+    for t in range(T):
+        e = ev_ptr[t] if fill else 0
+        if fill and not ok[t]:
+            continue
+        good = True
+        sp = 0
+        stack[0] = 0
+        stage[0] = 0
+        reach[0] = 1.0
+        distinct = 0
+        max_lev = 0
+        max_m = 0
+        count = 0
+        while True:
+            node = stack[sp]
+            left = nodes[t, node, 0]
+            if left >= 0 and stage[sp] < 2:
+                if sp >= N:
+                    raise ValueError("tree structure has a cycle or is deeper than its node count")
+                code = nodes[t, node, 3]
+                f = code if code >= 0 else -1 - code
+                th = thr[t, node]
+                if code < 0 or th != th or th == -np.inf:  # noqa: PLR0124 (NaN test)
+                    good = False
+                first = stage[sp] == 0
+                child = left if first else nodes[t, node, 1]
+                stage[sp] += 1
+                d = sp + 1
+                zp = zm[f]
+                zn = zp * zero[t, child]
+                if fill:
+                    evi[e, 0] = EV_DOWN | (d << 2) | ((1 if first else 0) << 9) | \
+                        ((1 if nodes[t, node, 2] == child else 0) << 10)
+                    evi[e, 1] = f
+                    evi[e, 2] = last[f]
+                    evi[e, 3] = 0
+                    evd[e, 0] = th
+                    evd[e, 1] = zp
+                    evd[e, 2] = zn
+                    e += 1
+                count += 1
+                sv_last[d] = last[f]
+                sv_z[d] = zp
+                if last[f] < 0:
+                    distinct += 1
+                last[f] = d
+                zm[f] = zn
+                reach[d] = reach[sp] * zero[t, child]
+                sp = d
+                stack[sp] = child
+                stage[sp] = 0
+                continue
+            if left < 0:
+                if fill:
+                    evi[e, 0] = EV_LEAF | (sp << 2)
+                    evi[e, 1] = nodes[t, node, 1]
+                    evi[e, 2] = -1
+                    evi[e, 3] = 0
+                    evd[e, 0] = 0.0
+                    evd[e, 1] = 0.0
+                    evd[e, 2] = 0.0
+                    e += 1
+                count += 1
+                max_lev = max(max_lev, sp)
+                max_m = max(max_m, distinct)
+                if reach[sp] != 0.0 and reach[sp] < PROGRAM_MIN_REACH:
+                    good = False
+            if sp == 0:
+                break
+            d = sp
+            parent = stack[d - 1]
+            code = nodes[t, parent, 3]
+            f = code if code >= 0 else -1 - code
+            if fill:
+                evi[e, 0] = EV_UP | (d << 2) | ((1 if stage[d - 1] == 1 else 0) << 11)
+                evi[e, 1] = f
+                evi[e, 2] = sv_last[d]
+                evi[e, 3] = 0
+                evd[e, 0] = 0.0
+                evd[e, 1] = sv_z[d]
+                evd[e, 2] = zm[f]
+                e += 1
+            count += 1
+            if sv_last[d] < 0:
+                distinct -= 1
+            last[f] = sv_last[d]
+            zm[f] = sv_z[d]
+            sp -= 1
+        if not fill:
+            q = max(1, (max_m + 1) // 2)
+            ok[t] = good and max_lev < PROGRAM_MAX_LEVELS and q <= PROGRAM_MAX_Q
+            q_of[t] = q
+            levels[t] = max_lev + 1
+            n_ev[t] = count
+
+
+def tree_program(trees: DenseTrees, n_features: int) -> tuple[np.ndarray, ...]:
+    """The depth-first walk program of ``trees`` for the per-tree linear kernel (see ``_tree_program``).
+
+    Returns
+    -------
+    tuple
+        ``(ok (T,) bool, q_of (T,) int32 Gauss nodes per tree, levels (T,) int32, ev_ptr (T + 1,) int64,
+        evi (E, 4) int32, evd (E, 3) float64)``: trees not ``ok`` have no events (``ev_ptr[t] == ev_ptr[t + 1]``).
+    """
+    if trees.zero is None:
+        raise ValueError("the dense trees carry no edge zero fractions (built by extract_paths)")
+    T = trees.n_trees
+    ok = np.zeros(T, np.bool_)
+    q_of = np.zeros(T, np.int64)
+    levels = np.zeros(T, np.int64)
+    n_ev = np.zeros(T, np.int64)
+    ptr = np.zeros(T + 1, np.int64)
+    nodes = np.ascontiguousarray(trees.nodes)
+    thr = np.ascontiguousarray(trees.thresholds, dtype=np.float64)
+    zero = np.ascontiguousarray(trees.zero, dtype=np.float64)
+    M = max(int(n_features), 1)
+    _tree_program(nodes, thr, zero, M, False, ok, q_of, levels, n_ev, ptr, np.zeros((0, 4), np.int32),
+                  np.zeros((0, 3)))
+    ptr[1:] = np.cumsum(np.where(ok, n_ev, 0))
+    evi = np.empty((int(ptr[-1]), 4), np.int32)
+    evd = np.empty((int(ptr[-1]), 3))
+    _tree_program(nodes, thr, zero, M, True, ok, q_of, levels, n_ev, ptr, evi, evd)
+    return ok, q_of.astype(np.int32), levels.astype(np.int32), ptr, evi, evd
+
+
 def tree_arrays(children_left, children_right, children_default, features, thresholds, values,
                 node_sample_weight) -> tuple[np.ndarray, ...]:
     """shap's TreeEnsemble node arrays checked and made contiguous: (children_left, children_right,
@@ -474,8 +630,16 @@ def extract_paths(children_left, children_right, children_default, features, thr
     nodes[tree, leaf_node, 1] = np.arange(P)
     nodes[..., 2] = np.where(internal & (cd != cl) & (cd != cr), -1, cd)
     nodes[..., 3] = np.where(is_cat & internal, -1 - ft, ft)
+    # the edge zero fractions as _walk computes them: cover(child) / cover(parent), 0 where the parent's cover is 0
+    edge_zero = np.ones((T, N))
+    tt, nn = np.nonzero(internal)
+    pc = cov[tt, nn]
+    safe = np.where(pc > 0, pc, 1.0)
+    for child in (cl[tt, nn], cr[tt, nn]):
+        edge_zero[tt, child] = np.where(pc > 0, cov[tt, child] / safe, 0.0)
     trees = DenseTrees(nodes=nodes, thresholds=th, node_cat_ptr=ncp,
-                       node_cat_nwords=np.ascontiguousarray(ncn, dtype=np.int32), cat_words=nwords)
+                       node_cat_nwords=np.ascontiguousarray(ncn, dtype=np.int32), cat_words=nwords,
+                       zero=edge_zero)
     return PathSet(n_features=int(n_features), n_outputs=int(K), path_ptr=path_ptr, feature=feature, lower=lower,
                    upper=upper, missing_ok=missing_ok, cat_ptr=cat_ptr, cat_nwords=cat_nw, cat_words=cat_words,
                    zero_fraction=zero, leaf_value=leaf_value, tree_index=tree, base_offset=base,
@@ -514,8 +678,10 @@ def _hand_paths() -> PathSet:
 
 
 def _warm_paths() -> None:
-    """Path extraction (``extract_paths``), which the CPU and the GPU engine both run."""
-    _tiny_paths()
+    """Path extraction (``extract_paths``), which the CPU and the GPU engine both run, and the walk program the
+    GPU's per-tree kernel runs."""
+    ps = _tiny_paths()
+    tree_program(ps.trees, ps.n_features)
 
 
 _registry.register_warmup("treeshap-paths", _warm_paths)

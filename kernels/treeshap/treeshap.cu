@@ -493,6 +493,79 @@ __device__ __forceinline__ void inter_table_body(const XT* X, long long n_rows, 
   }
 }
 
+// Interaction table kernel with block sums (see "Block sums" and inter_table_body). A group's slots are the distinct
+// outputs (min(f, pf), max(f, pf), output group) of its lanes' table cells: the diagonal and upper-triangle entries
+// of the features its paths share, far fewer than its terms. Sl.eslot holds ITABLE_TMAX slots per packed element
+// (-1: no cell at that step, as pair_slot decides); group_task's T.slot (eslot[e]) goes unused here. Each term is the
+// direct kernel's (table entry times the fixed-point leaf value, rounded once), so fixed-point sums are its bytes.
+// Shared memory has native 32-bit atomic adds only (a 64-bit add is a compare-and-swap loop, retried on every
+// conflict, and the lanes of a bin's paths share their root's cells), so a fixed-point term is added as two 32-bit
+// words: the low word's atomic returns the old word, whose overflow carries into the high word's add. Each low add
+// is atomic and its carry exact, and the high adds commute, so after all adds the slot holds the 64-bit sum modulo
+// 2^64, as one 64-bit atomic per term would. Rows are taken two at a time: the second row's input and table loads are
+// in flight with the first's.
+__device__ __forceinline__ void slot_add_fixed(unsigned long long* a, long long v) {
+  unsigned int* w = (unsigned int*)a;         // little-endian: w[0] the low word, w[1] the high word
+  unsigned int lo = (unsigned int)v, hi = (unsigned int)((unsigned long long)v >> 32);
+  unsigned int old = atomicAdd(w, lo);
+  hi += (old + lo < old) ? 1u : 0u;
+  if (hi != 0u) atomicAdd(w + 1, hi);
+}
+
+__device__ __forceinline__ void inter_slot_add(unsigned long long* a, double v, int det) {
+  if (det) slot_add_fixed(a, __double2ll_rn(v));
+  else atomicAdd((double*)a, v);
+}
+
+template <typename XT>
+__device__ __forceinline__ void inter_table_block_body(const XT* X, long long n_rows, int M, int K,
+                                                       const long long* bin_ptr, long long n_bins, int rpw, int R,
+                                                       const Elems& E, const Vals& V, const Slots& Sl,
+                                                       const long long* etoff, const double* table, double* phi,
+                                                       unsigned long long* acc) {
+  BlockTask T;
+  Lane<XT> L;
+  if (!group_task<XT>(n_rows, bin_ptr, n_bins, rpw, R, E, V, Sl, threadIdx.x & 31, T, L, acc)) return;
+  bool el = L.active && L.r > 0;
+  int d = el ? L.n - 1 : 1;
+  int nT = d / 2 + 1;
+  unsigned int dmask = el ? ((1u << d) - 1u) : 0u;
+  long long toff = el ? etoff[L.e] : 0;
+  int slot[ITABLE_TMAX];
+#pragma unroll
+  for (int t = 0; t < ITABLE_TMAX; ++t) slot[t] = (T.has && t < nT) ? Sl.eslot[L.e * ITABLE_TMAX + t] : -1;
+  int f = el ? L.f : 0;
+  long long M1 = M + 1;
+  for (long long rb = T.row0; rb < T.row1; rb += R) {
+    int nr = (int)min((long long)R, T.row1 - rb);
+    for (int r = 0; r < nr; r += 2) {
+      bool two = r + 1 < nr;
+      const XT* x0 = X + (rb + r) * M + f;
+      XT a = *x0, b = two ? x0[M] : (XT)0;
+      bool sa = el && satisfies<XT>(a, L.lo, L.hi, L.flags, L.cptr, L.cnw, E.cwords);
+      bool sb = el && two && satisfies<XT>(b, L.lo, L.hi, L.flags, L.cptr, L.cnw, E.cwords);
+      unsigned int ma = __ballot_sync(FULL_MASK, sa), mb = __ballot_sync(FULL_MASK, sb);
+      if (T.has) {
+        const double* ta = table + toff + (long long)((ma >> (L.start + 1)) & dmask) * (nT * d);
+        const double* tb = table + toff + (long long)((mb >> (L.start + 1)) & dmask) * (nT * d);
+        double va[ITABLE_TMAX], vb[ITABLE_TMAX];
+#pragma unroll
+        for (int t = 0; t < ITABLE_TMAX; ++t) {
+          va[t] = slot[t] >= 0 ? __ldg(ta + t * d) : 0.0;
+          vb[t] = (slot[t] >= 0 && two) ? __ldg(tb + t * d) : 0.0;
+        }
+        unsigned long long* aa = acc + r * T.S;
+#pragma unroll
+        for (int t = 0; t < ITABLE_TMAX; ++t) {
+          if (va[t] != 0.0) inter_slot_add(aa + slot[t], va[t] * T.val, V.det);
+          if (vb[t] != 0.0) inter_slot_add(aa + T.S + slot[t], vb[t] * T.val, V.det);
+        }
+      }
+    }
+    flush_slots(acc, nr, T.S, rb, M1 * M1 * K, T.soff, phi, V.det);
+  }
+}
+
 template <typename XT>
 __device__ __forceinline__ void interactions_body(const XT* X, long long n_rows, int M, int K,
                                                   const long long* bin_ptr, long long n_bins, int rpw, int bgroup,
@@ -959,11 +1032,38 @@ extern "C" __global__ void build_inter_tables(const long long* t_root, const int
 
 // Copies the upper triangle of each row's (M1 x M1 x K) interaction matrix to the lower one (which is still zero),
 // and adds the bias at [M, M]. With inv (fixed-point sums, see "Reproducible sums") each upper or diagonal entry is
-// first turned into a double, times inv[g]: a thread reads and writes only its own entry and writes its mirror, which
-// no thread reads, so one pass does both in place.
+// first turned into a double, times inv[g]. A row that fits MIRROR_TILE doubles goes through shared memory, one block
+// a row: its upper entries are read and converted there, then the whole row is written back in order (a mirror
+// entry written straight to global memory lands one column apart from its neighbour's, a sector each: a strided
+// store pass several times the cost of the row's two coalesced passes). Larger rows take one thread per entry: it
+// reads and writes only its own entry and writes its mirror, which no thread reads, so one pass does both in place.
+// Both give every entry the same value.
+#define MIRROR_TILE 3072
+
 extern "C" __global__ void mirror_upper(double* phi, long long n_rows, int M1, int K, const double* bias,
                                         const double* inv) {
+  __shared__ double s_row[MIRROR_TILE];
   long long per = (long long)M1 * M1 * K;
+  if (per <= MIRROR_TILE) {
+    int P = (int)per;
+    for (long long row = blockIdx.x; row < n_rows; row += gridDim.x) {
+      double* p = phi + row * per;
+      for (int idx = threadIdx.x; idx < P; idx += blockDim.x) {
+        int ij = idx / K, g = idx - ij * K, i = ij / M1, j = ij - i * M1;
+        if (j < i) continue;
+        double v = inv ? (double)((const long long*)p)[idx] * inv[g] : p[idx];
+        if (i == M1 - 1 && j == M1 - 1) v += bias[g];
+        s_row[idx] = v;
+      }
+      __syncthreads();
+      for (int idx = threadIdx.x; idx < P; idx += blockDim.x) {
+        int ij = idx / K, g = idx - ij * K, i = ij / M1, j = ij - i * M1;
+        p[idx] = j >= i ? s_row[idx] : s_row[(j * M1 + i) * K + g];
+      }
+      __syncthreads();
+    }
+    return;
+  }
   long long total = n_rows * per;
   long long nthreads = (long long)gridDim.x * blockDim.x;
   for (long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x; idx < total; idx += nthreads) {
@@ -1072,6 +1172,16 @@ extern "C" __global__ void fixed_to_double_bias(double* a, long long n, int K, c
     shap_block_body<XT>(X, n_rows, M, K, bin_ptr, n_bins, rpw, R, E, V, Sl, phi, s_inv, s_bacc);                      \
   }                                                                                                                   \
   TABLE_KERNEL(XT, SUF, inter_table)                                                                                  \
+  extern "C" __global__ void __launch_bounds__(256, 4)                                                             \
+      inter_table_block_##SUF(const XT* X, long long n_rows, int M, int K, const long long* bin_ptr,                  \
+                              long long n_bins, int rpw, int R, ELEM_PARAMS(XT), const int* eslot,                    \
+                              const long long* gslot, const int* soff, const long long* etoff,                        \
+                              const double* table, double* phi) {                                                     \
+    extern __shared__ unsigned long long s_bacc[];                                                                    \
+    MAKE_EV                                                                                                           \
+    Slots Sl{eslot, gslot, soff};                                                                                     \
+    inter_table_block_body<XT>(X, n_rows, M, K, bin_ptr, n_bins, rpw, R, E, V, Sl, etoff, table, phi, s_bacc);        \
+  }                                                                                                                   \
   extern "C" __global__ void interactions_##SUF(const XT* X, long long n_rows, int M, int K,                          \
                                                 const long long* bin_ptr, long long n_bins, int rpw, int bgroup,      \
                                                 ELEM_PARAMS(XT), double* phi) {                                       \

@@ -1,0 +1,55 @@
+"""Diagnostic: the GPU's per-tree linear kernel against the per-path DP on deep forests (values only, NumPy in and
+out, median of 3 after a warm call), with the models of ``_treeshap_families.py`` (synthetic data, said so there).
+
+python3 integration/_diag_linear_gpu.py [--models rf-depth30,et-unlimited] [--rows 2000]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import numpy as np
+
+
+def main() -> None:
+    import cupy as cp
+    import shap
+
+    import hitml.shap_ext  # noqa: F401 - registers the backend
+    from _treeshap_families import data, models
+    from hitml.kernels.treeshap import gpu
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--models", default="rf-depth30,et-unlimited")
+    ap.add_argument("--rows", type=int, default=2000)
+    ap.add_argument("--threads", type=int, default=16)
+    a = ap.parse_args()
+    X, _ = data(a.rows, 50, seed=7)
+    sync = cp.cuda.Device().synchronize
+    for name, (model, _desc, _) in models(a.models.split(","), 50, 100_000, a.threads).items():
+        ex = shap.TreeExplainer(model, backend="gpu")
+        rec = {"model": name}
+        outs = {}
+        for mode in ("never", "always"):
+            gpu.options.shap_linear = mode
+            t = time.perf_counter()
+            outs[mode] = np.asarray(ex.shap_values(X, check_additivity=False))
+            sync()
+            rec[f"{mode}_first_s"] = time.perf_counter() - t
+            ts = []
+            for _ in range(3):
+                t = time.perf_counter()
+                ex.shap_values(X, check_additivity=False)
+                sync()
+                ts.append(time.perf_counter() - t)
+            rec[f"{mode}_s"] = float(np.median(ts))
+        gpu.options.shap_linear = "auto"
+        rec["speedup"] = rec["never_s"] / rec["always_s"]
+        rec["max_abs_diff"] = float(np.abs(outs["never"] - outs["always"]).max())
+        rec["scale"] = float(np.abs(outs["never"]).max())
+        print(json.dumps(rec), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,165 @@
+"""Per-tree linear TreeSHAP on the GPU (``linear.cu``): SHAP values of deep trees in O(nodes x Q) per row and tree.
+
+The per-path kernels cost O(d) shuffle steps per path element (O(L d^2) per tree and row); a forest of depth 30 has
+paths of 14-27 merged elements and half a million leaves, where no table fits (docs/design/treeshap.md, section 9).
+This module runs those trees' walk programs (``paths.tree_program``) instead; the CPU twin is ``_cpu_linear.py``.
+Trees the program cannot take (categorical splits, NaN or -inf thresholds, more than 64 levels or 64 merged
+features, vanishing path products) keep the per-path kernels: ``LinearPart.rest`` packs their paths.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .._cuda import get_kernel
+from ..device import cupy_module
+from . import _gpu_core as core
+from ._cpu_quad import gauss_legendre
+from .paths import PROGRAM_MAX_Q, tree_program
+
+_SRC = "treeshap/linear.cu"
+_THREADS = 128                 # threads per block: 128 / QL rows
+_GROUP_EVENTS = 1 << 16        # events per tree group (a block walks one group); fixed per model, so the sums are too
+_KS_MAX = 4                    # outputs per walk (the S stack holds one double per output and level)
+_ACC_BYTES = 48 << 10          # the block's (row, feature, output) sums in shared memory up to this, else direct adds
+_SMEM_BYTES = 227 << 10        # shared memory a block may take (sm_80 and later)
+_EV_CHUNK = 128                # events staged per step (linear.cu: EV_CHUNK)
+
+
+@dataclass
+class _Class:
+    """The trees of one lane width (QL, a power of two >= their Gauss nodes) on the device."""
+
+    evi: object                                 # (E, 4) int32 events
+    evd: object                                 # (E, 3) float64 (thresholds as the row dtype compares them)
+    tree_ev: object                             # (n_trees + 1,) int64 event offsets
+    tree_q: object                              # (n_trees,) int32 Gauss nodes
+    group_tree: object                          # (G + 1,) int32 tree offsets of the groups
+    n_groups: int
+    ql: int                                     # lanes per row
+    levels: int                                 # stack levels (deepest leaf + 1)
+
+
+@dataclass
+class LinearPart:
+    """The trees of a packing that the linear kernel takes, on the device, and a packing of the others' paths."""
+
+    n_trees: int                                # trees the kernel walks
+    rest: object | None                         # core._Packed of the other trees' paths (None: there are none)
+    classes: list                               # _Class per lane width
+    leaf_value: np.ndarray                      # (P, K) host leaf values of the packing's PathSet
+    lval: dict = field(default_factory=dict)    # scale bytes (or b"") -> leaf values on the device
+
+
+@functools.lru_cache(maxsize=None)
+def _rules_host() -> np.ndarray:
+    """Gauss-Legendre rules on [0, 1] for 1..PROGRAM_MAX_Q nodes, Q's nodes then weights at offset Q (Q - 1) (the
+    twin's rules, ``_cpu_quad.gauss_legendre``)."""
+    t, w = gauss_legendre(PROGRAM_MAX_Q)
+    return np.concatenate([np.concatenate([t[q, :q], w[q, :q]]) for q in range(1, PROGRAM_MAX_Q + 1)])
+
+
+def _rules():
+    cp = cupy_module()
+    key = cp.cuda.Device().id
+    if key not in _RULES:
+        _RULES[key] = cp.asarray(_rules_host())
+    return _RULES[key]
+
+
+_RULES: dict[int, object] = {}
+
+
+def wanted(plan_variant: str, shap_variant: str, mode: str) -> bool:
+    """Whether the linear kernel takes a packing's trees: ``mode`` "always", or "auto" where the planner leaves
+    every path to the per-row DP (no tables fit: forests, deep trees)."""
+    if mode == "never":
+        return False
+    return mode == "always" or (shap_variant == "auto" and plan_variant == "dp")
+
+
+def part(pk) -> LinearPart | None:
+    """The linear part of packing ``pk`` (cached on it); None where its PathSet has no dense trees or no tree
+    qualifies."""
+    if "linear" in pk.split:
+        return pk.split["linear"]
+    ps = pk.ps
+    res = None
+    if ps.trees is not None and ps.n_paths:
+        ok, q_of, levels, ptr, evi, evd = tree_program(ps.trees, ps.n_features)
+        has_split = ps.trees.nodes[:, 0, 0] >= 0
+        lin = np.flatnonzero(ok & has_split)
+        if lin.size:
+            res = _build(pk, lin, q_of, levels, ptr, evi, evd)
+    pk.split["linear"] = res
+    return res
+
+
+def _build(pk, lin: np.ndarray, q_of, levels, ptr, evi, evd) -> LinearPart:
+    cp = cupy_module()
+    ps = pk.ps
+    if pk.xdtype == np.float32:
+        down = (evi[:, 0] & 3) == 0
+        evd = evd.copy()
+        evd[down, 0] = core._down32(evd[down, 0]).astype(np.float64)
+    ql_of = np.left_shift(1, np.ceil(np.log2(np.maximum(q_of, 1))).astype(np.int64))
+    classes = []
+    for ql in np.unique(ql_of[lin]):
+        trees = lin[ql_of[lin] == ql]
+        counts = ptr[trees + 1] - ptr[trees]
+        tree_ev = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        idx = np.repeat(ptr[trees] - tree_ev[:-1], counts) + np.arange(int(tree_ev[-1]))
+        gid = np.cumsum(counts) // _GROUP_EVENTS        # groups of consecutive trees, ~_GROUP_EVENTS events each
+        starts = np.flatnonzero(np.r_[True, np.diff(gid) != 0])
+        group_tree = np.concatenate([starts, [trees.size]]).astype(np.int32)
+        classes.append(_Class(evi=cp.asarray(evi[idx]), evd=cp.asarray(evd[idx]), tree_ev=cp.asarray(tree_ev),
+                              tree_q=cp.asarray(q_of[trees].astype(np.int32)), group_tree=cp.asarray(group_tree),
+                              n_groups=int(group_tree.size - 1), ql=int(ql), levels=int(levels[trees].max())))
+    in_lin = np.zeros(ps.n_trees, bool)
+    in_lin[lin] = True
+    keep = ~in_lin[ps.tree_index]
+    rest = core._pack(ps.select(keep)) if keep.any() else None
+    return LinearPart(n_trees=int(lin.size), rest=rest, classes=classes, leaf_value=ps.leaf_value)
+
+
+def _smem(levels: int, ks: int, acc: int) -> int:
+    """Bytes of shared memory: the stack, the accumulator and the staged events."""
+    return 8 * (levels * ks * _THREADS + acc + 3 * _EV_CHUNK + 2 * _EV_CHUNK)
+
+
+def _leaf_values(lp: LinearPart, scale: np.ndarray | None):
+    key = b"" if scale is None else scale.tobytes()
+    if key not in lp.lval:
+        v = lp.leaf_value if scale is None else lp.leaf_value * scale[None, :]
+        lp.lval[key] = cupy_module().asarray(np.ascontiguousarray(v, dtype=np.float64))
+    return lp.lval[key]
+
+
+def launch(lp: LinearPart, xdtype: np.dtype, Xd, M: int, K: int, scale: np.ndarray | None, phi) -> None:
+    """Add the linear part's SHAP values (feature columns; the bias is the caller's) of device rows Xd into phi
+    (fixed point where ``scale`` is given, as core.call_elems)."""
+    n = Xd.shape[0]
+    if n == 0:
+        return
+    kern = get_kernel(_SRC, f"linear_shap_{'f32' if xdtype == np.float32 else 'f64'}")
+    lval = _leaf_values(lp, scale)
+    det = np.int32(0 if scale is None else 1)
+    for c in lp.classes:
+        rpb = _THREADS // c.ql
+        n_rb = -(-n // rpb)
+        ks = min(K, _KS_MAX)
+        while ks > 1 and _smem(c.levels, ks, 0) > _SMEM_BYTES:
+            ks -= 1
+        for kg0 in range(0, K, ks):
+            kn = min(ks, K - kg0)
+            acc = rpb * M * kn
+            use_acc = 8 * acc <= _ACC_BYTES and _smem(c.levels, kn, acc) <= _SMEM_BYTES
+            smem = _smem(c.levels, kn, acc if use_acc else 0)
+            if smem > 48 << 10:
+                kern.max_dynamic_shared_size_bytes = smem
+            kern((c.n_groups * n_rb,), (_THREADS,),
+                 (Xd, np.int64(n), np.int32(M), np.int32(K), c.evi, c.evd, c.tree_ev, c.tree_q, c.group_tree,
+                  _rules(), lval, np.int32(kg0), np.int32(kn), np.int32(c.ql), np.int32(c.levels),
+                  np.int32(1 if use_acc else 0), phi, det), shared_mem=smem)

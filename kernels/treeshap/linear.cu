@@ -1,0 +1,165 @@
+// Per-tree path-dependent TreeSHAP (Linear TreeShap by Gauss-Legendre quadrature) for deep trees: O(nodes x Q) per
+// row and tree, against O(leaves x depth^2) for the per-path DP. The derivation and the CPU twin:
+// kernels/treeshap/_cpu_linear.py. The host (kernels/treeshap/_gpu_linear.py) turns each tree into a walk program
+// (paths.tree_program): its depth-first events, which do not depend on the row.
+//
+// Layout: a block walks the trees of one tree group for RPB = blockDim / QL rows; thread (row, q) holds the row's
+// value at Gauss node q (QL lanes per row, QL a power of two >= the tree's Q; lanes q >= Q carry zeros). Per thread,
+// shared memory holds the walk's stack: P[d] (the Gauss weight times the product of the path's nonzero merged
+// factors at the node of level d) and S[d][k] (the sum of v P over the leaves finished below that node), in one slot
+// per level (linear_body says how). Events:
+//  * DOWN into level d on feature f: the row's branch o_e; the merged one fraction before (op: the level of the
+//    feature's previous edge on the path holds it in omask, 1 where there is none) and after (on = op o_e);
+//    P[d] = P[d-1] g'/g with g = z + t (o - z). A zero factor (o' = z' = 0) makes every leaf below contribute 0:
+//    ``dead`` keeps the shallowest level where that happened.
+//  * LEAF at level d: S[d][k] = v_k P[d] (0 below a zero factor).
+//  * UP from level d: S[d-1] gets S[d] (the first child sets, the second adds), and phi_f gets
+//    sum_q C_e(t_q) S[d](t_q) with C_e = z o (o_e - z_e) / (g g') (the telescoped difference of the feature's
+//    factor ratio; 0 where op = 0), summed over the row's lanes by shuffles.
+// Sums per (row, feature, output) stay in shared memory for the block's trees (use_acc) and go to phi once (or
+// straight to phi where the accumulator does not fit); with det they are rounded to 64-bit fixed point, as in
+// treeshap.cu, so every call gives the same bytes.
+
+#define FULL_MASK 0xffffffffu
+#define EV_CHUNK 128
+#define DEAD_NONE (1 << 30)
+
+// float32 compares as order-preserving integer keys: CuPy compiles with -ftz=true (see treeshap.cu, f32_key).
+__device__ __forceinline__ int f32_key(float x) {
+  int b = __float_as_int(x);
+  if (b == (int)0x80000000) b = 0;
+  return b < 0 ? (b ^ 0x7fffffff) : b;
+}
+template <typename XT> __device__ __forceinline__ bool not_above(XT a, XT b) { return a <= b; }
+template <> __device__ __forceinline__ bool not_above<float>(float a, float b) { return f32_key(a) <= f32_key(b); }
+
+__device__ __forceinline__ void out_add(double* p, double v, int det) {
+  if (det) atomicAdd((unsigned long long*)p, (unsigned long long)__double2ll_rn(v));
+  else atomicAdd(p, v);
+}
+
+template <typename XT>
+__device__ __forceinline__ void linear_body(const XT* X, long long n_rows, int M, int K, const int4* evi,
+                                            const double* evd, const long long* tree_ev, const int* tree_q,
+                                            const int* group_tree, const double* gl, const double* lval, int kg0,
+                                            int KS, int QL, int D1, int use_acc, double* phi, int det,
+                                            double* smem) {
+  const int tid = threadIdx.x, nt = blockDim.x;
+  const int q = tid & (QL - 1);
+  const int rl = tid / QL;
+  const int RPB = nt / QL;
+  const long long n_rb = (n_rows + RPB - 1) / RPB;
+  const int g = (int)(blockIdx.x / n_rb);
+  const long long rb = blockIdx.x % n_rb;
+  const long long row = rb * RPB + rl;
+  const bool live = row < n_rows;
+  const XT* xrow = X + (live ? row : n_rows - 1) * (long long)M;
+  // One slot of KS doubles per level and thread: P[d] (in its first double) while the walk is in the node's first
+  // subtree, then S[d] (the first subtree's sums, to which the second adds): the step between the two subtrees
+  // (UP from the first child, then DOWN into the second) carries P[d] in a register (p_hold).
+  double* sV = smem;                                   // [D1][KS][nt]
+  double* sAcc = sV + (long long)D1 * KS * nt;         // [RPB][M][KS] (use_acc)
+  double* sEd = sAcc + (use_acc ? RPB * M * KS : 0);   // [EV_CHUNK][3]
+  int4* sEi = (int4*)(sEd + 3 * EV_CHUNK);             // [EV_CHUNK]
+  if (use_acc)
+    for (int i = tid; i < RPB * M * KS; i += nt) sAcc[i] = 0.0;
+  for (int t = group_tree[g]; t < group_tree[g + 1]; ++t) {
+    const int Q = tree_q[t];
+    const bool qa = q < Q;
+    const double tq = qa ? gl[Q * (Q - 1) + q] : 0.5;
+    sV[tid] = qa ? gl[Q * (Q - 1) + Q + q] : 0.0;      // level 0: the Gauss weight
+    double p_hold = 0.0;
+    unsigned long long omask = 0ull;
+    int dead = DEAD_NONE;
+    const long long e0 = tree_ev[t], e1 = tree_ev[t + 1];
+    for (long long c0 = e0; c0 < e1; c0 += EV_CHUNK) {
+      const int nc = (int)min((long long)EV_CHUNK, e1 - c0);
+      __syncthreads();
+      for (int i = tid; i < nc; i += nt) sEi[i] = evi[c0 + i];
+      for (int i = tid; i < 3 * nc; i += nt) sEd[i] = evd[3 * c0 + i];
+      __syncthreads();
+      for (int i = 0; i < nc; ++i) {
+        const int4 ev = sEi[i];
+        const int kind = ev.x & 3;
+        const int d = (ev.x >> 2) & 127;
+        if (kind == 0) {                                 // DOWN into level d
+          const XT x = xrow[ev.y];
+          const bool left = ((ev.x >> 9) & 1) != 0;
+          bool go;
+          if (x != x) {
+            go = ((ev.x >> 10) & 1) != 0;
+          } else {
+            const bool le = not_above<XT>(x, (XT)sEd[3 * i]);
+            go = left ? le : !le;
+          }
+          const unsigned op = ev.z < 0 ? 1u : (unsigned)((omask >> ev.z) & 1ull);
+          const unsigned on = go ? op : 0u;
+          omask = (omask & ~(1ull << d)) | ((unsigned long long)on << d);
+          if (dead > d - 1) {
+            const double zp = sEd[3 * i + 1], zn = sEd[3 * i + 2];
+            if (!on && zn == 0.0) {
+              dead = d;
+            } else {
+              const double gv = op ? zp + tq * (1.0 - zp) : zp * (1.0 - tq);
+              const double gn = on ? zn + tq * (1.0 - zn) : zn * (1.0 - tq);
+              const double pp = left ? sV[(d - 1) * KS * nt + tid] : p_hold;
+              sV[d * KS * nt + tid] = pp * (gn / gv);
+            }
+          }
+        } else if (kind == 1) {                          // LEAF at level d
+          const double pv = dead > d ? sV[d * KS * nt + tid] : 0.0;
+          const double* v = lval + (long long)ev.y * K + kg0;
+          for (int k = 0; k < KS; ++k) sV[(d * KS + k) * nt + tid] = v[k] * pv;
+        } else {                                         // UP from level d
+          const unsigned op = ev.z < 0 ? 1u : (unsigned)((omask >> ev.z) & 1ull);
+          const unsigned on = (unsigned)((omask >> d) & 1ull);
+          double C = 0.0;
+          if (op) {
+            const double zp = sEd[3 * i + 1], zn = sEd[3 * i + 2];
+            const double g1 = zp + tq * (1.0 - zp);
+            if (on) C = (zp - zn) / (g1 * (zn + tq * (1.0 - zn)));
+            else C = -zn / (g1 * (zn * (1.0 - tq) + (zn == 0.0 ? 1.0 : 0.0)));
+          }
+          const bool first = ((ev.x >> 11) & 1) != 0;
+          if (first) p_hold = sV[(d - 1) * KS * nt + tid];
+          for (int k = 0; k < KS; ++k) {
+            const double s = sV[(d * KS + k) * nt + tid];
+            double* su = sV + ((d - 1) * KS + k) * nt + tid;
+            *su = first ? s : *su + s;
+            double c = C * s;
+            if (__any_sync(FULL_MASK, c != 0.0)) {       // rows off the feature (op = 0) or below a zero factor
+              for (int off = QL >> 1; off > 0; off >>= 1) c += __shfl_xor_sync(FULL_MASK, c, off);
+              if (q == 0 && live && c != 0.0) {
+                if (use_acc) sAcc[(rl * M + ev.y) * KS + k] += c;
+                else out_add(phi + (row * (M + 1) + ev.y) * K + kg0 + k, c, det);
+              }
+            }
+          }
+          if (dead == d) dead = DEAD_NONE;
+        }
+      }
+    }
+  }
+  if (!use_acc) return;
+  __syncthreads();
+  for (int i = tid; i < RPB * M * KS; i += nt) {
+    const int r = i / (M * KS);
+    const int rem = i - r * M * KS;
+    const long long rw = rb * RPB + r;
+    const double v = sAcc[i];
+    if (rw < n_rows && v != 0.0) out_add(phi + (rw * (M + 1) + rem / KS) * K + kg0 + rem % KS, v, det);
+  }
+}
+
+#define LINEAR_KERNEL(XT, SUF)                                                                                        \
+  extern "C" __global__ void linear_shap_##SUF(const XT* X, long long n_rows, int M, int K, const int4* evi,          \
+                                               const double* evd, const long long* tree_ev, const int* tree_q,        \
+                                               const int* group_tree, const double* gl, const double* lval, int kg0,  \
+                                               int KS, int QL, int D1, int use_acc, double* phi, int det) {           \
+    extern __shared__ double s_lin[];                                                                                 \
+    linear_body<XT>(X, n_rows, M, K, evi, evd, tree_ev, tree_q, group_tree, gl, lval, kg0, KS, QL, D1, use_acc, phi,  \
+                    det, s_lin);                                                                                      \
+  }
+
+LINEAR_KERNEL(float, f32)
+LINEAR_KERNEL(double, f64)

@@ -1,0 +1,257 @@
+"""The GPU's per-tree linear TreeSHAP kernel (linear.cu, options.shap_linear) and its walk program.
+
+The walk program (``paths.tree_program``) is checked on the CPU by running it in NumPy the way the kernel does,
+against brute-force Shapley values and XGBoost ``pred_contribs``. The GPU kernel is checked against its CPU twin
+(``_cpu_linear.linear_shap_values``, which reads shap's arrays itself), XGBoost, LightGBM and shap's C++ explainer,
+on deep forests, multi-output leaves, hostile rows (NaN, +-inf, subnormals) and models whose trees it only partly
+takes (categorical splits).
+"""
+import contextlib
+
+import numpy as np
+import pytest
+
+from _shapley import exact_shapley
+from hitml.kernels.treeshap import extract_paths
+from hitml.kernels.treeshap._cpu_linear import linear_shap_values
+from hitml.kernels.treeshap._cpu_quad import gauss_legendre
+from hitml.kernels.treeshap.paths import tree_program
+from test_treeshap_linear import _expectation, _random_tree
+
+
+def _run_program(ps, X):
+    """SHAP values (n, M, K) of the trees ``tree_program`` takes, by running their events as linear.cu does
+    (vectorised over rows and Gauss nodes); the trees it does not take are left out."""
+    ok, q_of, levels, ptr, evi, evd = tree_program(ps.trees, ps.n_features)
+    Xf = np.asarray(X).astype(ps.input_dtype).astype(np.float64)
+    n, M = Xf.shape
+    K = ps.n_outputs
+    phi = np.zeros((n, M, K))
+    tq, wq = gauss_legendre(32)
+    for t in np.flatnonzero(ok):
+        Q, L = int(q_of[t]), int(levels[t])
+        tt = tq[Q, :Q][None, :]
+        P = np.zeros((L, n, Q))
+        S = np.zeros((L, n, Q, K))
+        on = np.ones((64, n), bool)
+        dead = np.full(n, 1 << 30)
+        P[0] = wq[Q, :Q][None, :]
+        for e in range(ptr[t], ptr[t + 1]):
+            code, a, pd, _ = (int(v) for v in evi[e])
+            kind, d = code & 3, (code >> 2) & 127
+            zp, zn = evd[e, 1], evd[e, 2]
+            op = np.ones(n, bool) if pd < 0 else on[pd]
+            if kind == 0:
+                x = Xf[:, a]
+                le = x <= evd[e, 0]
+                go = np.where(np.isnan(x), bool(code >> 10 & 1), le if code >> 9 & 1 else ~le)
+                on[d] = op & go
+                alive = dead > d - 1
+                newly = alive & ~on[d] & (zn == 0.0)
+                dead[newly] = d
+                live = alive & ~newly
+                g = np.where(op[:, None], zp + tt * (1 - zp), zp * (1 - tt))
+                gn = np.where(on[d][:, None], zn + tt * (1 - zn), zn * (1 - tt))
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    P[d][live] = (P[d - 1] * (gn / g))[live]
+            elif kind == 1:
+                pv = np.where((dead > d)[:, None], P[d], 0.0)
+                S[d] = pv[:, :, None] * ps.leaf_value[a][None, None, :]
+            else:
+                g1 = zp + tt * (1 - zp)
+                c_on = (zp - zn) / (g1 * (zn + tt * (1 - zn)))
+                c_off = -zn / (g1 * (zn * (1 - tt) + (1.0 if zn == 0.0 else 0.0)))
+                C = np.where(op[:, None], np.where(on[d][:, None], c_on, c_off), 0.0)
+                S[d - 1] = S[d] if code >> 11 & 1 else S[d - 1] + S[d]
+                phi[:, a, :] += (C[:, :, None] * S[d]).sum(1)
+                dead[dead == d] = 1 << 30
+    return phi, ok
+
+
+def _paths_of(tree, M):
+    cl, cr, cd, ft, th, val, cov = tree
+    return extract_paths(cl, cr, cd, ft, th, val, cov, np.zeros(val.shape[2]), n_features=M)
+
+
+# ----------------------------------------------------------------------------------------- the walk program, CPU
+@pytest.mark.parametrize("seed", range(10))
+def test_program_matches_brute_force_with_repeats_zero_covers_and_nan(seed):
+    rng = np.random.default_rng(seed)
+    M, K = 5, 2
+    tree = _random_tree(rng, M, depth=6, K=K)
+    ps = _paths_of(tree, M)
+    X = rng.choice([-1.0, -0.5, 0.0, 0.25, 0.5, 1.0, np.nan, np.inf, -np.inf], size=(6, M))
+    phi, ok = _run_program(ps, X)
+    assert ok.all()
+    for i, x in enumerate(X):
+        want = exact_shapley(lambda S: _expectation(tree, x, S), M)
+        np.testing.assert_allclose(phi[i], want, rtol=1e-10, atol=1e-12)
+
+
+def test_program_matches_xgboost_on_deep_trees_with_missing_values():
+    xgb = pytest.importorskip("xgboost")
+    shap = pytest.importorskip("shap")
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(3000, 8)).astype(np.float32)
+    X[rng.random(X.shape) < 0.1] = np.nan
+    Z = np.nan_to_num(X)
+    y = Z[:, 0] * Z[:, 1] + Z[:, 2] ** 2 + rng.normal(size=len(X))
+    model = xgb.XGBRegressor(n_estimators=5, max_depth=14, learning_rate=0.5, min_child_weight=0).fit(X, y)
+    ens = shap.TreeExplainer(model).model
+    ps = extract_paths(ens.children_left, ens.children_right, ens.children_default, ens.features, ens.thresholds,
+                       ens.values, ens.node_sample_weight, ens.base_offset, n_features=8, input_dtype=np.float32)
+    Xt = X[:40]
+    phi, ok = _run_program(ps, Xt)
+    assert ok.all()
+    want = model.get_booster().predict(xgb.DMatrix(Xt), pred_contribs=True)
+    np.testing.assert_allclose(phi[:, :, 0], want[:, :-1], rtol=1e-4, atol=1e-5)
+
+
+def test_program_leaves_out_categorical_trees_and_nonfinite_thresholds():
+    from hitml.kernels.treeshap.paths import _tiny_paths
+    ps = _tiny_paths()
+    ok = tree_program(ps.trees, ps.n_features)[0]
+    assert ok.tolist() == [True, False]                  # tree 1 splits on a category
+    cl = np.array([[1, -1, -1]])
+    cr = np.array([[2, -1, -1]])
+    for bad in (-np.inf, np.nan):
+        p = extract_paths(cl, cr, cl, np.array([[0, -1, -1]]), np.array([[bad, 0, 0]]),
+                          np.array([[0.0, 1.0, 2.0]]), np.array([[2.0, 1.0, 1.0]]), np.zeros(1), n_features=1)
+        assert not tree_program(p.trees, 1)[0][0]
+
+
+# ------------------------------------------------------------------------------------------------------ GPU
+@contextlib.contextmanager
+def _options(gpu, **kw):
+    old = {k: getattr(gpu.options, k) for k in kw}
+    try:
+        for k, v in kw.items():
+            setattr(gpu.options, k, v)
+        yield
+    finally:
+        for k, v in old.items():
+            setattr(gpu.options, k, v)
+
+
+def _gpu():
+    cp = pytest.importorskip("cupy")
+    try:
+        if cp.cuda.runtime.getDeviceCount() < 1:
+            pytest.skip("no GPU")
+    except cp.cuda.runtime.CUDARuntimeError:
+        pytest.skip("no GPU")
+    from hitml.kernels.treeshap import gpu
+    return gpu
+
+
+def _ens_paths(model, M, input_dtype=np.float32):
+    shap = pytest.importorskip("shap")
+    ens = shap.TreeExplainer(model).model
+    ps = extract_paths(ens.children_left, ens.children_right, ens.children_default, ens.features, ens.thresholds,
+                       ens.values, ens.node_sample_weight, ens.base_offset, n_features=M, input_dtype=input_dtype)
+    return ens, ps
+
+
+def _twin(ens, X, input_dtype=np.float32):
+    return linear_shap_values(ens.children_left, ens.children_right, ens.children_default, ens.features,
+                              ens.thresholds, ens.values, ens.node_sample_weight, ens.base_offset, X,
+                              input_dtype=input_dtype)
+
+
+def _hostile(rng, n, M, dtype=np.float32):
+    X = rng.normal(size=(n, M)).astype(dtype)
+    X[rng.random(X.shape) < 0.05] = np.nan
+    X[rng.random(X.shape) < 0.03] = np.inf
+    X[rng.random(X.shape) < 0.03] = -np.inf
+    sub = np.float32(1e-40) if dtype == np.float32 else 1e-310
+    X[rng.random(X.shape) < 0.05] = sub
+    X[rng.random(X.shape) < 0.05] = -sub
+    X[rng.random(X.shape) < 0.05] = 0.0
+    return X
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gpu_linear_matches_twin_and_shap_on_deep_forest(dtype):
+    gpu = _gpu()
+    sk = pytest.importorskip("sklearn.ensemble")
+    shap = pytest.importorskip("shap")
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(3000, 10))
+    X[:, 3] = np.where(rng.random(3000) < 0.5, 0.0, X[:, 3])           # ties at 0: splits near 0
+    y = X[:, 0] + np.sin(3 * X[:, 1]) * X[:, 2] + 0.1 * rng.normal(size=3000)
+    model = sk.RandomForestRegressor(n_estimators=6, max_depth=30, random_state=0).fit(X, y)
+    ens, ps = _ens_paths(model, 10)
+    Xt = _hostile(rng, 300, 10, dtype)
+    Xt = np.where(np.isnan(Xt), 0.0, Xt).astype(dtype)   # sklearn's forests take no NaN at their splits here
+    with _options(gpu, shap_linear="always"):
+        got = gpu.shap_values(ps, Xt)
+    assert np.asarray(got).shape == (300, 11, 1)
+    twin = _twin(ens, Xt)
+    np.testing.assert_allclose(got, twin, rtol=1e-9, atol=1e-9)
+    ref = shap.TreeExplainer(model).shap_values(Xt.astype(np.float64), check_additivity=False)
+    np.testing.assert_allclose(got[:, :10, 0], ref, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.gpu
+def test_gpu_linear_multiclass_forest_matches_the_per_path_kernel_twin_and_sklearn():
+    gpu = _gpu()
+    sk = pytest.importorskip("sklearn.ensemble")
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(4000, 12))
+    y = (X[:, 0] + X[:, 1] * X[:, 2] > 0).astype(int) + (X[:, 3] > 1)
+    model = sk.ExtraTreesClassifier(n_estimators=5, random_state=0).fit(X, y)       # unlimited depth, 3 classes
+    ens, ps = _ens_paths(model, 12)
+    Xt = _hostile(rng, 257, 12)
+    Xt = np.where(np.isnan(Xt), 0.0, Xt).astype(np.float32)
+    with _options(gpu, shap_linear="always"):
+        a = gpu.shap_values(ps, Xt)
+        b = gpu.shap_values(ps, Xt)
+    assert np.asarray(a).tobytes() == np.asarray(b).tobytes()           # the same bytes on every call
+    with _options(gpu, shap_linear="never"):
+        dp = gpu.shap_values(ps, Xt)
+    np.testing.assert_allclose(a, dp, rtol=1e-9, atol=1e-10)
+    np.testing.assert_allclose(a, _twin(ens, Xt), rtol=1e-9, atol=1e-10)
+    fin = np.isfinite(Xt).all(axis=1)                                  # sklearn's predict takes no infinity
+    proba = model.predict_proba(Xt[fin])
+    np.testing.assert_allclose(np.asarray(a)[fin].sum(1), proba, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.gpu
+def test_gpu_linear_matches_xgboost_and_lightgbm_with_categorical_trees_left_to_paths():
+    gpu = _gpu()
+    xgb = pytest.importorskip("xgboost")
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(3000, 6)).astype(np.float32)
+    X[rng.random(X.shape) < 0.1] = np.nan
+    Z = np.nan_to_num(X)
+    y = Z[:, 0] * Z[:, 1] + Z[:, 2] + rng.normal(size=len(X))
+    model = xgb.XGBRegressor(n_estimators=8, max_depth=16, learning_rate=0.3, min_child_weight=0).fit(X, y)
+    ens, ps = _ens_paths(model, 6)
+    Xt = _hostile(rng, 200, 6)
+    with _options(gpu, shap_linear="always"):
+        got = np.asarray(gpu.shap_values(ps, Xt))
+    np.testing.assert_allclose(got, _twin(ens, Xt), rtol=1e-9, atol=1e-9)       # every row, +-inf included
+    fin = ~np.isinf(Xt).any(axis=1)                                     # XGBoost's DMatrix rejects infinity
+    want = model.get_booster().predict(xgb.DMatrix(Xt[fin], missing=np.nan), pred_contribs=True)
+    np.testing.assert_allclose(got[fin, :, 0], want, rtol=1e-4, atol=1e-4)
+
+    lgb = pytest.importorskip("lightgbm")
+    from hitml import shap_ext
+    Xc = rng.normal(size=(3000, 4))
+    Xc[:, 2] = rng.integers(0, 6, 3000)
+    yc = Xc[:, 0] * (Xc[:, 2] % 2) + Xc[:, 1] + 0.1 * rng.normal(size=3000)
+    lm = lgb.LGBMRegressor(n_estimators=6, num_leaves=255, min_child_samples=2, max_cat_to_onehot=1, verbose=-1,
+                           n_jobs=1).fit(Xc, yc, categorical_feature=[2])
+    ex = shap_ext.TreeExplainer(lm, backend="gpu")
+    rows = Xc[:150].copy()
+    rows[::7, 0] = np.nan
+    with _options(gpu, shap_linear="always"):
+        sv = np.asarray(ex.shap_values(rows))
+        ps2 = ex._paths(4)
+        lp = gpu._gpu_linear.part(gpu.packed_paths(ps2))
+    ok = tree_program(ps2.trees, 4)[0]
+    assert not ok.all()                                          # trees with categorical splits ...
+    assert lp is None or lp.rest is not None                     # ... keep the per-path kernels
+    want2 = lm.predict(rows, pred_contrib=True)
+    np.testing.assert_allclose(sv.reshape(want2[:, :-1].shape), want2[:, :-1], rtol=1e-6, atol=1e-6)
