@@ -1,5 +1,6 @@
 """Diagnostic: the GPU's per-tree linear kernel against the per-path DP on deep forests (values only, NumPy in and
-out, median of 3 after a warm call), with the models of ``_treeshap_families.py`` (synthetic data, said so there).
+out, median of 3 after a warm call), with the models of ``_treeshap_families.py`` (synthetic data, said so there);
+the linear kernel twice, with its walk program's leaves folded into their edges (the default) and not.
 
 python3 integration/_diag_linear_gpu.py [--models rf-depth30,et-unlimited] [--rows 2000]
 """
@@ -31,8 +32,10 @@ def main() -> None:
         ex = shap.TreeExplainer(model, backend="gpu")
         rec = {"model": name}
         outs = {}
-        for mode in ("never", "always"):
-            gpu.options.shap_linear = mode
+        for mode in ("never", "always", "always-unfolded"):
+            gpu.options.shap_linear = mode.split("-")[0]
+            gpu._gpu_linear.FOLD_LEAVES = mode != "always-unfolded"   # the walk program with leaves folded or not
+            gpu.clear_cache()
             t = time.perf_counter()
             outs[mode] = np.asarray(ex.shap_values(X, check_additivity=False))
             sync()
@@ -45,7 +48,9 @@ def main() -> None:
                 ts.append(time.perf_counter() - t)
             rec[f"{mode}_s"] = float(np.median(ts))
         gpu.options.shap_linear = "auto"
+        gpu._gpu_linear.FOLD_LEAVES = True
         rec["speedup"] = rec["never_s"] / rec["always_s"]
+        rec["speedup_unfolded"] = rec["never_s"] / rec["always-unfolded_s"]
         rec["max_abs_diff"] = float(np.abs(outs["never"] - outs["always"]).max())
         rec["scale"] = float(np.abs(outs["never"]).max())
         print(json.dumps(rec), flush=True)

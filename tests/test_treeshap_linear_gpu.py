@@ -19,10 +19,18 @@ from hitml.kernels.treeshap.paths import tree_program
 from test_treeshap_linear import _expectation, _random_tree
 
 
-def _run_program(ps, X):
+def _coef(op, on, zp, zn, tt):
+    """C_e at the Gauss nodes (n, Q): 0 where op = 0, else by the edge's case (linear.cu, UP)."""
+    g1 = zp + tt * (1 - zp)
+    c_on = (zp - zn) / (g1 * (zn + tt * (1 - zn)))
+    c_off = -zn / (g1 * (zn * (1 - tt) + (1.0 if zn == 0.0 else 0.0)))
+    return np.where(op[:, None], np.where(on[:, None], c_on, c_off), 0.0)
+
+
+def _run_program(ps, X, fold=True):
     """SHAP values (n, M, K) of the trees ``tree_program`` takes, by running their events as linear.cu does
     (vectorised over rows and Gauss nodes); the trees it does not take are left out."""
-    ok, q_of, levels, ptr, evi, evd = tree_program(ps.trees, ps.n_features)
+    ok, q_of, levels, ptr, evi, evd = tree_program(ps.trees, ps.n_features, fold)
     Xf = np.asarray(X).astype(ps.input_dtype).astype(np.float64)
     n, M = Xf.shape
     K = ps.n_outputs
@@ -57,13 +65,22 @@ def _run_program(ps, X):
             elif kind == 1:
                 pv = np.where((dead > d)[:, None], P[d], 0.0)
                 S[d] = pv[:, :, None] * ps.leaf_value[a][None, None, :]
+            elif kind == 3:                                  # an edge into a leaf: DOWN, LEAF and UP at once
+                x = Xf[:, a]
+                le = x <= evd[e, 0]
+                go = np.where(np.isnan(x), bool(code >> 10 & 1), le if code >> 9 & 1 else ~le)
+                onv = op & go
+                live = (dead > d - 1) & ~(~onv & (zn == 0.0))
+                g = np.where(op[:, None], zp + tt * (1 - zp), zp * (1 - tt))
+                gn = np.where(onv[:, None], zn + tt * (1 - zn), zn * (1 - tt))
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    pv = np.where(live[:, None], P[d - 1] * (gn / g), 0.0)
+                sl = pv[:, :, None] * ps.leaf_value[int(evi[e, 3])][None, None, :]
+                S[d - 1] = sl if code >> 11 & 1 else S[d - 1] + sl
+                phi[:, a, :] += (_coef(op, onv, zp, zn, tt)[:, :, None] * sl).sum(1)
             else:
-                g1 = zp + tt * (1 - zp)
-                c_on = (zp - zn) / (g1 * (zn + tt * (1 - zn)))
-                c_off = -zn / (g1 * (zn * (1 - tt) + (1.0 if zn == 0.0 else 0.0)))
-                C = np.where(op[:, None], np.where(on[d][:, None], c_on, c_off), 0.0)
                 S[d - 1] = S[d] if code >> 11 & 1 else S[d - 1] + S[d]
-                phi[:, a, :] += (C[:, :, None] * S[d]).sum(1)
+                phi[:, a, :] += (_coef(op, on[d], zp, zn, tt)[:, :, None] * S[d]).sum(1)
                 dead[dead == d] = 1 << 30
     return phi, ok
 
@@ -74,14 +91,15 @@ def _paths_of(tree, M):
 
 
 # ----------------------------------------------------------------------------------------- the walk program, CPU
+@pytest.mark.parametrize("fold", [True, False])
 @pytest.mark.parametrize("seed", range(10))
-def test_program_matches_brute_force_with_repeats_zero_covers_and_nan(seed):
+def test_program_matches_brute_force_with_repeats_zero_covers_and_nan(seed, fold):
     rng = np.random.default_rng(seed)
     M, K = 5, 2
     tree = _random_tree(rng, M, depth=6, K=K)
     ps = _paths_of(tree, M)
     X = rng.choice([-1.0, -0.5, 0.0, 0.25, 0.5, 1.0, np.nan, np.inf, -np.inf], size=(6, M))
-    phi, ok = _run_program(ps, X)
+    phi, ok = _run_program(ps, X, fold)
     assert ok.all()
     for i, x in enumerate(X):
         want = exact_shapley(lambda S: _expectation(tree, x, S), M)
@@ -186,6 +204,14 @@ def test_gpu_linear_matches_twin_and_shap_on_deep_forest(dtype):
     Xt = np.where(np.isnan(Xt), 0.0, Xt).astype(dtype)   # sklearn's forests take no NaN at their splits here
     with _options(gpu, shap_linear="always"):
         got = gpu.shap_values(ps, Xt)
+        gpu.clear_cache()
+        gpu._gpu_linear.FOLD_LEAVES = False          # the program without folded leaves: the same values
+        try:
+            unfolded = gpu.shap_values(ps, Xt)
+        finally:
+            gpu._gpu_linear.FOLD_LEAVES = True
+            gpu.clear_cache()
+    np.testing.assert_allclose(unfolded, got, rtol=1e-12, atol=1e-12)
     assert np.asarray(got).shape == (300, 11, 1)
     twin = _twin(ens, Xt)
     np.testing.assert_allclose(got, twin, rtol=1e-9, atol=1e-9)

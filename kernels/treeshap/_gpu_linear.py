@@ -26,6 +26,7 @@ _KS_MAX = 4                    # outputs per walk (the S stack holds one double 
 _ACC_BYTES = 48 << 10          # the block's (row, feature, output) sums in shared memory up to this, else direct adds
 _SMEM_BYTES = 227 << 10        # shared memory a block may take (sm_80 and later)
 _EV_CHUNK = 128                # events staged per step (linear.cu: EV_CHUNK)
+FOLD_LEAVES = True             # an edge into a leaf as one event (False: DOWN, LEAF, UP; kept for A/B timings)
 
 
 @dataclass
@@ -88,7 +89,7 @@ def part(pk) -> LinearPart | None:
     ps = pk.ps
     res = None
     if ps.trees is not None and ps.n_paths:
-        ok, q_of, levels, ptr, evi, evd = tree_program(ps.trees, ps.n_features)
+        ok, q_of, levels, ptr, evi, evd = tree_program(ps.trees, ps.n_features, FOLD_LEAVES)
         has_split = ps.trees.nodes[:, 0, 0] >= 0
         lin = np.flatnonzero(ok & has_split)
         if lin.size:

@@ -16,6 +16,7 @@
 //  * UP from level d: S[d-1] gets S[d] (the first child sets, the second adds), and phi_f gets
 //    sum_q C_e(t_q) S[d](t_q) with C_e = z o (o_e - z_e) / (g g') (the telescoped difference of the feature's
 //    factor ratio; 0 where op = 0), summed over the row's lanes by shuffles.
+//  * EDGE_LEAF: an edge into a leaf, its DOWN, LEAF and UP in one event (half the nodes of a tree are leaves).
 // Sums per (row, feature, output) stay in shared memory for the block's trees (use_acc) and go to phi once (or
 // straight to phi where the accumulator does not fit); with det they are rounded to 64-bit fixed point, as in
 // treeshap.cu, so every call gives the same bytes.
@@ -104,6 +105,47 @@ __device__ __forceinline__ void linear_body(const XT* X, long long n_rows, int M
               const double gn = on ? zn + tq * (1.0 - zn) : zn * (1.0 - tq);
               const double pp = left ? sV[(d - 1) * KS * nt + tid] : p_hold;
               sV[d * KS * nt + tid] = pp * (gn / gv);
+            }
+          }
+        } else if (kind == 3) {                          // an edge into a leaf at level d: DOWN, LEAF and UP
+          const XT x = xrow[ev.y];
+          const bool first = ((ev.x >> 11) & 1) != 0;
+          bool go;
+          if (x != x) {
+            go = ((ev.x >> 10) & 1) != 0;
+          } else {
+            const bool le = not_above<XT>(x, (XT)sEd[3 * i]);
+            go = first ? le : !le;
+          }
+          const unsigned op = ev.z < 0 ? 1u : (unsigned)((omask >> ev.z) & 1ull);
+          const unsigned on = go ? op : 0u;
+          const double zp = sEd[3 * i + 1], zn = sEd[3 * i + 2];
+          const double pp = first ? sV[(d - 1) * KS * nt + tid] : p_hold;
+          double pv = 0.0;
+          if (dead > d - 1 && (on || zn != 0.0)) {
+            const double gv = op ? zp + tq * (1.0 - zp) : zp * (1.0 - tq);
+            const double gn = on ? zn + tq * (1.0 - zn) : zn * (1.0 - tq);
+            pv = pp * (gn / gv);
+          }
+          double C = 0.0;
+          if (op) {
+            const double g1 = zp + tq * (1.0 - zp);
+            if (on) C = (zp - zn) / (g1 * (zn + tq * (1.0 - zn)));
+            else C = -zn / (g1 * (zn * (1.0 - tq) + (zn == 0.0 ? 1.0 : 0.0)));
+          }
+          if (first) p_hold = pp;
+          const double* v = lval + (long long)ev.w * K + kg0;
+          for (int k = 0; k < KS; ++k) {
+            const double s = v[k] * pv;
+            double* su = sV + ((d - 1) * KS + k) * nt + tid;
+            *su = first ? s : *su + s;
+            double c = C * s;
+            if (__any_sync(FULL_MASK, c != 0.0)) {
+              for (int off = QL >> 1; off > 0; off >>= 1) c += __shfl_xor_sync(FULL_MASK, c, off);
+              if (q == 0 && live && c != 0.0) {
+                if (use_acc) sAcc[(rl * M + ev.y) * KS + k] += c;
+                else out_add(phi + (row * (M + 1) + ev.y) * K + kg0 + k, c, det);
+              }
             }
           }
         } else if (kind == 1) {                          // LEAF at level d

@@ -340,7 +340,7 @@ def _walk(cl, cr, cd, feat, thr, cover, is_cat, node_cat_ptr, node_cat_nwords, n
 
 
 # The per-tree walk program (the GPU's per-tree linear kernel, linear.cu, runs it): events in depth-first order.
-EV_DOWN, EV_LEAF, EV_UP = 0, 1, 2
+EV_DOWN, EV_LEAF, EV_UP, EV_EDGE_LEAF = 0, 1, 2, 3
 PROGRAM_MAX_LEVELS = 64      # levels 0..63: the kernel keeps each level's one fraction in a 64-bit mask
 PROGRAM_MAX_Q = 32           # Gauss-Legendre nodes of the kernel's rules (a warp's lanes)
 PROGRAM_MIN_REACH = 1e-200   # smallest nonzero product of zero fractions on a path: the products of the factors
@@ -348,14 +348,16 @@ PROGRAM_MIN_REACH = 1e-200   # smallest nonzero product of zero fractions on a p
 
 
 @numba.njit(cache=True)
-def _tree_program(nodes, thr, zero, n_features, fill, ok, q_of, levels, n_ev, ev_ptr, evi, evd):
+def _tree_program(nodes, thr, zero, n_features, fold, fill, ok, q_of, levels, n_ev, ev_ptr, evi, evd):
     """Count (``fill`` False: ``ok``, ``q_of``, ``levels``, ``n_ev`` per tree) or write (``fill`` True: the events
     of the trees marked ``ok`` from ``ev_ptr``) the depth-first walk of every tree.
 
     Events: DOWN into level d (``evi = (kind | d << 2 | left << 9 | nan_here << 10, feature, previous level of the
     feature on the path or -1, 0)``, ``evd = (threshold, merged zero fraction of the feature before, after)``), LEAF
-    at level d (``evi[1]`` its path index) and UP from level d (the DOWN's fields, ``first << 11`` when it leaves
-    the parent's first child). A tree is ``ok`` when its splits are numeric with thresholds that are neither NaN
+    at level d (``evi[1]`` its path index; only a root that is a leaf) and UP from level d (the DOWN's fields,
+    ``first << 11`` when it leaves the parent's first child); an edge into a leaf is one EDGE_LEAF event (DOWN, LEAF
+    and UP together: the DOWN's fields, ``first << 11``, the leaf's path index in ``evi[3]``) where ``fold``, else
+    DOWN, LEAF and UP events. A tree is ``ok`` when its splits are numeric with thresholds that are neither NaN
     nor -inf (where ``x <= t`` and PathSet's bounds could disagree), it has at most PROGRAM_MAX_LEVELS levels,
     at most 2 PROGRAM_MAX_Q merged features on a path, and no path's zero-fraction product is below
     PROGRAM_MIN_REACH without being 0."""
@@ -397,17 +399,25 @@ def _tree_program(nodes, thr, zero, n_features, fill, ok, q_of, levels, n_ev, ev
                 d = sp + 1
                 zp = zm[f]
                 zn = zp * zero[t, child]
+                leaf = fold and nodes[t, child, 0] < 0
                 if fill:
-                    evi[e, 0] = EV_DOWN | (d << 2) | ((1 if first else 0) << 9) | \
-                        ((1 if nodes[t, node, 2] == child else 0) << 10)
+                    evi[e, 0] = (EV_EDGE_LEAF if leaf else EV_DOWN) | (d << 2) | ((1 if first else 0) << 9) | \
+                        ((1 if nodes[t, node, 2] == child else 0) << 10) | ((1 if first else 0) << 11)
                     evi[e, 1] = f
                     evi[e, 2] = last[f]
-                    evi[e, 3] = 0
+                    evi[e, 3] = nodes[t, child, 1] if leaf else 0
                     evd[e, 0] = th
                     evd[e, 1] = zp
                     evd[e, 2] = zn
                     e += 1
                 count += 1
+                if leaf:            # DOWN, LEAF and UP in one event: nothing to stack
+                    max_lev = max(max_lev, d)
+                    max_m = max(max_m, distinct + (1 if last[f] < 0 else 0))
+                    r = reach[sp] * zero[t, child]
+                    if r != 0.0 and r < PROGRAM_MIN_REACH:
+                        good = False
+                    continue
                 sv_last[d] = last[f]
                 sv_z[d] = zp
                 if last[f] < 0:
@@ -463,8 +473,9 @@ def _tree_program(nodes, thr, zero, n_features, fill, ok, q_of, levels, n_ev, ev
             n_ev[t] = count
 
 
-def tree_program(trees: DenseTrees, n_features: int) -> tuple[np.ndarray, ...]:
-    """The depth-first walk program of ``trees`` for the per-tree linear kernel (see ``_tree_program``).
+def tree_program(trees: DenseTrees, n_features: int, fold_leaves: bool = True) -> tuple[np.ndarray, ...]:
+    """The depth-first walk program of ``trees`` for the per-tree linear kernel (see ``_tree_program``); with
+    ``fold_leaves`` an edge into a leaf is one event.
 
     Returns
     -------
@@ -484,12 +495,13 @@ def tree_program(trees: DenseTrees, n_features: int) -> tuple[np.ndarray, ...]:
     thr = np.ascontiguousarray(trees.thresholds, dtype=np.float64)
     zero = np.ascontiguousarray(trees.zero, dtype=np.float64)
     M = max(int(n_features), 1)
-    _tree_program(nodes, thr, zero, M, False, ok, q_of, levels, n_ev, ptr, np.zeros((0, 4), np.int32),
+    fold = bool(fold_leaves)
+    _tree_program(nodes, thr, zero, M, fold, False, ok, q_of, levels, n_ev, ptr, np.zeros((0, 4), np.int32),
                   np.zeros((0, 3)))
     ptr[1:] = np.cumsum(np.where(ok, n_ev, 0))
     evi = np.empty((int(ptr[-1]), 4), np.int32)
     evd = np.empty((int(ptr[-1]), 3))
-    _tree_program(nodes, thr, zero, M, True, ok, q_of, levels, n_ev, ptr, evi, evd)
+    _tree_program(nodes, thr, zero, M, fold, True, ok, q_of, levels, n_ev, ptr, evi, evd)
     return ok, q_of.astype(np.int32), levels.astype(np.int32), ptr, evi, evd
 
 
