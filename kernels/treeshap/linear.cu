@@ -39,6 +39,44 @@ __device__ __forceinline__ void out_add(double* p, double v, int det) {
   else atomicAdd(p, v);
 }
 
+// The row's branch at a DOWN or EDGE_LEAF event: NaN follows the event's NaN flag, else x <= t goes left.
+template <typename XT>
+__device__ __forceinline__ bool takes(XT x, int code, double thr) {
+  if (x != x) return ((code >> 10) & 1) != 0;
+  const bool le = not_above<XT>(x, (XT)thr);
+  return ((code >> 9) & 1) ? le : !le;
+}
+
+// C_e at Gauss node t for the edge's case (0 where op = 0): the telescoped difference of the feature's factor ratio.
+__device__ __forceinline__ double coef(unsigned op, unsigned on, double zp, double zn, double t) {
+  if (!op) return 0.0;
+  const double g1 = zp + t * (1.0 - zp);
+  if (on) return (zp - zn) / (g1 * (zn + t * (1.0 - zn)));
+  return -zn / (g1 * (zn * (1.0 - t) + (zn == 0.0 ? 1.0 : 0.0)));
+}
+
+// g'/g at Gauss node t for the edge's case (the row is above no zero factor, and the new factor is not zero).
+__device__ __forceinline__ double ratio(unsigned op, unsigned on, double zp, double zn, double t) {
+  const double gv = op ? zp + t * (1.0 - zp) : zp * (1.0 - t);
+  const double gn = on ? zn + t * (1.0 - zn) : zn * (1.0 - t);
+  return gn / gv;
+}
+
+// Closing an edge: the child's sum s goes to the parent's slot su (the first child sets it, the second adds), and
+// the edge's term C s, summed over the row's lanes, to the row's output (acc in shared memory, else phi). Skipped
+// where the warp's terms are all 0 (rows off the feature, op = 0, or below a zero factor).
+__device__ __forceinline__ void close_edge(double s, double* su, bool first, double C, int QL, bool adds, double* acc,
+                                           double* out, int det) {
+  *su = first ? s : *su + s;
+  double c = C * s;
+  if (!__any_sync(FULL_MASK, c != 0.0)) return;
+  for (int off = QL >> 1; off > 0; off >>= 1) c += __shfl_xor_sync(FULL_MASK, c, off);
+  if (adds && c != 0.0) {
+    if (acc) *acc += c;
+    else out_add(out, c, det);
+  }
+}
+
 template <typename XT>
 __device__ __forceinline__ void linear_body(const XT* X, long long n_rows, int M, int K, const int4* evi,
                                             const double* evd, const long long* tree_ev, const int* tree_q,
@@ -84,70 +122,32 @@ __device__ __forceinline__ void linear_body(const XT* X, long long n_rows, int M
         const int kind = ev.x & 3;
         const int d = (ev.x >> 2) & 127;
         if (kind == 0) {                                 // DOWN into level d
-          const XT x = xrow[ev.y];
-          const bool left = ((ev.x >> 9) & 1) != 0;
-          bool go;
-          if (x != x) {
-            go = ((ev.x >> 10) & 1) != 0;
-          } else {
-            const bool le = not_above<XT>(x, (XT)sEd[3 * i]);
-            go = left ? le : !le;
-          }
           const unsigned op = ev.z < 0 ? 1u : (unsigned)((omask >> ev.z) & 1ull);
-          const unsigned on = go ? op : 0u;
+          const unsigned on = takes<XT>(xrow[ev.y], ev.x, sEd[3 * i]) ? op : 0u;
           omask = (omask & ~(1ull << d)) | ((unsigned long long)on << d);
           if (dead > d - 1) {
             const double zp = sEd[3 * i + 1], zn = sEd[3 * i + 2];
             if (!on && zn == 0.0) {
               dead = d;
             } else {
-              const double gv = op ? zp + tq * (1.0 - zp) : zp * (1.0 - tq);
-              const double gn = on ? zn + tq * (1.0 - zn) : zn * (1.0 - tq);
-              const double pp = left ? sV[(d - 1) * KS * nt + tid] : p_hold;
-              sV[d * KS * nt + tid] = pp * (gn / gv);
+              const double pp = ((ev.x >> 9) & 1) ? sV[(d - 1) * KS * nt + tid] : p_hold;
+              sV[d * KS * nt + tid] = pp * ratio(op, on, zp, zn, tq);
             }
           }
         } else if (kind == 3) {                          // an edge into a leaf at level d: DOWN, LEAF and UP
-          const XT x = xrow[ev.y];
           const bool first = ((ev.x >> 11) & 1) != 0;
-          bool go;
-          if (x != x) {
-            go = ((ev.x >> 10) & 1) != 0;
-          } else {
-            const bool le = not_above<XT>(x, (XT)sEd[3 * i]);
-            go = first ? le : !le;
-          }
           const unsigned op = ev.z < 0 ? 1u : (unsigned)((omask >> ev.z) & 1ull);
-          const unsigned on = go ? op : 0u;
+          const unsigned on = takes<XT>(xrow[ev.y], ev.x, sEd[3 * i]) ? op : 0u;
           const double zp = sEd[3 * i + 1], zn = sEd[3 * i + 2];
           const double pp = first ? sV[(d - 1) * KS * nt + tid] : p_hold;
-          double pv = 0.0;
-          if (dead > d - 1 && (on || zn != 0.0)) {
-            const double gv = op ? zp + tq * (1.0 - zp) : zp * (1.0 - tq);
-            const double gn = on ? zn + tq * (1.0 - zn) : zn * (1.0 - tq);
-            pv = pp * (gn / gv);
-          }
-          double C = 0.0;
-          if (op) {
-            const double g1 = zp + tq * (1.0 - zp);
-            if (on) C = (zp - zn) / (g1 * (zn + tq * (1.0 - zn)));
-            else C = -zn / (g1 * (zn * (1.0 - tq) + (zn == 0.0 ? 1.0 : 0.0)));
-          }
+          const double pv = (dead > d - 1 && (on || zn != 0.0)) ? pp * ratio(op, on, zp, zn, tq) : 0.0;
+          const double C = coef(op, on, zp, zn, tq);
           if (first) p_hold = pp;
           const double* v = lval + (long long)ev.w * K + kg0;
-          for (int k = 0; k < KS; ++k) {
-            const double s = v[k] * pv;
-            double* su = sV + ((d - 1) * KS + k) * nt + tid;
-            *su = first ? s : *su + s;
-            double c = C * s;
-            if (__any_sync(FULL_MASK, c != 0.0)) {
-              for (int off = QL >> 1; off > 0; off >>= 1) c += __shfl_xor_sync(FULL_MASK, c, off);
-              if (q == 0 && live && c != 0.0) {
-                if (use_acc) sAcc[(rl * M + ev.y) * KS + k] += c;
-                else out_add(phi + (row * (M + 1) + ev.y) * K + kg0 + k, c, det);
-              }
-            }
-          }
+          for (int k = 0; k < KS; ++k)
+            close_edge(v[k] * pv, sV + ((d - 1) * KS + k) * nt + tid, first, C, QL, q == 0 && live,
+                       use_acc ? sAcc + (rl * M + ev.y) * KS + k : nullptr, phi + (row * (M + 1) + ev.y) * K + kg0 + k,
+                       det);
         } else if (kind == 1) {                          // LEAF at level d
           const double pv = dead > d ? sV[d * KS * nt + tid] : 0.0;
           const double* v = lval + (long long)ev.y * K + kg0;
@@ -155,28 +155,13 @@ __device__ __forceinline__ void linear_body(const XT* X, long long n_rows, int M
         } else {                                         // UP from level d
           const unsigned op = ev.z < 0 ? 1u : (unsigned)((omask >> ev.z) & 1ull);
           const unsigned on = (unsigned)((omask >> d) & 1ull);
-          double C = 0.0;
-          if (op) {
-            const double zp = sEd[3 * i + 1], zn = sEd[3 * i + 2];
-            const double g1 = zp + tq * (1.0 - zp);
-            if (on) C = (zp - zn) / (g1 * (zn + tq * (1.0 - zn)));
-            else C = -zn / (g1 * (zn * (1.0 - tq) + (zn == 0.0 ? 1.0 : 0.0)));
-          }
+          const double C = coef(op, on, sEd[3 * i + 1], sEd[3 * i + 2], tq);
           const bool first = ((ev.x >> 11) & 1) != 0;
           if (first) p_hold = sV[(d - 1) * KS * nt + tid];
-          for (int k = 0; k < KS; ++k) {
-            const double s = sV[(d * KS + k) * nt + tid];
-            double* su = sV + ((d - 1) * KS + k) * nt + tid;
-            *su = first ? s : *su + s;
-            double c = C * s;
-            if (__any_sync(FULL_MASK, c != 0.0)) {       // rows off the feature (op = 0) or below a zero factor
-              for (int off = QL >> 1; off > 0; off >>= 1) c += __shfl_xor_sync(FULL_MASK, c, off);
-              if (q == 0 && live && c != 0.0) {
-                if (use_acc) sAcc[(rl * M + ev.y) * KS + k] += c;
-                else out_add(phi + (row * (M + 1) + ev.y) * K + kg0 + k, c, det);
-              }
-            }
-          }
+          for (int k = 0; k < KS; ++k)
+            close_edge(sV[(d * KS + k) * nt + tid], sV + ((d - 1) * KS + k) * nt + tid, first, C, QL,
+                       q == 0 && live, use_acc ? sAcc + (rl * M + ev.y) * KS + k : nullptr,
+                       phi + (row * (M + 1) + ev.y) * K + kg0 + k, det);
           if (dead == d) dead = DEAD_NONE;
         }
       }
