@@ -263,21 +263,27 @@ def test_gpu_linear_matches_xgboost_and_lightgbm_with_categorical_trees_left_to_
     np.testing.assert_allclose(got[fin, :, 0], want, rtol=1e-4, atol=1e-4)
 
     lgb = pytest.importorskip("lightgbm")
+    pd = pytest.importorskip("pandas")
+    from pathlib import Path
+
     from hitml import shap_ext
-    Xc = rng.normal(size=(3000, 4))
-    Xc[:, 2] = rng.integers(0, 6, 3000)
-    yc = Xc[:, 0] * (Xc[:, 2] % 2) + Xc[:, 1] + 0.1 * rng.normal(size=3000)
-    lm = lgb.LGBMRegressor(n_estimators=6, num_leaves=255, min_child_samples=2, max_cat_to_onehot=1, verbose=-1,
-                           n_jobs=1).fit(Xc, yc, categorical_feature=[2])
+    df = pd.read_csv(Path(__file__).resolve().parents[1] / "data" / "adult.csv.gz", skipinitialspace=True,
+                     nrows=3000)
+    yc = (df.pop("income").astype(str).str.strip() != "<=50K").to_numpy()
+    for c in df.columns:
+        if not pd.api.types.is_numeric_dtype(df[c]):
+            df[c] = df[c].astype("category").cat.codes.astype(np.int32)
+    lm = lgb.LGBMClassifier(n_estimators=40, num_leaves=63, min_child_samples=5, verbose=-1, n_jobs=1)
+    lm.fit(df, yc, categorical_feature=["workclass", "occupation", "native-country"])
     ex = shap_ext.TreeExplainer(lm, backend="gpu")
-    rows = Xc[:150].copy()
-    rows[::7, 0] = np.nan
+    rows = df.iloc[:150].astype(np.float64)
+    rows.iloc[::7, 0] = np.nan
     with _options(gpu, shap_linear="always"):
         sv = np.asarray(ex.shap_values(rows))
-        ps2 = ex._paths(4)
+        ps2 = ex._paths(df.shape[1])
         lp = gpu._gpu_linear.part(gpu.packed_paths(ps2))
-    ok = tree_program(ps2.trees, 4)[0]
-    assert not ok.all()                                          # trees with categorical splits ...
-    assert lp is None or lp.rest is not None                     # ... keep the per-path kernels
+    ok = tree_program(ps2.trees, df.shape[1])[0]
+    assert ok.any() and not ok.all()                             # trees with categorical splits ...
+    assert lp is not None and lp.rest is not None                # ... keep the per-path kernels
     want2 = lm.predict(rows, pred_contrib=True)
     np.testing.assert_allclose(sv.reshape(want2[:, :-1].shape), want2[:, :-1], rtol=1e-6, atol=1e-6)
