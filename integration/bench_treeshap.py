@@ -614,7 +614,8 @@ def main(argv=None):
     ap.add_argument("--output-control", action="store_true",
                     help="only the output-control rows (float32 output, the streamed mean |interaction| matrix)")
     ap.add_argument("--oc-size", default="small", help="fashion_mnist model size for the float32 row")
-    ap.add_argument("--oc-rows", type=int, default=20_000, help="rows for the float32 row")
+    ap.add_argument("--oc-rows", type=int, default=100_000,
+                    help="rows for the float32 row (20,000 rows take 15-30 ms a call: too short to time steadily)")
     ap.add_argument("--oc-stream-rows", type=int, default=100_000_000)
     ap.add_argument("--oc-probe-rows", type=int, default=2_000_000, help="rows timed first to predict the stream")
     ap.add_argument("--oc-max-s", type=float, default=240.0,
