@@ -97,20 +97,12 @@ def test_double_atomics_option_still_matches_the_twin(reg, monkeypatch):
 def test_lightgbm_categorical_explainer_call_equals_shap_values():
     """A LightGBM classifier with categorical columns on 300 rows of adult: explainer(X).values and
     explainer.shap_values(X) are the same bytes on the GPU, and match LightGBM's own contributions."""
-    lgb = pytest.importorskip("lightgbm")
+    pytest.importorskip("lightgbm")
     pytest.importorskip("shap")
-    from pathlib import Path
+    from _adult import adult_lightgbm
 
-    import pandas as pd
     from hitml import shap_ext
-    df = pd.read_csv(Path(__file__).resolve().parents[1] / "data" / "adult.csv.gz", skipinitialspace=True,
-                     nrows=3000)
-    y = (df.pop("income").astype(str).str.strip() != "<=50K").to_numpy()
-    for c in df.columns:
-        if not pd.api.types.is_numeric_dtype(df[c]):
-            df[c] = df[c].astype("category").cat.codes.astype(np.int32)
-    model = lgb.LGBMClassifier(n_estimators=40, num_leaves=31, verbose=-1, n_jobs=1)
-    model.fit(df, y, categorical_feature=["workclass", "occupation", "native-country"])
+    model, df = adult_lightgbm(n_estimators=40, num_leaves=31)
     X = df.iloc[:300]
     ex = shap_ext.TreeExplainer(model, backend="gpu")
     a = np.asarray(ex(X).values)

@@ -247,12 +247,9 @@ def test_gpu_linear_multiclass_forest_matches_the_per_path_kernel_twin_and_sklea
 def test_gpu_linear_matches_xgboost_and_lightgbm_with_categorical_trees_left_to_paths():
     gpu = _gpu()
     xgb = pytest.importorskip("xgboost")
+    from _deep_models import deep_xgboost
     rng = np.random.default_rng(2)
-    X = rng.normal(size=(3000, 6)).astype(np.float32)
-    X[rng.random(X.shape) < 0.1] = np.nan
-    Z = np.nan_to_num(X)
-    y = Z[:, 0] * Z[:, 1] + Z[:, 2] + rng.normal(size=len(X))
-    model = xgb.XGBRegressor(n_estimators=8, max_depth=16, learning_rate=0.3, min_child_weight=0).fit(X, y)
+    model = deep_xgboost(rng, 8)
     ens, ps = _ens_paths(model, 6)
     Xt = _hostile(rng, 200, 6)
     with _options(gpu, shap_linear="always"):
@@ -262,22 +259,13 @@ def test_gpu_linear_matches_xgboost_and_lightgbm_with_categorical_trees_left_to_
     want = model.get_booster().predict(xgb.DMatrix(Xt[fin], missing=np.nan), pred_contribs=True)
     np.testing.assert_allclose(got[fin, :, 0], want, rtol=1e-4, atol=1e-4)
 
-    lgb = pytest.importorskip("lightgbm")
-    pd = pytest.importorskip("pandas")
-    from pathlib import Path
+    pytest.importorskip("lightgbm")
+    pytest.importorskip("pandas")
+    from _adult import categorical_case
 
     from hitml import shap_ext
-    df = pd.read_csv(Path(__file__).resolve().parents[1] / "data" / "adult.csv.gz", skipinitialspace=True,
-                     nrows=3000)
-    yc = (df.pop("income").astype(str).str.strip() != "<=50K").to_numpy()
-    for c in df.columns:
-        if not pd.api.types.is_numeric_dtype(df[c]):
-            df[c] = df[c].astype("category").cat.codes.astype(np.int32)
-    lm = lgb.LGBMClassifier(n_estimators=40, num_leaves=63, min_child_samples=5, verbose=-1, n_jobs=1)
-    lm.fit(df, yc, categorical_feature=["workclass", "occupation", "native-country"])
-    ex = shap_ext.TreeExplainer(lm, backend="gpu")
-    rows = df.iloc[:150].astype(np.float64)
-    rows.iloc[::7, 0] = np.nan
+    model, df, rows = categorical_case()
+    ex = shap_ext.TreeExplainer(model, backend="gpu")
     with _options(gpu, shap_linear="always"):
         sv = np.asarray(ex.shap_values(rows))
         ps2 = ex._paths(df.shape[1])
@@ -285,5 +273,5 @@ def test_gpu_linear_matches_xgboost_and_lightgbm_with_categorical_trees_left_to_
     ok = tree_program(ps2.trees, df.shape[1])[0]
     assert ok.any() and not ok.all()                             # trees with categorical splits ...
     assert lp is not None and lp.rest is not None                # ... keep the per-path kernels
-    want2 = lm.predict(rows, pred_contrib=True)
+    want2 = model.predict(rows, pred_contrib=True)
     np.testing.assert_allclose(sv.reshape(want2[:, :-1].shape), want2[:, :-1], rtol=1e-6, atol=1e-6)

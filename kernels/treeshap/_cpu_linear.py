@@ -51,10 +51,13 @@ import numba
 import numpy as np
 from numba import prange
 
+from .. import _registry
 from ._cpu_quad import _block_rows, gauss_legendre
-from .paths import tree_arrays
+from .paths import PROGRAM_MAX_Q, tree_arrays
 
-__all__ = ["linear_shap_values"]
+_registry.register_shipped(__name__, ("treeshap",))   # the CPU engine's per-tree kernel (program_values)
+
+__all__ = ["linear_shap_values", "program_values"]
 
 _FM = {"contract"}  # FMA contraction only: NaN tests stay exact
 BLOCK = 128         # rows per block: the innermost, vectorised loop (a constant, so it has no remainder)
@@ -347,3 +350,166 @@ def linear_shap_values(children_left, children_right, children_default, features
         _linear_kernel(Xf, cl, cr, cd, ft, th, cov, vals, q_of_tree, int(max_depth.max(initial=0)), tq, wq, out)
     out[:, M, :] = base + expect.sum(0)
     return out
+
+
+# ----------------------------------------------------------------------------------------- the engine's kernel
+@numba.njit(parallel=True, cache=True, error_model="numpy", fastmath=_FM)
+def program_values(X, bw, evi, evd, tree_ev, tree_q, levels, tq, wq, lval, out):
+    """out[i, f, k] += phi_f of the trees of the walk program (``paths.tree_program``, leaves folded or not), rows in
+    blocks of ``bw`` lanes: the CPU engine's per-tree kernel, the twin of linear.cu (the same events and formulas).
+
+    As ``_linear_kernel``: per event the factor ratios and edge coefficients at the Gauss nodes are computed once
+    for the block's rows, and a lane picks its case by 0/1 multipliers (branch-free, so the lane loops vectorise);
+    zero factors are counted per level (``zc``) instead of multiplied. X is (n, M) float64 (rounded through the
+    model's input dtype); trees ``t`` have events ``evi/evd[tree_ev[t]:tree_ev[t + 1]]``, ``tree_q[t]`` Gauss nodes
+    (rules ``tq, wq`` as ``gauss_legendre``) and at most ``levels`` levels; ``lval`` (P, K) are the leaf values by
+    path index."""
+    n, M = X.shape
+    T = tree_q.shape[0]
+    K = lval.shape[1]
+    D = levels + 1
+    q_max = max(1, tree_q.max())
+    n_blocks = (n + bw - 1) // bw
+    for b in prange(n_blocks):
+        r0 = b * bw
+        nb = min(bw, n - r0)
+        xb = np.empty((M, bw))
+        _block_rows(X, r0, nb, xb)
+        P = np.empty((D, q_max, bw))
+        S = np.empty((D, K, q_max, bw))
+        on = np.ones((D, bw))              # merged one fraction after the edge into each level (0 or 1)
+        MB = np.empty((D, bw))             # the edge into each level: lanes in case 1 (op = 1, o_e = 0) ...
+        MC = np.empty((D, bw))             # ... and in case 2 (op = 1, o_e = 1)
+        zc = np.zeros((D, bw))             # zero factors on the path to each level (a count, in a double)
+        r0_ = np.empty(q_max)
+        r1_ = np.empty(q_max)
+        r2_ = np.empty(q_max)
+        cb = np.empty(q_max)
+        cc = np.empty(q_max)
+        ma = np.empty(bw)
+        mb = np.empty(bw)
+        mc = np.empty(bw)
+        live = np.empty(bw)
+        tb = np.empty(bw)
+        tc = np.empty(bw)
+        acc = np.zeros((M, K, bw))
+        for t in range(T):
+            Q = tree_q[t]
+            for q in range(Q):
+                wv = wq[Q, q]
+                for l in range(bw):
+                    P[0, q, l] = wv
+            for e in range(tree_ev[t], tree_ev[t + 1]):
+                code = evi[e, 0]
+                kind = code & 3
+                d = (code >> 2) & 127
+                f = evi[e, 1]
+                pd = evi[e, 2]
+                zp = evd[e, 1]
+                zn = evd[e, 2]
+                if kind == 1:                       # LEAF (only a root that is a leaf)
+                    for k in range(K):
+                        v = lval[evi[e, 1], k]
+                        for q in range(Q):
+                            for l in range(bw):
+                                S[d, k, q, l] = v * (1.0 if zc[d, l] == 0.0 else 0.0) * P[d, q, l]
+                    continue
+                for q in range(Q):                  # the row-independent part, once per event
+                    tt = tq[Q, q]
+                    g1 = zp + tt * (1.0 - zp)
+                    gn0 = zn * (1.0 - tt) + (1.0 if zn == 0.0 else 0.0)
+                    gn1 = zn + tt * (1.0 - zn)
+                    r0_[q] = gn0 / (zp * (1.0 - tt) + (1.0 if zp == 0.0 else 0.0))
+                    r1_[q] = gn0 / g1
+                    r2_[q] = gn1 / g1
+                    cb[q] = -zn / (g1 * gn0)
+                    cc[q] = (zp - zn) / (g1 * gn1)
+                first = ((code >> 11) & 1) == 1
+                if kind == 2:                       # UP from level d
+                    for k in range(K):
+                        for l in range(bw):
+                            tb[l] = 0.0
+                            tc[l] = 0.0
+                        for q in range(Q):
+                            cbq = cb[q]
+                            ccq = cc[q]
+                            if first:
+                                for l in range(bw):
+                                    s = S[d, k, q, l]
+                                    tb[l] += cbq * s
+                                    tc[l] += ccq * s
+                                    S[d - 1, k, q, l] = s
+                            else:
+                                for l in range(bw):
+                                    s = S[d, k, q, l]
+                                    tb[l] += cbq * s
+                                    tc[l] += ccq * s
+                                    S[d - 1, k, q, l] += s
+                        for l in range(bw):
+                            acc[f, k, l] += MB[d, l] * tb[l] + MC[d, l] * tc[l]
+                    continue
+                th = evd[e, 0]
+                lf = 1.0 if (code >> 9) & 1 else 0.0
+                nh = 1.0 if (code >> 10) & 1 else 0.0
+                fa = (1.0 if zn == 0.0 else 0.0) - (1.0 if zp == 0.0 else 0.0)   # a zero factor made or undone
+                fb = 1.0 if zn == 0.0 else 0.0
+                for l in range(bw):                 # DOWN and EDGE_LEAF: the row's branch and case, branch-free
+                    x = xb[f, l]
+                    isn = 1.0 if x != x else 0.0  # noqa: PLR0124 (NaN test)
+                    le = 1.0 if x <= th else 0.0
+                    go = (1.0 - isn) * (le * lf + (1.0 - le) * (1.0 - lf)) + isn * nh
+                    op = 1.0 if pd < 0 else on[pd, l]
+                    ma[l] = 1.0 - op
+                    mb[l] = op * (1.0 - go)
+                    mc[l] = op * go
+                    live[l] = 1.0 if zc[d - 1, l] + ma[l] * fa + mb[l] * fb == 0.0 else 0.0
+                if kind == 0:                       # DOWN into level d
+                    for l in range(bw):
+                        on[d, l] = mc[l]
+                        MB[d, l] = mb[l]
+                        MC[d, l] = mc[l]
+                        zc[d, l] = zc[d - 1, l] + ma[l] * fa + mb[l] * fb
+                    for q in range(Q):
+                        ra, rb, rc = r0_[q], r1_[q], r2_[q]
+                        for l in range(bw):
+                            P[d, q, l] = P[d - 1, q, l] * (ma[l] * ra + mb[l] * rb + mc[l] * rc)
+                    continue
+                # EDGE_LEAF: DOWN into a leaf at level d, its LEAF and its UP
+                for k in range(K):
+                    v = lval[evi[e, 3], k]
+                    for l in range(bw):
+                        tb[l] = 0.0
+                        tc[l] = 0.0
+                    for q in range(Q):
+                        ra, rb, rc = r0_[q], r1_[q], r2_[q]
+                        cbq = cb[q]
+                        ccq = cc[q]
+                        if first:
+                            for l in range(bw):
+                                s = v * live[l] * (P[d - 1, q, l] * (ma[l] * ra + mb[l] * rb + mc[l] * rc))
+                                tb[l] += cbq * s
+                                tc[l] += ccq * s
+                                S[d - 1, k, q, l] = s
+                        else:
+                            for l in range(bw):
+                                s = v * live[l] * (P[d - 1, q, l] * (ma[l] * ra + mb[l] * rb + mc[l] * rc))
+                                tb[l] += cbq * s
+                                tc[l] += ccq * s
+                                S[d - 1, k, q, l] += s
+                    for l in range(bw):
+                        acc[f, k, l] += mb[l] * tb[l] + mc[l] * tc[l]
+        for l in range(nb):
+            for f in range(M):
+                for k in range(K):
+                    out[r0 + l, f, k] += acc[f, k, l]
+
+
+def program_rules() -> tuple[np.ndarray, np.ndarray]:
+    """The Gauss-Legendre rules of the program kernels (``gauss_legendre(PROGRAM_MAX_Q)``), built once."""
+    global _RULES
+    if _RULES is None:
+        _RULES = gauss_legendre(PROGRAM_MAX_Q)
+    return _RULES
+
+
+_RULES: tuple[np.ndarray, np.ndarray] | None = None

@@ -13,6 +13,7 @@ from .. import _background, _registry
 from .._options import Options
 from .._progress import check_progress, progress_bar
 from . import _cpu_interventional as _kw
+from . import _cpu_linear as _lin
 from . import _cpu_kernels as _k
 from . import _cpu_patterns as _kp
 from . import _patterns as _pat
@@ -20,7 +21,7 @@ from . import _summary as _sum
 from . import _cpu_quad as _q
 from . import _cpu_tables as _t
 from ._inputs import as_model_input, check_matrix, check_transform, check_tree_limit
-from .paths import PathSet, _hand_paths, _tiny_paths
+from .paths import PathSet, _hand_paths, _tiny_paths, tree_program
 
 expect_cpu_engine = _background.expect_cpu_engine
 
@@ -47,13 +48,18 @@ class CpuOptions(Options):
       measurements); kept selectable and tested.
     sibling_pairs: interventional values look both leaves of a sibling pair split at one threshold up at once (the GPU
       twin looks each leaf up alone, so the two differ by rounding, about 1e-16 relative).
+    shap_linear: the per-tree kernel for path-dependent SHAP values (``_cpu_linear.program_values``, the twin of the
+      GPU's linear.cu): "auto" where the model has paths of more than LINEAR_MIN_PATH merged features (deep forests,
+      leafy boosters), "always" for every tree it takes, "never"; trees it does not take keep the per-path kernels
+      (quadrature kernel only).
     """
 
     row_kernel: str = "quadrature"
     pattern_tables: bool = False
     sibling_pairs: bool = True
+    shap_linear: str = "auto"
 
-    choices: ClassVar[dict[str, tuple]] = {"row_kernel": ("quadrature", "dp")}
+    choices: ClassVar[dict[str, tuple]] = {"row_kernel": ("quadrature", "dp"), "shap_linear": ("auto", "always", "never")}
     flags: ClassVar[tuple[str, ...]] = ("pattern_tables", "sibling_pairs")
 
 
@@ -152,6 +158,39 @@ def _tables(ps: PathSet, tq: np.ndarray, wq: np.ndarray) -> tuple[np.ndarray, np
     return off, tab
 
 
+LINEAR_MIN_PATH = 12   # "auto" takes models with longer merged paths (the GPU's TABLE_DMAX: where tables end)
+_LINEAR: dict = {}     # id(PathSet) -> (weak reference, fold, _linear_part result)
+
+
+def _linear_part(ps: PathSet):
+    """(program arrays of the trees the per-tree kernel takes, PathSet of the other trees' paths or None) for
+    options.shap_linear, or None where it takes none; cached per PathSet."""
+    mode = options.shap_linear
+    if mode == "never" or options.row_kernel != "quadrature" or ps.trees is None or not ps.n_paths:
+        return None
+    if mode == "auto" and ps.max_length <= LINEAR_MIN_PATH:
+        return None
+    hit = _LINEAR.get(id(ps))
+    if hit is not None and hit[0]() is ps:
+        return hit[1]
+    ok, q_of, levels, ptr, evi, evd = tree_program(ps.trees, ps.n_features)
+    lin = np.flatnonzero(ok & (ps.trees.nodes[:, 0, 0] >= 0))
+    val = None
+    if lin.size:
+        counts = ptr[lin + 1] - ptr[lin]
+        tree_ev = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        idx = np.repeat(ptr[lin] - tree_ev[:-1], counts) + np.arange(int(tree_ev[-1]))
+        in_lin = np.zeros(ps.n_trees, bool)
+        in_lin[lin] = True
+        keep = ~in_lin[ps.tree_index]
+        work = float((counts * q_of[lin]).sum()) * 6
+        val = ((np.ascontiguousarray(evi[idx]), np.ascontiguousarray(evd[idx]), tree_ev,
+                q_of[lin].astype(np.int64), int(levels[lin].max())), ps.select(keep) if keep.any() else None, work)
+    key = id(ps)
+    _LINEAR[key] = (weakref.ref(ps, lambda _, k=key: _LINEAR.pop(k, None)), val)
+    return val
+
+
 def shap_values(paths: PathSet, X, *, tree_limit=None, progress=None) -> np.ndarray:
     """Path-dependent ("tree_path_dependent") SHAP values, (n, M+1, K) float64, bias in column M."""
     _background.enter("treeshap")
@@ -159,6 +198,24 @@ def shap_values(paths: PathSet, X, *, tree_limit=None, progress=None) -> np.ndar
     X = as_model_input(X, ps)
     n, M = X.shape
     out = np.zeros((n, M + 1, ps.n_outputs))
+    lin = _linear_part(ps)
+    if lin is not None:
+        prog, rest, lin_work = lin
+        tq, wq = _lin.program_rules()
+        lval = np.ascontiguousarray(ps.leaf_value, dtype=np.float64)
+
+        def per_tree(a, b):
+            bw = _q.block_for(b - a, numba.get_num_threads())[0]
+            _lin.program_values(X[a:b], bw, *prog, tq, wq, lval, out[a:b])
+
+        if rest is None:
+            _run(per_tree, n, lin_work, "TreeSHAP", progress, (M + 1) * ps.n_outputs)
+            out[:, M, :] += ps.bias()
+            return out
+        _run(per_tree, n, lin_work, "TreeSHAP (per tree)", progress, (M + 1) * ps.n_outputs)
+        full, ps = ps, rest             # the other trees' paths below; the bias is the whole model's
+    else:
+        full = ps
     L = ps.max_length
     args = _path_args(ps) + _values(ps) + (L,)
     if options.row_kernel == "quadrature":
@@ -176,7 +233,7 @@ def shap_values(paths: PathSet, X, *, tree_limit=None, progress=None) -> np.ndar
         work = len(ps.feature) * (2 * L + 2) + ps.n_paths
         kernel = _k.shap_kernel
     _run(lambda a, b: kernel(X[a:b], *args, out[a:b]), n, work, "TreeSHAP", progress, (M + 1) * ps.n_outputs)
-    out[:, M, :] += ps.bias()
+    out[:, M, :] += full.bias()
     return out
 
 
@@ -562,6 +619,12 @@ def interventional_shap_values(paths: PathSet, X, background, *, transform="iden
 def _warm_values() -> None:
     X = np.random.default_rng(0).normal(size=(300, 3))
     shap_values(_hand_paths(), X, progress=False)
+    mode = options.shap_linear
+    options.shap_linear = "always"          # the per-tree kernel (a tree of _tiny_paths takes it)
+    try:
+        shap_values(_tiny_paths(), X, progress=False)
+    finally:
+        options.shap_linear = mode
 
 
 def _warm_interactions() -> None:

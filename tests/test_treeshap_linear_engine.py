@@ -1,0 +1,139 @@
+"""The CPU engine's per-tree kernel (``cpu.options.shap_linear``, ``_cpu_linear.program_values``) against the host
+libraries' own SHAP values and shap's C++ explainer, on deep forests, deep and categorical boosters, multi-output
+leaves and hostile rows; and against the per-path kernels it replaces."""
+import contextlib
+
+import numpy as np
+import pytest
+
+from hitml.kernels.treeshap import cpu, extract_paths
+from hitml.kernels.treeshap.paths import tree_program
+
+shap = pytest.importorskip("shap")
+
+
+@contextlib.contextmanager
+def _mode(mode):
+    old = cpu.options.shap_linear
+    cpu.options.shap_linear = mode
+    try:
+        yield
+    finally:
+        cpu.options.shap_linear = old
+
+
+def _paths(model, M, input_dtype=np.float32):
+    ens = shap.TreeExplainer(model).model
+    return extract_paths(ens.children_left, ens.children_right, ens.children_default, ens.features, ens.thresholds,
+                         ens.values, ens.node_sample_weight, ens.base_offset, n_features=M, input_dtype=input_dtype)
+
+
+def _rows(rng, n, M, nan=False):
+    X = rng.normal(size=(n, M)).astype(np.float32)
+    X[rng.random(X.shape) < 0.05] = np.float32(1e-40)        # subnormal float32
+    X[rng.random(X.shape) < 0.05] = 0.0
+    X[rng.random(X.shape) < 0.03] = np.inf
+    X[rng.random(X.shape) < 0.03] = -np.inf
+    if nan:
+        X[rng.random(X.shape) < 0.08] = np.nan
+    return X
+
+
+@pytest.mark.parametrize("n", [1, 7, 300])
+def test_deep_forest_matches_shap_cpp_and_the_per_path_kernel(n):
+    ens_mod = pytest.importorskip("sklearn.ensemble")
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(2000, 20))
+    y = X[:, 0] + np.sin(3 * X[:, 1]) * X[:, 2] + X[:, 3:].sum(1) / 4 + 0.1 * rng.normal(size=2000)
+    model = ens_mod.RandomForestRegressor(n_estimators=5, max_depth=25, random_state=0).fit(X, y)
+    ps = _paths(model, 20)
+    assert ps.max_length > cpu.LINEAR_MIN_PATH                         # "auto" takes this model
+    Xt = _rows(rng, n, 20)
+    got = cpu.shap_values(ps, Xt)
+    assert cpu._linear_part(ps) is not None
+    with _mode("never"):
+        per_path = cpu.shap_values(ps, Xt)
+    np.testing.assert_allclose(got, per_path, rtol=1e-10, atol=1e-11)
+    ref = shap.TreeExplainer(model).shap_values(Xt.astype(np.float64), check_additivity=False)
+    np.testing.assert_allclose(got[:, :20, 0], ref, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(got[:, 20, 0], np.ravel(shap.TreeExplainer(model).expected_value)[0], rtol=1e-9)
+
+
+def test_multiclass_extra_trees_match_sklearn_probabilities():
+    ens_mod = pytest.importorskip("sklearn.ensemble")
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(1500, 6))
+    y = (X[:, 0] + X[:, 1] * X[:, 2] > 0).astype(int) + (X[:, 3] > 1)
+    model = ens_mod.ExtraTreesClassifier(n_estimators=4, random_state=0).fit(X, y)
+    ps = _paths(model, 6)
+    Xt = _rows(rng, 200, 6)
+    with _mode("always"):
+        got = cpu.shap_values(ps, Xt)
+    with _mode("never"):
+        per_path = cpu.shap_values(ps, Xt)
+    np.testing.assert_allclose(got, per_path, rtol=1e-10, atol=1e-12)
+    fin = np.isfinite(Xt).all(axis=1)                                  # sklearn's predict takes no infinity
+    np.testing.assert_allclose(got[fin].sum(1), model.predict_proba(Xt[fin]), rtol=1e-7, atol=1e-9)
+
+
+def test_deep_xgboost_with_missing_values_matches_pred_contribs():
+    xgb = pytest.importorskip("xgboost")
+    from _deep_models import deep_xgboost
+    rng = np.random.default_rng(2)
+    model = deep_xgboost(rng, 6)
+    ps = _paths(model, 6)
+    Xt = _rows(rng, 150, 6, nan=True)
+    with _mode("always"):
+        got = cpu.shap_values(ps, Xt)
+    fin = ~np.isinf(Xt).any(axis=1)                                     # XGBoost's DMatrix rejects infinity
+    want = model.get_booster().predict(xgb.DMatrix(Xt[fin], missing=np.nan), pred_contribs=True)
+    np.testing.assert_allclose(got[fin, :, 0], want, rtol=1e-4, atol=1e-4)
+    with _mode("never"):
+        np.testing.assert_allclose(got, cpu.shap_values(ps, Xt), rtol=1e-10, atol=1e-11)
+
+
+def test_lightgbm_with_categorical_trees_left_to_the_per_path_kernel():
+    pytest.importorskip("lightgbm")
+    pytest.importorskip("pandas")
+    from _adult import categorical_case
+
+    from hitml import shap_ext
+    model, df, rows = categorical_case()
+    ex = shap_ext.TreeExplainer(model, backend="cpu")
+    with _mode("always"):
+        sv = np.asarray(ex.shap_values(rows))
+        ps = ex._paths(df.shape[1])
+        part = cpu._linear_part(ps)
+    ok = tree_program(ps.trees, df.shape[1])[0]
+    assert ok.any() and not ok.all() and part is not None and part[1] is not None
+    want = model.predict(rows, pred_contrib=True)[:, :-1]
+    np.testing.assert_allclose(sv.reshape(want.shape), want, rtol=1e-6, atol=1e-6)
+
+
+def test_shallow_boosters_keep_the_per_path_kernel_under_auto():
+    xgb = pytest.importorskip("xgboost")
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(500, 5)).astype(np.float32)
+    model = xgb.XGBRegressor(n_estimators=5, max_depth=4).fit(X, X[:, 0] - X[:, 1])
+    ps = _paths(model, 5)
+    assert cpu._linear_part(ps) is None
+    with _mode("always"):
+        assert cpu._linear_part(ps) is not None
+        got = cpu.shap_values(ps, X[:50])
+    want = model.get_booster().predict(xgb.DMatrix(X[:50]), pred_contribs=True)
+    np.testing.assert_allclose(got[:, :, 0], want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_rows_bytes_do_not_depend_on_its_block_or_the_call():
+    """Row blocks of 8, 32 or 128 lanes (by the call's row count) and any position in them give a row the same
+    bytes."""
+    ens_mod = pytest.importorskip("sklearn.ensemble")
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(1500, 16))
+    model = ens_mod.RandomForestRegressor(n_estimators=3, max_depth=20, random_state=0).fit(X, X[:, 0] * X[:, 1])
+    ps = _paths(model, 16)
+    Xt = _rows(rng, 700, 16)
+    with _mode("always"):
+        whole = cpu.shap_values(ps, Xt)
+        for a, b in ((0, 1), (5, 9), (3, 70), (100, 357)):
+            assert cpu.shap_values(ps, Xt[a:b]).tobytes() == whole[a:b].tobytes()
