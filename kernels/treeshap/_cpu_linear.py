@@ -1,6 +1,8 @@
 """Per-tree path-dependent TreeSHAP in O(nodes x Q) per row and tree (Linear TreeShap by Gauss-Legendre quadrature).
 
-CPU prototype: not wired into the engine. It reads shap's ``TreeEnsemble`` dense arrays directly (the arrays
+Two kernels. ``program_values`` is the CPU engine's (``cpu.options.shap_linear``): it runs the walk programs of
+``paths.tree_program``, as the GPU's linear.cu does. ``linear_shap_values`` is the first form, kept as the tests' twin
+of both: it reads shap's ``TreeEnsemble`` dense arrays directly (the arrays
 ``paths.extract_paths`` reads, with its rules: ``x <= threshold`` goes left, NaN follows ``children_default``, a
 default child that is neither child takes NaN nowhere, ``z = cover(child) / cover(parent)`` and 0 where the parent's
 cover is 0, rows rounded through the model's input dtype and compared in float64).
