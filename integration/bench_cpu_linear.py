@@ -5,8 +5,9 @@ quadrature it replaces there, and against the libraries' own SHAP values, in one
 
 Synthetic data (said so in the report): 20,000 standard-normal rows x 50 features, a target mixing products, sines
 and thresholds. Models: scikit-learn RandomForestRegressor (100 trees, max_depth 30), LightGBM (200 trees of 255
-leaves), XGBoost lossguide (50 trees, max_leaves 1,024) and, as the control that "auto" leaves to the per-path
-kernel, XGBoost depth 6 (100 trees). The two kernels run in alternating calls on the same rows (the per-path kernel
+leaves; 1,000 trees of 31 leaves; 10 classes x 100 rounds of 31 leaves, where each tree feeds one class), XGBoost
+lossguide (50 trees, max_leaves 1,024) and, as the control that "auto" leaves to the per-path kernel, XGBoost
+depth 6 (100 trees). The two kernels run in alternating calls on the same rows (the per-path kernel
 is the engine's code before the per-tree kernel, ``shap_linear="never"``); the library anchor (XGBoost's and
 LightGBM's own ``pred_contribs`` / ``pred_contrib``, shap's C++ for the forest) once per model at the same threads.
 Writes ``treeshap_cpu_linear.json`` and ``.md`` to --out.
@@ -40,6 +41,14 @@ def fit(name: str, X, y, threads: int):
         from sklearn.ensemble import RandomForestRegressor
         return RandomForestRegressor(n_estimators=100, max_depth=30, n_jobs=threads, random_state=0).fit(X, y), \
             "scikit-learn RandomForestRegressor, 100 trees, max_depth=30"
+    if name in ("lgbm-1000x31", "lgbm-multiclass10"):
+        import lightgbm as lgb
+        if name == "lgbm-1000x31":
+            return lgb.LGBMRegressor(n_estimators=1000, num_leaves=31, verbose=-1, n_jobs=threads).fit(X, y), \
+                "LightGBM regressor, 1,000 trees of 31 leaves"
+        yc = np.digitize(y, np.quantile(y, np.linspace(0, 1, 11)[1:-1]))
+        return lgb.LGBMClassifier(n_estimators=100, num_leaves=31, verbose=-1, n_jobs=threads).fit(X, yc), \
+            "LightGBM multiclass (10 classes), 100 rounds of 31 leaves"
     if name == "lgbm-200x255":
         import lightgbm as lgb
         return lgb.LGBMRegressor(n_estimators=200, num_leaves=255, min_child_samples=5, verbose=-1,
@@ -70,7 +79,8 @@ def anchor(model, Xt, cpp_rows: int):
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--models", default="rf-depth30,lgbm-200x255,xgb-lossguide-1024,xgb-depth6")
+    ap.add_argument("--models", default="rf-depth30,lgbm-200x255,lgbm-1000x31,lgbm-multiclass10,xgb-lossguide-1024,"
+                                         "xgb-depth6")
     ap.add_argument("--rows", type=int, default=1000)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
@@ -118,8 +128,13 @@ def main() -> None:
         rec["anchor_rows"] = arows
         rec["anchor_s"] = (time.perf_counter() - t) * len(Xt) / arows   # scaled to the rows explained
         rec["x_anchor"] = rec["anchor_s"] / (rec["per_tree_s"] if rec["auto_takes_it"] else rec["per_path_s"])
-        ours = outs["always"].reshape(len(Xt), -1)[:arows]
-        rec["max_abs_diff_vs_anchor"] = float(np.abs(ours - ref.reshape(arows, -1)[:, : ours.shape[1]]).max())
+        M = Xt.shape[1]
+        ours = outs["always"].reshape(len(Xt), M, -1)[:arows]
+        K = ours.shape[2]
+        r = ref.reshape(arows, -1)
+        if r.shape[1] == K * (M + 1):            # the libraries' layout: per output, M values and the bias
+            r = r.reshape(arows, K, M + 1)[:, :, :M].transpose(0, 2, 1)
+        rec["max_abs_diff_vs_anchor"] = float(np.abs(ours - r.reshape(ours.shape)).max())
         print(json.dumps(rec), flush=True)
         recs.append(rec)
     versions = {"python": platform.python_version()}

@@ -137,3 +137,26 @@ def test_a_rows_bytes_do_not_depend_on_its_block_or_the_call():
         whole = cpu.shap_values(ps, Xt)
         for a, b in ((0, 1), (5, 9), (3, 70), (100, 357)):
             assert cpu.shap_values(ps, Xt[a:b]).tobytes() == whole[a:b].tobytes()
+
+
+def test_boosted_multiclass_walks_each_tree_for_its_one_output():
+    """LightGBM multiclass: each tree feeds one class (the kernel walks that output only); values equal LightGBM's
+    pred_contrib and the per-path kernel's."""
+    lgb = pytest.importorskip("lightgbm")
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(3000, 20))
+    y = np.digitize(X[:, 0] + X[:, 1] * X[:, 2] + X[:, 3:].sum(1) / 4, [-1.0, 0.0, 1.0])
+    model = lgb.LGBMClassifier(n_estimators=8, num_leaves=63, min_child_samples=3, verbose=-1, n_jobs=1).fit(X, y)
+    from hitml import shap_ext
+    ex = shap_ext.TreeExplainer(model, backend="cpu")      # LightGBM's own reading of NaN (missing type None: 0)
+    ps = ex._paths(20)
+    assert (cpu._tree_outputs(ps) >= 0).all() and ps.n_outputs == 4
+    Xt = rng.normal(size=(90, 20))
+    Xt[::5, 1] = np.nan
+    with _mode("always"):
+        got = np.asarray(ex.shap_values(Xt))
+        assert cpu._linear_part(ps) is not None
+    with _mode("never"):
+        np.testing.assert_allclose(got, np.asarray(ex.shap_values(Xt)), rtol=1e-10, atol=1e-12)
+    want = model.predict(Xt, pred_contrib=True).reshape(len(Xt), 4, 21)[:, :, :20]
+    np.testing.assert_allclose(got.reshape(want.shape[0], 20, 4).transpose(0, 2, 1), want, rtol=1e-6, atol=1e-6)

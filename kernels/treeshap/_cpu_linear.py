@@ -356,7 +356,7 @@ def linear_shap_values(children_left, children_right, children_default, features
 
 # ----------------------------------------------------------------------------------------- the engine's kernel
 @numba.njit(parallel=True, cache=True, error_model="numpy", fastmath=_FM)
-def program_values(X, bw, evi, evd, tree_ev, tree_q, levels, tq, wq, lval, out):
+def program_values(X, bw, evi, evd, tree_ev, tree_q, tree_k, levels, tq, wq, lval, out):
     """out[i, f, k] += phi_f of the trees of the walk program (``paths.tree_program``, leaves folded or not), rows in
     blocks of ``bw`` lanes: the CPU engine's per-tree kernel, the twin of linear.cu (the same events and formulas).
 
@@ -364,7 +364,8 @@ def program_values(X, bw, evi, evd, tree_ev, tree_q, levels, tq, wq, lval, out):
     for the block's rows, and a lane picks its case by 0/1 multipliers (branch-free, so the lane loops vectorise);
     zero factors are counted per level (``zc``) instead of multiplied. X is (n, M) float64 (rounded through the
     model's input dtype); trees ``t`` have events ``evi/evd[tree_ev[t]:tree_ev[t + 1]]``, ``tree_q[t]`` Gauss nodes
-    (rules ``tq, wq`` as ``gauss_legendre``) and at most ``levels`` levels; ``lval`` (P, K) are the leaf values by
+    (rules ``tq, wq`` as ``gauss_legendre``), at most ``levels`` levels, and feed output ``tree_k[t]`` only (every
+    output where it is -1: a boosted multiclass tree walks one output, not K); ``lval`` (P, K) are the leaf values by
     path index."""
     n, M = X.shape
     T = tree_q.shape[0]
@@ -397,6 +398,8 @@ def program_values(X, bw, evi, evd, tree_ev, tree_q, levels, tq, wq, lval, out):
         acc = np.zeros((M, K, bw))
         for t in range(T):
             Q = tree_q[t]
+            k_lo = tree_k[t] if tree_k[t] >= 0 else 0
+            k_hi = tree_k[t] + 1 if tree_k[t] >= 0 else K
             for q in range(Q):
                 wv = wq[Q, q]
                 for l in range(bw):
@@ -410,11 +413,11 @@ def program_values(X, bw, evi, evd, tree_ev, tree_q, levels, tq, wq, lval, out):
                 zp = evd[e, 1]
                 zn = evd[e, 2]
                 if kind == 1:                       # LEAF (only a root that is a leaf)
-                    for k in range(K):
+                    for k in range(k_lo, k_hi):
                         v = lval[evi[e, 1], k]
                         for q in range(Q):
                             for l in range(bw):
-                                S[d, k, q, l] = v * (1.0 if zc[d, l] == 0.0 else 0.0) * P[d, q, l]
+                                S[d, k - k_lo, q, l] = v * (1.0 if zc[d, l] == 0.0 else 0.0) * P[d, q, l]
                     continue
                 for q in range(Q):                  # the row-independent part, once per event
                     tt = tq[Q, q]
@@ -428,7 +431,8 @@ def program_values(X, bw, evi, evd, tree_ev, tree_q, levels, tq, wq, lval, out):
                     cc[q] = (zp - zn) / (g1 * gn1)
                 first = ((code >> 11) & 1) == 1
                 if kind == 2:                       # UP from level d
-                    for k in range(K):
+                    for k in range(k_lo, k_hi):
+                        j = k - k_lo
                         for l in range(bw):
                             tb[l] = 0.0
                             tc[l] = 0.0
@@ -437,16 +441,16 @@ def program_values(X, bw, evi, evd, tree_ev, tree_q, levels, tq, wq, lval, out):
                             ccq = cc[q]
                             if first:
                                 for l in range(bw):
-                                    s = S[d, k, q, l]
+                                    s = S[d, j, q, l]
                                     tb[l] += cbq * s
                                     tc[l] += ccq * s
-                                    S[d - 1, k, q, l] = s
+                                    S[d - 1, j, q, l] = s
                             else:
                                 for l in range(bw):
-                                    s = S[d, k, q, l]
+                                    s = S[d, j, q, l]
                                     tb[l] += cbq * s
                                     tc[l] += ccq * s
-                                    S[d - 1, k, q, l] += s
+                                    S[d - 1, j, q, l] += s
                         for l in range(bw):
                             acc[f, k, l] += MB[d, l] * tb[l] + MC[d, l] * tc[l]
                     continue
@@ -477,7 +481,8 @@ def program_values(X, bw, evi, evd, tree_ev, tree_q, levels, tq, wq, lval, out):
                             P[d, q, l] = P[d - 1, q, l] * (ma[l] * ra + mb[l] * rb + mc[l] * rc)
                     continue
                 # EDGE_LEAF: DOWN into a leaf at level d, its LEAF and its UP
-                for k in range(K):
+                for k in range(k_lo, k_hi):
+                    j = k - k_lo
                     v = lval[evi[e, 3], k]
                     for l in range(bw):
                         tb[l] = 0.0
@@ -491,13 +496,13 @@ def program_values(X, bw, evi, evd, tree_ev, tree_q, levels, tq, wq, lval, out):
                                 s = v * live[l] * (P[d - 1, q, l] * (ma[l] * ra + mb[l] * rb + mc[l] * rc))
                                 tb[l] += cbq * s
                                 tc[l] += ccq * s
-                                S[d - 1, k, q, l] = s
+                                S[d - 1, j, q, l] = s
                         else:
                             for l in range(bw):
                                 s = v * live[l] * (P[d - 1, q, l] * (ma[l] * ra + mb[l] * rb + mc[l] * rc))
                                 tb[l] += cbq * s
                                 tc[l] += ccq * s
-                                S[d - 1, k, q, l] += s
+                                S[d - 1, j, q, l] += s
                     for l in range(bw):
                         acc[f, k, l] += mb[l] * tb[l] + mc[l] * tc[l]
         for l in range(nb):

@@ -162,6 +162,18 @@ LINEAR_MIN_PATH = 12   # "auto" takes models with longer merged paths (the GPU's
 _LINEAR: dict = {}     # id(PathSet) -> (weak reference, fold, _linear_part result)
 
 
+def _tree_outputs(ps: PathSet) -> np.ndarray:
+    """Per tree, the one output its leaves feed (boosted multiclass), or -1 where they feed more than one."""
+    nz = ps.leaf_value != 0
+    T = ps.n_trees
+    if ps.n_outputs == 1:
+        return np.zeros(T, np.int64)
+    fed = np.zeros((T, ps.n_outputs), bool)
+    np.logical_or.at(fed, ps.tree_index, nz)
+    n_fed = fed.sum(axis=1)
+    return np.where(n_fed == 1, np.argmax(fed, axis=1), np.where(n_fed == 0, 0, -1)).astype(np.int64)
+
+
 def _linear_part(ps: PathSet):
     """(program arrays of the trees the per-tree kernel takes, PathSet of the other trees' paths or None) for
     options.shap_linear, or None where it takes none; cached per PathSet."""
@@ -185,7 +197,8 @@ def _linear_part(ps: PathSet):
         keep = ~in_lin[ps.tree_index]
         work = float((counts * q_of[lin]).sum()) * 6
         val = ((np.ascontiguousarray(evi[idx]), np.ascontiguousarray(evd[idx]), tree_ev,
-                q_of[lin].astype(np.int64), int(levels[lin].max())), ps.select(keep) if keep.any() else None, work)
+                q_of[lin].astype(np.int64), _tree_outputs(ps)[lin], int(levels[lin].max())),
+               ps.select(keep) if keep.any() else None, work)
     key = id(ps)
     _LINEAR[key] = (weakref.ref(ps, lambda _, k=key: _LINEAR.pop(k, None)), val)
     return val

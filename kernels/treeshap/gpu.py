@@ -198,8 +198,12 @@ def _fixed(pk, kind: str) -> np.ndarray | None:
 
 
 def _linear_part(pk, kind: str):
-    """The per-tree linear kernel's part of packing pk for SHAP values (options.shap_linear), or None."""
+    """The per-tree linear kernel's part of packing pk for SHAP values (options.shap_linear), or None. "auto" leaves
+    boosted multiclass models (each path feeds one output) to the per-path kernels: the linear kernel walks every
+    output of a tree."""
     if kind != "shap" or not _gpu_linear.wanted(_planned(pk, kind)[0], options.shap_variant, options.shap_linear):
+        return None
+    if options.shap_linear == "auto" and pk.ps.n_outputs > 1 and pk.one_value:
         return None
     return _gpu_linear.part(pk)
 
