@@ -160,3 +160,26 @@ def test_boosted_multiclass_walks_each_tree_for_its_one_output():
         np.testing.assert_allclose(got, np.asarray(ex.shap_values(Xt)), rtol=1e-10, atol=1e-12)
     want = model.predict(Xt, pred_contrib=True).reshape(len(Xt), 4, 21)[:, :, :20]
     np.testing.assert_allclose(got.reshape(want.shape[0], 20, 4).transpose(0, 2, 1), want, rtol=1e-6, atol=1e-6)
+
+
+def test_tree_limit_and_single_leaf_trees():
+    """tree_limit restricts the per-tree kernel's trees too, and a tree that is one leaf (bias only) sits beside
+    deep ones."""
+    ens_mod = pytest.importorskip("sklearn.ensemble")
+    rng = np.random.default_rng(6)
+    X = rng.normal(size=(800, 16))
+    y = X[:, 0] * X[:, 1] + X[:, 2:].sum(1) / 3
+    model = ens_mod.RandomForestRegressor(n_estimators=4, max_depth=18, random_state=0).fit(X, y)
+    ens = shap.TreeExplainer(model).model
+    cl, cr = ens.children_left.copy(), ens.children_right.copy()
+    cl[2, :] = -1                                                     # tree 2 becomes its root leaf
+    cr[2, :] = -1
+    ps = extract_paths(cl, cr, ens.children_default, ens.features, ens.thresholds, ens.values,
+                       ens.node_sample_weight, ens.base_offset, n_features=16)
+    Xt = rng.normal(size=(40, 16))
+    for tl in (None, 1, 3):
+        with _mode("always"):
+            got = cpu.shap_values(ps, Xt, tree_limit=tl)
+        with _mode("never"):
+            want = cpu.shap_values(ps, Xt, tree_limit=tl)
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)

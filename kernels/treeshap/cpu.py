@@ -159,7 +159,7 @@ def _tables(ps: PathSet, tq: np.ndarray, wq: np.ndarray) -> tuple[np.ndarray, np
 
 
 LINEAR_MIN_PATH = 12   # "auto" takes models with longer merged paths (the GPU's TABLE_DMAX: where tables end)
-_LINEAR: dict = {}     # id(PathSet) -> (weak reference, fold, _linear_part result)
+_LINEAR: dict = {}     # (id(PathSet), tree_limit) -> (weak reference to the PathSet, _linear_part result)
 
 
 def _tree_outputs(ps: PathSet) -> np.ndarray:
@@ -174,16 +174,19 @@ def _tree_outputs(ps: PathSet) -> np.ndarray:
     return np.where(n_fed == 1, np.argmax(fed, axis=1), np.where(n_fed == 0, 0, -1)).astype(np.int64)
 
 
-def _linear_part(ps: PathSet):
+def _linear_part(ps: PathSet, owner: PathSet | None = None, tree_limit: int | None = None):
     """(program arrays of the trees the per-tree kernel takes, PathSet of the other trees' paths or None) for
-    options.shap_linear, or None where it takes none; cached per PathSet."""
+    options.shap_linear, or None where it takes none. ``ps`` is ``owner.restrict(tree_limit)`` (``owner`` None:
+    ``ps`` itself); cached per owner and tree_limit."""
     mode = options.shap_linear
     if mode == "never" or options.row_kernel != "quadrature" or ps.trees is None or not ps.n_paths:
         return None
     if mode == "auto" and ps.max_length <= LINEAR_MIN_PATH:
         return None
-    hit = _LINEAR.get(id(ps))
-    if hit is not None and hit[0]() is ps:
+    owner = ps if owner is None else owner
+    key = (id(owner), tree_limit)
+    hit = _LINEAR.get(key)
+    if hit is not None and hit[0]() is owner:
         return hit[1]
     ok, q_of, levels, ptr, evi, evd = tree_program(ps.trees, ps.n_features)
     lin = np.flatnonzero(ok & (ps.trees.nodes[:, 0, 0] >= 0))
@@ -199,19 +202,19 @@ def _linear_part(ps: PathSet):
         val = ((np.ascontiguousarray(evi[idx]), np.ascontiguousarray(evd[idx]), tree_ev,
                 q_of[lin].astype(np.int64), _tree_outputs(ps)[lin], int(levels[lin].max())),
                ps.select(keep) if keep.any() else None, work)
-    key = id(ps)
-    _LINEAR[key] = (weakref.ref(ps, lambda _, k=key: _LINEAR.pop(k, None)), val)
+    _LINEAR[key] = (weakref.ref(owner, lambda _, k=key: _LINEAR.pop(k, None)), val)
     return val
 
 
 def shap_values(paths: PathSet, X, *, tree_limit=None, progress=None) -> np.ndarray:
     """Path-dependent ("tree_path_dependent") SHAP values, (n, M+1, K) float64, bias in column M."""
     _background.enter("treeshap")
-    ps = paths.restrict(check_tree_limit(tree_limit))
+    tree_limit = check_tree_limit(tree_limit)
+    ps = paths.restrict(tree_limit)
     X = as_model_input(X, ps)
     n, M = X.shape
     out = np.zeros((n, M + 1, ps.n_outputs))
-    lin = _linear_part(ps)
+    lin = _linear_part(ps, paths, tree_limit)
     if lin is not None:
         prog, rest, lin_work = lin
         tq, wq = _lin.program_rules()
