@@ -67,7 +67,7 @@ def exact_to_float32(v: Any, out: Any = None) -> Any:
     """
     if not is_cupy_array(v):
         if out is None:
-            return np.asarray(v).astype(np.float32)
+            return np.ascontiguousarray(v, dtype=np.float32)
         np.copyto(out, v, casting="unsafe")
         return out
     cast = _kernels()[0]

@@ -216,9 +216,9 @@ def _take(v: Any, idx: np.ndarray | None, axis: int) -> Any:
 
 def _cast(v: Any, dtype: np.dtype, out: Any = None) -> Any:
     """v as ``dtype``: NumPy's rounding on the host, the exact kernel on the device (into ``out`` if given)."""
+    if dtype == np.float32:
+        return exact_to_float32(v, out)
     if is_cupy_array(v):
-        if dtype == np.float32:
-            return exact_to_float32(v, out)
         if out is not None:
             out[...] = v
             return out

@@ -49,6 +49,8 @@ order, so the walk is shared by the block (a GPU kernel can give one row per thr
 """
 from __future__ import annotations
 
+import functools
+
 import numba
 import numpy as np
 from numba import prange
@@ -511,12 +513,7 @@ def program_values(X, bw, evi, evd, tree_ev, tree_q, tree_k, levels, tq, wq, lva
                     out[r0 + l, f, k] += acc[f, k, l]
 
 
+@functools.lru_cache(maxsize=None)
 def program_rules() -> tuple[np.ndarray, np.ndarray]:
     """The Gauss-Legendre rules of the program kernels (``gauss_legendre(PROGRAM_MAX_Q)``), built once."""
-    global _RULES
-    if _RULES is None:
-        _RULES = gauss_legendre(PROGRAM_MAX_Q)
-    return _RULES
-
-
-_RULES: tuple[np.ndarray, np.ndarray] | None = None
+    return gauss_legendre(PROGRAM_MAX_Q)

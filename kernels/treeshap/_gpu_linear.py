@@ -8,7 +8,6 @@ features, vanishing path products) keep the per-path kernels: ``LinearPart.rest`
 """
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -16,8 +15,8 @@ import numpy as np
 from .._cuda import get_kernel
 from ..device import cupy_module
 from . import _gpu_core as core
-from ._cpu_quad import gauss_legendre
-from .paths import PROGRAM_MAX_Q, tree_program
+from ._cpu_linear import program_rules
+from .paths import PROGRAM_MAX_Q, program_split, tree_events
 
 _SRC = "treeshap/linear.cu"
 _THREADS = 128                 # threads per block: 128 / QL rows
@@ -47,26 +46,21 @@ class _Class:
 class LinearPart:
     """The trees of a packing that the linear kernel takes, on the device, and a packing of the others' paths."""
 
-    n_trees: int                                # trees the kernel walks
     rest: object | None                         # core._Packed of the other trees' paths (None: there are none)
     classes: list                               # _Class per lane width
     leaf_value: np.ndarray                      # (P, K) host leaf values of the packing's PathSet
     lval: dict = field(default_factory=dict)    # scale bytes (or b"") -> leaf values on the device
 
 
-@functools.lru_cache(maxsize=None)
-def _rules_host() -> np.ndarray:
-    """Gauss-Legendre rules on [0, 1] for 1..PROGRAM_MAX_Q nodes, Q's nodes then weights at offset Q (Q - 1) (the
-    twin's rules, ``_cpu_quad.gauss_legendre``)."""
-    t, w = gauss_legendre(PROGRAM_MAX_Q)
-    return np.concatenate([np.concatenate([t[q, :q], w[q, :q]]) for q in range(1, PROGRAM_MAX_Q + 1)])
-
-
 def _rules():
+    """The CPU twin's Gauss-Legendre rules (``_cpu_linear.program_rules``) on the current device: Q's nodes then
+    weights at offset Q (Q - 1), for Q = 1..PROGRAM_MAX_Q."""
     cp = cupy_module()
     key = cp.cuda.Device().id
     if key not in _RULES:
-        _RULES[key] = cp.asarray(_rules_host())
+        t, w = program_rules()
+        _RULES[key] = cp.asarray(np.concatenate([np.concatenate([t[q, :q], w[q, :q]])
+                                                 for q in range(1, PROGRAM_MAX_Q + 1)]))
     return _RULES[key]
 
 
@@ -89,18 +83,15 @@ def part(pk) -> LinearPart | None:
     ps = pk.ps
     res = None
     if ps.trees is not None and ps.n_paths:
-        ok, q_of, levels, ptr, evi, evd = tree_program(ps.trees, ps.n_features, FOLD_LEAVES)
-        has_split = ps.trees.nodes[:, 0, 0] >= 0
-        lin = np.flatnonzero(ok & has_split)
+        lin, q_of, levels, ptr, evi, evd, rest = program_split(ps, FOLD_LEAVES)
         if lin.size:
-            res = _build(pk, lin, q_of, levels, ptr, evi, evd)
+            res = _build(pk, lin, q_of, levels, ptr, evi, evd, rest)
     pk.split["linear"] = res
     return res
 
 
-def _build(pk, lin: np.ndarray, q_of, levels, ptr, evi, evd) -> LinearPart:
+def _build(pk, lin: np.ndarray, q_of, levels, ptr, evi, evd, rest) -> LinearPart:
     cp = cupy_module()
-    ps = pk.ps
     if pk.xdtype == np.float32:
         down = (evi[:, 0] & 3) == 0
         evd = evd.copy()
@@ -109,20 +100,14 @@ def _build(pk, lin: np.ndarray, q_of, levels, ptr, evi, evd) -> LinearPart:
     classes = []
     for ql in np.unique(ql_of[lin]):
         trees = lin[ql_of[lin] == ql]
-        counts = ptr[trees + 1] - ptr[trees]
-        tree_ev = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-        idx = np.repeat(ptr[trees] - tree_ev[:-1], counts) + np.arange(int(tree_ev[-1]))
-        gid = np.cumsum(counts) // _GROUP_EVENTS        # groups of consecutive trees, ~_GROUP_EVENTS events each
+        tree_ev, idx = tree_events(ptr, trees)
+        gid = tree_ev[1:] // _GROUP_EVENTS              # groups of consecutive trees, ~_GROUP_EVENTS events each
         starts = np.flatnonzero(np.r_[True, np.diff(gid) != 0])
         group_tree = np.concatenate([starts, [trees.size]]).astype(np.int32)
         classes.append(_Class(evi=cp.asarray(evi[idx]), evd=cp.asarray(evd[idx]), tree_ev=cp.asarray(tree_ev),
                               tree_q=cp.asarray(q_of[trees].astype(np.int32)), group_tree=cp.asarray(group_tree),
                               n_groups=int(group_tree.size - 1), ql=int(ql), levels=int(levels[trees].max())))
-    in_lin = np.zeros(ps.n_trees, bool)
-    in_lin[lin] = True
-    keep = ~in_lin[ps.tree_index]
-    rest = core._pack(ps.select(keep)) if keep.any() else None
-    return LinearPart(n_trees=int(lin.size), rest=rest, classes=classes, leaf_value=ps.leaf_value)
+    return LinearPart(rest=None if rest is None else core._pack(rest), classes=classes, leaf_value=pk.ps.leaf_value)
 
 
 def _smem(levels: int, ks: int, acc: int) -> int:

@@ -21,7 +21,7 @@ from . import _summary as _sum
 from . import _cpu_quad as _q
 from . import _cpu_tables as _t
 from ._inputs import as_model_input, check_matrix, check_transform, check_tree_limit
-from .paths import PathSet, _hand_paths, _tiny_paths, tree_program
+from .paths import PathSet, _hand_paths, _tiny_paths, program_split, tree_events
 
 expect_cpu_engine = _background.expect_cpu_engine
 
@@ -188,20 +188,13 @@ def _linear_part(ps: PathSet, owner: PathSet | None = None, tree_limit: int | No
     hit = _LINEAR.get(key)
     if hit is not None and hit[0]() is owner:
         return hit[1]
-    ok, q_of, levels, ptr, evi, evd = tree_program(ps.trees, ps.n_features)
-    lin = np.flatnonzero(ok & (ps.trees.nodes[:, 0, 0] >= 0))
+    lin, q_of, levels, ptr, evi, evd, rest = program_split(ps)
     val = None
     if lin.size:
-        counts = ptr[lin + 1] - ptr[lin]
-        tree_ev = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-        idx = np.repeat(ptr[lin] - tree_ev[:-1], counts) + np.arange(int(tree_ev[-1]))
-        in_lin = np.zeros(ps.n_trees, bool)
-        in_lin[lin] = True
-        keep = ~in_lin[ps.tree_index]
-        work = float((counts * q_of[lin]).sum()) * 6
-        val = ((np.ascontiguousarray(evi[idx]), np.ascontiguousarray(evd[idx]), tree_ev,
-                q_of[lin].astype(np.int64), _tree_outputs(ps)[lin], int(levels[lin].max())),
-               ps.select(keep) if keep.any() else None, work)
+        tree_ev, idx = tree_events(ptr, lin)
+        work = float((np.diff(tree_ev) * q_of[lin]).sum()) * 6
+        val = ((evi[idx], evd[idx], tree_ev, q_of[lin].astype(np.int64), _tree_outputs(ps)[lin],
+                int(levels[lin].max())), rest, work)
     _LINEAR[key] = (weakref.ref(owner, lambda _, k=key: _LINEAR.pop(k, None)), val)
     return val
 

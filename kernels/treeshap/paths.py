@@ -14,7 +14,7 @@ _registry.register_shipped(__name__, ("treeshap-paths",))   # the warm-up group 
 # every TreeSHAP module imports this one first: the shipped cache entries are in place before any kernel runs
 _aot.seed_numba_cache()
 
-__all__ = ["DenseTrees", "PathSet", "extract_paths", "tree_program"]
+__all__ = ["DenseTrees", "PathSet", "extract_paths", "program_split", "tree_events", "tree_program"]
 
 _ALL_ONES = np.uint32(0xFFFFFFFF)
 
@@ -503,6 +503,31 @@ def tree_program(trees: DenseTrees, n_features: int, fold_leaves: bool = True) -
     evd = np.empty((int(ptr[-1]), 3))
     _tree_program(nodes, thr, zero, M, fold, True, ok, q_of, levels, n_ev, ptr, evi, evd)
     return ok, q_of.astype(np.int32), levels.astype(np.int32), ptr, evi, evd
+
+
+def program_split(ps: "PathSet", fold_leaves: bool = True) -> tuple:
+    """``tree_program`` of ``ps``'s trees, with the trees it takes that have a split and the other trees' paths.
+
+    Returns
+    -------
+    tuple
+        ``(trees (int64, may be empty), q_of, levels, ev_ptr, evi, evd, rest)``: the first six as ``tree_program``
+        gives them (indexed by tree), ``rest`` the PathSet of the paths of every other tree (None when there are
+        none).
+    """
+    ok, q_of, levels, ptr, evi, evd = tree_program(ps.trees, ps.n_features, fold_leaves)
+    trees = np.flatnonzero(ok & (ps.trees.nodes[:, 0, 0] >= 0))
+    taken = np.zeros(ps.trees.n_trees, bool)
+    taken[trees] = True
+    keep = ~taken[ps.tree_index]
+    return trees, q_of, levels, ptr, evi, evd, ps.select(keep) if keep.any() else None
+
+
+def tree_events(ev_ptr: np.ndarray, trees: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(offsets (len(trees) + 1,), indices into ``tree_program``'s event arrays) of the events of ``trees``,
+    gathered tree after tree."""
+    counts = ev_ptr[trees + 1] - ev_ptr[trees]
+    return np.concatenate([[0], np.cumsum(counts)]).astype(np.int64), path_elements(ev_ptr, trees)
 
 
 def tree_arrays(children_left, children_right, children_default, features, thresholds, values,
