@@ -83,6 +83,12 @@ def test_deep_xgboost_with_missing_values_matches_pred_contribs():
     model = deep_xgboost(rng, 6)
     ps = _paths(model, 6)
     Xt = _rows(rng, 150, 6, nan=True)
+    # threshold-exact values (XGBoost's split values, float32, where x < t decides) and tiny ones
+    split = model.get_booster().trees_to_dataframe().query("Feature != 'Leaf'")
+    for i in range(0, 60):
+        row = split.iloc[(7 * i) % len(split)]
+        Xt[i, int(row["Feature"][1:])] = np.float32(row["Split"])
+    Xt[60:70, :] = np.float32(1e-36) * rng.choice([-1, 1], size=(10, 6))
     with _mode("always"):
         got = cpu.shap_values(ps, Xt)
     fin = ~np.isinf(Xt).any(axis=1)                                     # XGBoost's DMatrix rejects infinity
