@@ -25,6 +25,11 @@ def main() -> None:
     ap.add_argument("--models", default="rf-depth30,et-unlimited")
     ap.add_argument("--rows", type=int, default=2000)
     ap.add_argument("--threads", type=int, default=16)
+    ap.add_argument("--modes", default="never,always,always-unfolded",
+                    help="never (per-path DP), always (linear), always-unfolded, always-divide (linear, dividing by "
+                         "a feature's first factor too), always-prev (the kernel in integration/_ab/linear_prev.cu: put an "
+                         "earlier commit's linear.cu there, untracked, to A/B against it)")
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--shap-cuda", action="store_true", help="time shap-cuda's values on the same rows too")
     a = ap.parse_args()
     X, _ = data(a.rows, 50, seed=7)
@@ -33,27 +38,43 @@ def main() -> None:
         ex = shap.TreeExplainer(model, backend="gpu")
         rec = {"model": name}
         outs = {}
-        for mode in ("never", "always", "always-unfolded"):
+        modes = a.modes.split(",")
+
+        def use(mode: str) -> None:
             gpu.options.shap_linear = mode.split("-")[0]
             gpu._gpu_linear.FOLD_LEAVES = mode != "always-unfolded"   # the walk program with leaves folded or not
+            gpu._gpu_linear.DIVIDE_FIRST = mode == "always-divide"    # a feature's first factor divided by too
+            # "always-prev": the kernel source in integration/_ab/linear_prev.cu (an earlier commit's, for A/B)
+            gpu._gpu_linear._SRC = "../integration/_ab/linear_prev.cu" if mode == "always-prev" else "treeshap/linear.cu"
             gpu.clear_cache()
+        times = {m: [] for m in modes}
+        for mode in modes:                                            # first calls: compile and set up
+            use(mode)
             t = time.perf_counter()
             outs[mode] = np.asarray(ex.shap_values(X, check_additivity=False))
             sync()
             rec[f"{mode}_first_s"] = time.perf_counter() - t
-            ts = []
-            for _ in range(3):
+        for _ in range(a.rounds):                                     # then the modes alternate, call by call
+            for mode in modes:
+                use(mode)
+                ex.shap_values(X[:64], check_additivity=False)        # the mode's set-up, outside the timing
+                sync()
                 t = time.perf_counter()
                 ex.shap_values(X, check_additivity=False)
                 sync()
-                ts.append(time.perf_counter() - t)
-            rec[f"{mode}_s"] = float(np.median(ts))
-        gpu.options.shap_linear = "auto"
-        gpu._gpu_linear.FOLD_LEAVES = True
-        rec["speedup"] = rec["never_s"] / rec["always_s"]
-        rec["speedup_unfolded"] = rec["never_s"] / rec["always-unfolded_s"]
-        rec["max_abs_diff"] = float(np.abs(outs["never"] - outs["always"]).max())
-        rec["max_abs_diff_unfolded"] = float(np.abs(outs["always-unfolded"] - outs["always"]).max())
+                times[mode].append(time.perf_counter() - t)
+        for mode in modes:
+            rec[f"{mode}_s"] = float(np.median(times[mode]))
+        use("auto")
+        gpu._gpu_linear.DIVIDE_FIRST = False
+        ref = "never" if "never" in modes else modes[0]
+        for mode in modes:
+            if mode != ref:
+                rec[f"speedup_{mode}"] = rec[f"{ref}_s"] / rec[f"{mode}_s"]
+                rec[f"max_abs_diff_{mode}_vs_{ref}"] = float(np.abs(outs[ref] - outs[mode]).max())
+        for other in ("always-divide", "always-prev"):
+            if "always" in modes and other in modes:
+                rec[f"bytes_equal_{other}"] = outs["always"].tobytes() == outs[other].tobytes()
         rec["device"] = cp.cuda.runtime.getDeviceProperties(0)["name"].decode()
         if a.shap_cuda:
             from _treeshap_families import _depth, _diff
@@ -71,9 +92,9 @@ def main() -> None:
                     sync()
                     ts.append(time.perf_counter() - t)
                 rec["shap_cuda_s"] = float(np.median(ts))
-                rec["ratio_vs_shap_cuda"] = rec["shap_cuda_s"] / rec["always_s"]
-                rec["max_abs_diff_vs_shap_cuda"] = _diff(outs["always"], ref)
-        rec["scale"] = float(np.abs(outs["never"]).max())
+                rec["ratio_vs_shap_cuda"] = rec["shap_cuda_s"] / rec["always_s"] if "always_s" in rec else None
+                rec["max_abs_diff_vs_shap_cuda"] = _diff(outs.get("always", outs[modes[0]]), ref)
+        rec["scale"] = float(np.abs(outs[modes[0]]).max())
         print(json.dumps(rec), flush=True)
 
 

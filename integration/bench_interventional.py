@@ -53,6 +53,9 @@ def _args():
                     help="end to end as a user meets it: per engine, the explainer's build (with the peak host RSS "
                          "above the process's before it), the first call, and a second call on new rows, timed "
                          "apart (one background, one row count: the first of --bg and --rows)")
+    ap.add_argument("--cold", action="store_true",
+                    help="--e2e: no untimed warm-up build, so the timed build and first call are the process's first "
+                         "(with an empty CuPy cache, CUPY_CACHE_DIR, they include every kernel's compile)")
     ap.add_argument("--out", default="docs/benchmarks/interventional")
     ap.add_argument("--note", default="", help="a line for the markdown (the machine, how the threads were pinned)")
     ap.add_argument("--merge", default=None, metavar="DIR",
@@ -213,8 +216,9 @@ def end_to_end(a, engines, models, M, bgs, rows, whats):
     Xtr = bg[:a.train_rows] if len(bg) >= a.train_rows else data(a.train_rows, M, 0)
     for kind in models:
         model = train(kind, Xtr, target(Xtr), a.trees, a.depth, a.threads)
-        # the engines' kernels compile (or load) once per process: a tiny build and call first, not timed
-        for eng in engines:
+        # the engines' kernels compile (or load) once per process: a tiny build and call first, not timed (--cold:
+        # none, so that the timed build and first call are the process's first, compiles included)
+        for eng in [] if a.cold else engines:
             try:
                 make_engine(eng, model, bg[:64], whats[0])(X1[:8])
             except Exception:

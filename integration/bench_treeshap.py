@@ -445,7 +445,12 @@ def _oc_float32(args, rng) -> dict:
             "d2h_pinned_gbs": d2h, "float64_copy_bound_rows_per_s": d2h * 1e9 / out_bytes,
             "float32_copy_bound_rows_per_s": d2h * 2e9 / out_bytes, "repeats": args.repeats + 1,
             "chunk_mib": default >> 20, "float32_s_by_chunk_mib": by_chunk,
-            "target_speedup": 1.8}
+            "pinned_cap_bytes": int(_pinned_cap()), "target_speedup": 1.8}
+
+
+def _pinned_cap() -> int:
+    from hitml.kernels.treeshap._gpu_core import options
+    return options.pinned_bytes
 
 
 def _oc_stream(args) -> dict:
@@ -538,6 +543,11 @@ def output_control(args) -> dict:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "treeshap_gpu_output_control.json").write_text(json.dumps(rep, indent=1))
+    return write_output_control(rep, out)
+
+
+def write_output_control(rep: dict, out: Path) -> dict:
+    """treeshap_gpu_output_control.md in ``out`` from the report ``rep``."""
     f, s = rep["float32_output"], rep["mean_abs_interaction_stream"]
     lines = ["# TreeSHAP output control (GPU)", "", f"Device: {rep['device']}; versions: "
              + ", ".join(f"{k} {v}" for k, v in rep["versions"].items() if v), "",
@@ -553,6 +563,7 @@ def output_control(args) -> dict:
              f"the float64 output rounded to float32: {f['float32_is_float64_rounded']}. Chunks of "
              f"{f['chunk_mib']} MiB of float64 values (the default); float32 seconds with other chunk sizes: "
              + ", ".join(f"{k} MiB {v:.4f}" for k, v in f["float32_s_by_chunk_mib"].items()) + ".", "",
+             _pinned_note(f), "",
              "## Mean |interaction| matrix, streamed", "",
              f"{s['model']} ({s['paths']} paths), trained on {s['train_rows']} synthetic rows. The rows explained are "
              f"synthetic, standard normal float32, generated on the GPU in blocks of {s['block_rows']} rows and passed "
@@ -575,6 +586,60 @@ def output_control(args) -> dict:
     (out / "treeshap_gpu_output_control.md").write_text("\n".join(lines))
     print("\n".join(lines))
     return rep
+
+
+def families(args) -> dict:
+    """--families: LightGBM, scikit-learn forests and leafy XGBoost against shap-cuda and XGBoost's GPU
+    pred_contribs (``_treeshap_families.py``); JSON and markdown in --out, rows of other models kept with --merge."""
+    import _treeshap_families as fam
+
+    from hitml.kernels.device import device_name
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "treeshap_gpu_families.json"
+    recs = fam.run(args.family_models.split(","), args.rows, args.inter_rows, args.family_features,
+                   args.family_train, args.threads, log=lambda *x: print(*x, file=sys.stderr, flush=True))
+    import lightgbm
+    import sklearn
+    import xgboost
+    ver = versions() | {"lightgbm": lightgbm.__version__, "scikit-learn": sklearn.__version__,
+                        "xgboost": xgboost.__version__ + (" (CUDA build)" if xgboost.build_info().get("USE_CUDA")
+                                                          else " (CPU build)")}
+    rep = {"device": device_name(), "threads": args.threads, "versions": ver, "rows": args.rows,
+           "inter_rows": args.inter_rows, "features": args.family_features, "train": args.family_train,
+           "models": recs}
+    if args.merge and path.exists():
+        old = json.loads(path.read_text())
+        if old.get("device") == rep["device"] and "models" in old:     # only rows measured on the same device kind
+            new = {r["model"] for r in recs}
+            order = args.family_models_order.split(",")
+            merged = [r for r in old["models"] if r["model"] not in new] + recs
+            rep["models"] = sorted(merged, key=lambda r: order.index(r["model"]) if r["model"] in order else 99)
+    path.write_text(json.dumps(rep, indent=1))
+    md = fam.report(rep["models"], rep["device"], rep["versions"], args.rows, args.inter_rows, args.family_features,
+                    args.family_train)
+    (out / "treeshap_gpu_families.md").write_text(md)
+    print(md)
+    return rep
+
+
+def _pinned_note(f: dict) -> str:
+    """Where each output went: a NumPy output goes into the engine's page-locked pool (reused by later calls) where
+    it fits ``options.pinned_bytes``, else into a plain NumPy array (its pages touched for the first time and
+    copied through pageable memory: a slower copy)."""
+    cap = f.get("pinned_cap_bytes")
+    if cap is None:
+        return ""
+    where = {dt: f["rows"] * f[f"{dt}_bytes_per_row"] <= cap for dt in ("float64", "float32")}
+    text = "; ".join(f"{dt}: {f['rows'] * f[f'{dt}_bytes_per_row'] / 2**30:.2f} GiB, "
+                     f"{'page-locked pool' if fits else 'a plain NumPy array (beyond the pool)'}"
+                     for dt, fits in where.items())
+    note = f"Output of one call ({text}; pool cap `options.pinned_bytes` = {cap / 2**30:.0f} GiB)."
+    if where["float32"] and not where["float64"]:
+        note += (" Here float32 gains twice: half the bytes, and an output that fits the page-locked pool where the "
+                 "float64 one does not. Where both fit (fewer rows), the ratio is that of the bytes alone, below 2x "
+                 "(the compute does not halve): run with a smaller --oc-rows to see it.")
+    return note
 
 
 def main(argv=None):
@@ -623,11 +688,22 @@ def main(argv=None):
     ap.add_argument("--oc-fallback-rows", type=int, default=20_000_000)
     ap.add_argument("--oc-block-rows", type=int, default=1_000_000, help="rows generated on the GPU per block")
     ap.add_argument("--oc-chunk-mib", type=int, default=256, help="chunk_bytes of the stream, in MiB")
+    ap.add_argument("--families", action="store_true",
+                    help="only the model-family rows (LightGBM, scikit-learn forests, lossguide XGBoost)")
+    _all = "lgbm-500x255,lgbm-1000x31,lgbm-multiclass10,rf-depth30,et-unlimited,xgb-lossguide-1024"
+    ap.add_argument("--family-models", default=_all)
+    ap.add_argument("--family-models-order", default=_all, help=argparse.SUPPRESS)
+    ap.add_argument("--family-features", type=int, default=50)
+    ap.add_argument("--family-train", type=int, default=100_000)
     args = ap.parse_args(argv)
+    if args.families:
+        return families(args)
     if args.output_control:
         return output_control(args)
     if args.profile:
         return profile(args.profile, args)
+    if args.rewrite and Path(args.rewrite).name == "treeshap_gpu_output_control.json":
+        return write_output_control(json.loads(Path(args.rewrite).read_text()), Path(args.rewrite).parent)
     if args.rewrite:
         rep = json.loads(Path(args.rewrite).read_text())
         rep["models"] = [r for r in rep["models"] if "error" not in r]

@@ -344,6 +344,10 @@ class TreeExplainer(_ShapTreeExplainer):
         self._configure_reader(ens)
         masker_names = None
         lazy = data if is_dask_collection(data) or is_spark_dataframe(data) else None
+        if lazy is None and self.backend == "gpu":   # the GPU pass's kernels compile while the build goes on
+            rows0 = data.data if isinstance(data, shap.maskers.Independent) else data
+            _engine().prepare_background_pass(rows0.dtype if isinstance(rows0, np.ndarray) else ens.input_dtype,
+                                              ens.input_dtype, backend="gpu")
         if lazy is not None and is_spark_dataframe(data):
             # a Spark background: its partitions are counted on the executors (spark_background_summary); shap's
             # set-up and the checks below see its first row

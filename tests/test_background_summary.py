@@ -367,3 +367,51 @@ def test_upload_slabs_equals_numpy_cast(src, dst):
     got = upload_slabs(x, dst, slab_bytes=7 * 8 * 50)       # 21 slabs or more, the last one partial
     assert got.dtype == dst and got.flags.c_contiguous
     assert cp.asnumpy(got).tobytes() == want.tobytes()
+
+
+def test_prepare_background_pass_on_the_cpu_compiles_nothing():
+    """The CPU engine's kernels ship compiled: preparing its pass starts no thread and changes no value."""
+    import threading
+
+    from hitml.kernels.treeshap import prepare_background_pass
+
+    before = {t.name for t in threading.enumerate()}
+    prepare_background_pass(np.dtype(np.float32), np.dtype(np.float32), backend="cpu")
+    assert {t.name for t in threading.enumerate()} == before
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(1, 1), (31, 33), (1000, 7), (65, 1), (3, 127)])
+def test_gpu_transpose_moves_every_bit(dtype, shape):
+    """The build's transpose (patterns.cu rows_to_columns) equals NumPy's, bit for bit: subnormals, -0.0, NaN
+    payloads and infinities are moved, never computed on."""
+    cp = pytest.importorskip("cupy")
+    from hitml.kernels.treeshap import _gpu_patterns
+
+    rng = np.random.default_rng(11)
+    x = rng.normal(size=shape).astype(dtype)
+    flat = x.reshape(-1)
+    ui = np.uint32 if dtype == np.float32 else np.uint64
+    specials = np.array([1, 0x80000000, 0x7fc00123, 0xffc00001, 0x7f800000, 0xff800000, 0x00400000], np.uint32) \
+        if dtype == np.float32 else np.array([1, 1 << 63, 0x7ff8000000000123, 0x7ff0000000000000,
+                                              0x0008000000000000], np.uint64)
+    flat[:len(specials)][:flat.size] = specials[:flat.size].astype(ui).view(dtype)
+    got = _gpu_patterns._columns(cp.asarray(x), np.dtype(dtype)).get()
+    assert got.shape == (shape[1], shape[0])
+    assert got.tobytes() == np.ascontiguousarray(x.T).tobytes()
+
+
+@pytest.mark.gpu
+def test_gpu_compile_ahead_error_reaches_the_caller(monkeypatch):
+    """An error in the compile thread is raised in the build that waits for it, not lost in the thread."""
+    pytest.importorskip("cupy")
+    from hitml.kernels.treeshap import _gpu_patterns
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("compile failed in the thread")
+    monkeypatch.setattr(_gpu_patterns, "_fn", broken)
+    monkeypatch.setattr(_gpu_patterns, "_AHEAD", {})
+    _gpu_patterns.compile_ahead(np.float32, np.float32)
+    with pytest.raises(RuntimeError, match="compile failed in the thread"):
+        _gpu_patterns._await_ahead(np.float32)

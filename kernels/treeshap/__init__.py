@@ -8,7 +8,7 @@ from .paths import PathSet, extract_paths
 
 __all__ = ["PathSet", "extract_paths", "shap_values", "interaction_values", "interventional_shap_values",
            "interventional_interaction_values", "interventional_banzhaf_values", "iter_interventional_interactions",
-           "BackgroundSummary", "background_summary"]
+           "BackgroundSummary", "background_summary", "prepare_background_pass"]
 
 
 def _engine(backend: str):
@@ -173,6 +173,29 @@ def interventional_shap_values(paths: PathSet, X, background, *, transform: str 
     return _engine(backend).interventional_shap_values(paths, X, background, transform=transform, y=y,
                                                        tree_limit=tree_limit, progress=progress, weights=weights,
                                                        method=method)
+
+
+def prepare_background_pass(dtype, input_dtype, *, backend: str = "cpu") -> None:
+    """Start readying the compiled kernels of :func:`background_summary` for rows of ``dtype``, so that their
+    compile overlaps what the caller does before the pass (parsing the model, reading the background).
+
+    On ``"gpu"`` the pass's CUDA kernels compile (or load from CuPy's disk cache) in a thread, once per device and
+    row type; the pass waits for them. On ``"cpu"`` it does nothing: the CPU kernels ship compiled. Values do not
+    depend on it.
+
+    Parameters
+    ----------
+    dtype : numpy.dtype
+        The background rows' dtype.
+    input_dtype : numpy.dtype
+        The dtype the paths compare in (``PathSet.input_dtype``).
+    backend : {"cpu", "gpu"}, default "cpu"
+        The engine that will count the background.
+    """
+    if backend == "gpu":
+        from . import _gpu_patterns
+
+        _gpu_patterns.compile_ahead(dtype, input_dtype)
 
 
 def background_summary(paths: PathSet, background, *, backend: str = "cpu", weights=None, weight_scale=None,

@@ -26,6 +26,7 @@ _ACC_BYTES = 48 << 10          # the block's (row, feature, output) sums in shar
 _SMEM_BYTES = 227 << 10        # shared memory a block may take (sm_80 and later)
 _EV_CHUNK = 128                # events staged per step (linear.cu: EV_CHUNK)
 FOLD_LEAVES = True             # an edge into a leaf as one event (False: DOWN, LEAF, UP; kept for A/B timings)
+DIVIDE_FIRST = False           # divide by a feature's first factor too (exactly 1; kept for A/B timings)
 
 
 @dataclass
@@ -129,7 +130,8 @@ def launch(lp: LinearPart, xdtype: np.dtype, Xd, M: int, K: int, scale: np.ndarr
     n = Xd.shape[0]
     if n == 0:
         return
-    kern = get_kernel(_SRC, f"linear_shap_{'f32' if xdtype == np.float32 else 'f64'}")
+    kern = get_kernel(_SRC, f"linear_shap_{'f32' if xdtype == np.float32 else 'f64'}",
+                      ("-DHITML_LINEAR_DIVIDE_FIRST",) if DIVIDE_FIRST else ())
     lval = _leaf_values(lp, scale)
     det = np.int32(0 if scale is None else 1)
     for c in lp.classes:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import threading
 import time
 
 import numpy as np
@@ -27,7 +28,7 @@ _SMEM_BINS = 4096           # histogram bins a block sums in shared memory (32 K
 _MAXD, _MAXDI, _MAXL, _MAXLI = 16, 10, 64, 32   # patterns.cu's local array bounds
 
 
-_BUILD_KERNELS = ("bg_hist", "bg_fails")
+_BUILD_KERNELS = ("bg_hist", "bg_fails", "rows_to_columns")
 
 
 def _module(part: str, t: str | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -35,7 +36,8 @@ def _module(part: str, t: str | None) -> tuple[tuple[str, ...], tuple[str, ...]]
     (``part="build"``, t "float" or "double"), or the call's kernels (``"call"``). A build compiles only what it
     runs: in a first-ever process the NVRTC compile is part of the build's time."""
     if part == "build":
-        names = (f"bg_hist<{t}, unsigned int>", f"bg_hist<{t}, unsigned long long>", f"bg_fails<{t}>")
+        names = (f"bg_hist<{t}, unsigned int>", f"bg_hist<{t}, unsigned long long>", f"bg_fails<{t}>",
+                 f"rows_to_columns<{t}>")
         return _OPTS + ("-DHITML_PATTERNS_BUILD",), names
     names = ["value_tables", "interaction_tables"]
     for u in ("float", "double"):
@@ -71,6 +73,74 @@ def _groups(chunk: np.ndarray, lens: np.ndarray) -> np.ndarray:
     return np.asarray(ptr, np.int64)
 
 
+COMPILE_AHEAD = True     # the build's kernels compile in a thread, started before the background is read
+
+
+class _Ahead(threading.Thread):
+    """Compiles (or loads from CuPy's disk cache) the kernels of a background pass over rows of one dtype, in a
+    thread: NVRTC releases the GIL, so in a process that finds nothing in CuPy's cache the compile runs while the
+    explainer's build parses the model and reads and uploads the background, instead of after them. The kernels
+    are the ones the pass would compile on first use (the same sources and options): only when they compile
+    changes. The pass runs no CuPy elementwise kernel whose variant depends on the background's size (those could
+    not be compiled ahead): its transpose is patterns.cu's, and its unit weights are no array."""
+
+    def __init__(self, kdtype):
+        super().__init__(name="hitml-compile-ahead", daemon=True)
+        self.kdtype = np.dtype(kdtype)
+        self.device = cupy_module().cuda.Device().id
+        self.error: BaseException | None = None
+        self.start()
+
+    def run(self) -> None:
+        cp = cupy_module()
+        try:
+            with cp.cuda.Device(self.device):
+                for name in ("bg_hist<unsigned int>", "bg_hist<unsigned long long>", "bg_fails", "rows_to_columns"):
+                    _fn(name, self.kdtype)
+                # the expected value's gather of one bin per path (BackgroundSummary.reach): a small array, so the
+                # same CuPy kernel variant as any summary's
+                cp.zeros(2, dtype=cp.uint64).view(cp.int64)[cp.zeros(1, dtype=cp.int64)]
+                cp.cuda.get_current_stream().synchronize()
+        except BaseException as exc:  # noqa: BLE001 - every error is re-raised in the caller's thread by wait()
+            self.error = exc
+
+    def wait(self) -> None:
+        self.join()
+        if self.error is not None:
+            raise self.error
+
+
+_AHEAD: dict = {}
+_AHEAD_LOCK = threading.Lock()
+
+
+def _row_type(dtype, input_dtype) -> np.dtype:
+    """The dtype the pass counts rows of ``dtype`` in: float32 as it is (the kernels widen each value exactly),
+    others in the paths' input dtype."""
+    return np.dtype(np.float32) if np.dtype(dtype) == np.float32 else np.dtype(input_dtype)
+
+
+def compile_ahead(dtype, input_dtype) -> None:
+    """Start compiling the background pass's kernels for rows of ``dtype`` (paths comparing in ``input_dtype``), once
+    per device and row type; :func:`summarize` waits for it before its first launch."""
+    if not COMPILE_AHEAD:
+        return
+    kd = _row_type(dtype, input_dtype)
+    key = (cupy_module().cuda.Device().id, kd)
+    with _AHEAD_LOCK:
+        if key not in _AHEAD:
+            _AHEAD[key] = _Ahead(kd)
+
+
+def _await_ahead(kdtype) -> None:
+    """Wait for the compile thread of ``kdtype`` rows on this device, if one was started, and re-raise its error; the
+    entry goes, so a later pass after a failed compile compiles again (inline) rather than meet the old error."""
+    with _AHEAD_LOCK:
+        th = _AHEAD.pop((cupy_module().cuda.Device().id, np.dtype(kdtype)), None)
+    if th is not None:
+        th.wait()
+
+
 class _Clock:
     """Adds the seconds since the last call (after a device sync) to timings[phase]; nothing when timings is None."""
 
@@ -103,12 +173,14 @@ def summarize(ps: PathSet, R, weights, scale, progress=None, timings: dict | Non
     hist = cp.zeros(max(h_size, 1), dtype=cp.uint64)
     pa = _path_arrays(ps)
     # float32 rows are counted as they are (the kernels widen each value exactly); others in the paths' dtype
-    kdtype = np.dtype(np.float32) if np.dtype(R.dtype) == np.float32 else ps.input_dtype
-    Rd = upload_slabs(R, kdtype) if isinstance(R, np.ndarray) else core.to_device(R, kdtype)
-    RT = cp.ascontiguousarray(Rd.T)
-    del Rd
-    wd = cp.asarray(wint) if weighted else cp.ones(nR, dtype=cp.int64)   # the kernel reads a weight per row
+    kdtype = _row_type(R.dtype, ps.input_dtype)
     counter = "bg_hist<unsigned long long>" if weighted else "bg_hist<unsigned int>"
+    compile_ahead(R.dtype, ps.input_dtype)        # where the explainer did not start it already
+    Rd = upload_slabs(R, kdtype) if isinstance(R, np.ndarray) else core.to_device(R, kdtype)
+    _await_ahead(kdtype)
+    RT = _columns(Rd, kdtype)
+    del Rd
+    wd = cp.asarray(wint) if weighted else None   # None: the kernels count one per row
     clock("upload")
     hist_off_d = cp.asarray(hist_off)
     sms = cp.cuda.Device().attributes["MultiProcessorCount"]
@@ -119,7 +191,7 @@ def summarize(ps: PathSet, R, weights, scale, progress=None, timings: dict | Non
             grp = _groups(chunk, lens)
             gy = int(max(1, min(math.ceil(nR / _THREADS), math.ceil(8 * sms / (len(grp) - 1)))))
             _fn(counter, kdtype)(
-                (len(grp) - 1, gy), (_THREADS,), (RT, np.int64(nR), wd, cp.asarray(chunk), cp.asarray(grp), *pa,
+                (len(grp) - 1, gy), (_THREADS,), (RT, np.int64(nR), _ptr(wd), cp.asarray(chunk), cp.asarray(grp), *pa,
                                                    hist_off_d, hist, np.int64(_SMEM_BINS)),
                 shared_mem=_SMEM_BINS * 8)
             bar.update(1)
@@ -137,10 +209,28 @@ def summarize(ps: PathSet, R, weights, scale, progress=None, timings: dict | Non
             bar.update(1)
             clock("long paths")
     del RT
+    def joined(parts):          # one part (no long paths): as it is, without a copy kernel
+        return parts[0] if len(parts) == 1 else cp.concatenate(parts)
     return _sum.BackgroundSummary(
         key=_sum.path_key(ps), n_paths=ps.n_paths, lens=lens, hist_off=hist_off, hist=hist[:h_size].view(cp.int64),
-        sparse_paths=sparse, sparse_ptr=cp.concatenate(ptrs), sparse_sets=cp.concatenate(sets),
-        sparse_w=cp.concatenate(ws), total=total, scale=scale if weighted else None, n_rows=nR)
+        sparse_paths=sparse, sparse_ptr=joined(ptrs), sparse_sets=joined(sets), sparse_w=joined(ws), total=total,
+        scale=scale if weighted else None, n_rows=nR)
+
+
+def _ptr(a):
+    """A device array as a kernel's pointer argument; None as a null pointer."""
+    return np.uint64(0) if a is None else a
+
+
+def _columns(Rd, kdtype):
+    """(M, n) C-contiguous device copy of the (n, M) device rows ``Rd`` (patterns.cu's transpose)."""
+    cp = cupy_module()
+    Rd = cp.ascontiguousarray(Rd)
+    n, M = Rd.shape
+    RT = cp.empty((M, n), dtype=Rd.dtype)
+    if n and M:
+        _fn("rows_to_columns", kdtype)((-(-n // 32), -(-M // 32)), (32, 8), (Rd, np.int64(n), np.int64(M), RT))
+    return RT
 
 
 def _path_arrays(ps: PathSet) -> tuple:

@@ -55,10 +55,15 @@ __device__ __forceinline__ double coef(unsigned op, unsigned on, double zp, doub
   return -zn / (g1 * (zn * (1.0 - t) + (zn == 0.0 ? 1.0 : 0.0)));
 }
 
-// g'/g at Gauss node t for the edge's case (the row is above no zero factor, and the new factor is not zero).
-__device__ __forceinline__ double ratio(unsigned op, unsigned on, double zp, double zn, double t) {
-  const double gv = op ? zp + t * (1.0 - zp) : zp * (1.0 - t);
+// g'/g at Gauss node t for the edge's case (the row is above no zero factor, and the new factor is not zero). On
+// the feature's first edge of the path (prev < 0: op = 1 and zp = 1) g = 1 + t (1 - 1) is exactly 1 and g'/1 is
+// exactly g', so the division is skipped there with the same bits.
+__device__ __forceinline__ double ratio(int prev, unsigned op, unsigned on, double zp, double zn, double t) {
   const double gn = on ? zn + t * (1.0 - zn) : zn * (1.0 - t);
+#ifndef HITML_LINEAR_DIVIDE_FIRST
+  if (prev < 0) return gn;
+#endif
+  const double gv = op ? zp + t * (1.0 - zp) : zp * (1.0 - t);
   return gn / gv;
 }
 
@@ -131,7 +136,7 @@ __device__ __forceinline__ void linear_body(const XT* X, long long n_rows, int M
               dead = d;
             } else {
               const double pp = ((ev.x >> 9) & 1) ? sV[(d - 1) * KS * nt + tid] : p_hold;
-              sV[d * KS * nt + tid] = pp * ratio(op, on, zp, zn, tq);
+              sV[d * KS * nt + tid] = pp * ratio(ev.z, op, on, zp, zn, tq);
             }
           }
         } else if (kind == 3) {                          // an edge into a leaf at level d: DOWN, LEAF and UP
@@ -140,7 +145,7 @@ __device__ __forceinline__ void linear_body(const XT* X, long long n_rows, int M
           const unsigned on = takes<XT>(xrow[ev.y], ev.x, sEd[3 * i]) ? op : 0u;
           const double zp = sEd[3 * i + 1], zn = sEd[3 * i + 2];
           const double pp = first ? sV[(d - 1) * KS * nt + tid] : p_hold;
-          const double pv = (dead > d - 1 && (on || zn != 0.0)) ? pp * ratio(op, on, zp, zn, tq) : 0.0;
+          const double pv = (dead > d - 1 && (on || zn != 0.0)) ? pp * ratio(ev.z, op, on, zp, zn, tq) : 0.0;
           const double C = coef(op, on, zp, zn, tq);
           if (first) p_hold = pp;
           const double* v = lval + (long long)ev.w * K + kg0;

@@ -95,7 +95,7 @@ __global__ void bg_hist(const XT* R, i64 nR, const i64* wint, const i64* pidx, c
         __syncthreads();
     }
     for (i64 j = (i64)blockIdx.y * blockDim.x + threadIdx.x; j < nR; j += (i64)gridDim.y * blockDim.x) {
-        u64 w = (u64)wint[j];
+        u64 w = wint ? (u64)wint[j] : 1ull;      // no weights: one per row
         for (i64 q = q0; q < q1; ++q) {
             i64 p = pidx[q];
             i64 s = P.path_ptr[p];
@@ -269,6 +269,23 @@ __global__ void bg_fails(const XT* R, i64 nR, const i64* pidx, i64 Q, PATH_ARGS,
     i64 s = P.path_ptr[p];
     int m = (int)(P.path_ptr[p + 1] - s);
     out[gi] = ((1LL << m) - 1) ^ pattern(R, nR, j, s, m, P);
+}
+
+// RT (M x nR) = R (nR x M) transposed, moved bit for bit through a 32 x 33 shared tile (no arithmetic on a value,
+// so subnormals stay as they are). Block (bx, by) of 32 x 8 threads: rows 32 bx, columns 32 by.
+template <typename XT>
+__global__ void rows_to_columns(const XT* R, i64 nR, i64 M, XT* RT) {
+    __shared__ XT tile[32][33];
+    const i64 r0 = (i64)blockIdx.x * 32, c0 = (i64)blockIdx.y * 32;
+    for (int k = threadIdx.y; k < 32; k += 8) {
+        const i64 r = r0 + k, c = c0 + threadIdx.x;
+        if (r < nR && c < M) tile[k][threadIdx.x] = R[r * M + c];
+    }
+    __syncthreads();
+    for (int k = threadIdx.y; k < 32; k += 8) {
+        const i64 c = c0 + k, r = r0 + threadIdx.x;
+        if (c < M && r < nR) RT[c * nR + r] = tile[threadIdx.x][k];
+    }
 }
 
 #endif

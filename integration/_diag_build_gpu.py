@@ -1,0 +1,111 @@
+"""Where a GPU interventional explainer's build goes, in one process: its seconds, each NVRTC compile it runs (CuPy's
+``compile_using_nvrtc``, which runs only on a miss of CuPy's disk cache) and a cProfile of the build.
+
+    CUPY_CACHE_DIR=$(mktemp -d) python integration/_diag_build_gpu.py --ahead 1    (a first-ever process)
+
+WOODELF's README shape by default (127 features, XGBoost 100 trees of depth 6, a 5,000,000-row background of
+synthetic standard-normal float32, said so): the rows and the model are made once and kept in --cache, so that
+alternating processes (``--ahead 0`` / ``1``: ``_gpu_patterns.COMPILE_AHEAD``) time the build alone.
+"""
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import os
+import pstats
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def _inputs(cache: Path, bg: int, M: int):
+    import xgboost as xgb
+
+    cache.mkdir(parents=True, exist_ok=True)
+    f, m = cache / f"bg_{bg}x{M}.npy", cache / f"model_{M}.ubj"
+    if not f.exists():
+        rng = np.random.default_rng(1)
+        np.save(f, rng.standard_normal((bg, M), dtype=np.float32))
+    if not m.exists():
+        rng = np.random.default_rng(0)
+        X = rng.standard_normal((200_000, M), dtype=np.float32)
+        y = X[:, 0] * X[:, 1] + np.sin(X[:, 2]) + (X[:, 3] > 0.5) + 0.1 * rng.standard_normal(len(X))
+        xgb.train({"max_depth": 6, "tree_method": "hist", "nthread": os.cpu_count()}, xgb.DMatrix(X, y), 100
+                  ).save_model(m)
+    return np.load(f), xgb.Booster(model_file=str(m))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bg", type=int, default=5_000_000)
+    ap.add_argument("--features", type=int, default=127)
+    ap.add_argument("--ahead", type=int, default=1)
+    ap.add_argument("--cache", default="/tmp/hitml_build_diag")
+    ap.add_argument("--profile", type=int, default=1)
+    a = ap.parse_args()
+    bg, bst = _inputs(Path(a.cache), a.bg, a.features)
+    import cupy as cp
+    import cupy.cuda.compiler as cc
+    import shap
+
+    import hitml.shap_ext  # noqa: F401 - registers the backend
+    from hitml.kernels.treeshap import _gpu_patterns
+
+    _gpu_patterns.COMPILE_AHEAD = bool(a.ahead)
+    compiles = []
+    inner = cc.compile_using_nvrtc
+
+    def logged(source, *args, **kw):
+        t = time.perf_counter()
+        try:
+            return inner(source, *args, **kw)
+        finally:
+            head = next((ln for ln in source.splitlines() if "__global__" in ln), source[:80])
+            compiles.append({"s": time.perf_counter() - t, "kernel": head.strip()[:100],
+                             "names": list(kw.get("name_expressions") or (args[3] if len(args) > 3 else None)
+                                           or [])[:3]})
+    cc.compile_using_nvrtc = logged
+    prog = getattr(cc, "_NVRTCProgram", None)
+    if prog is not None and hasattr(prog, "compile"):        # the NVRTC call itself, whoever calls it
+        inner_c = prog.compile
+
+        def logged_c(self, *args, **kw):
+            t = time.perf_counter()
+            try:
+                return inner_c(self, *args, **kw)
+            finally:
+                head = next((ln for ln in self.src.splitlines() if "__global__" in ln), self.src[:80])
+                compiles.append({"s": time.perf_counter() - t, "program": head.strip()[:100]})
+        prog.compile = logged_c
+    print(json.dumps({"cupy_compiler_names": [n for n in dir(cc) if "compile" in n.lower()]}), file=sys.stderr)
+    cp.zeros(1).sum()                    # the CUDA context, CuPy's first kernels: before the build, as a user's session
+    cp.cuda.Device().synchronize()
+    compiles.clear()
+    masker = shap.maskers.Independent(bg, max_samples=len(bg))
+    prof = cProfile.Profile() if a.profile else None
+    t = time.perf_counter()
+    if prof:
+        prof.enable()
+    ex = shap.TreeExplainer(bst, data=masker, feature_perturbation="interventional", backend="gpu")
+    cp.cuda.Device().synchronize()
+    if prof:
+        prof.disable()
+    build = time.perf_counter() - t
+    rec = {"build_s": build, "ahead": a.ahead, "compiles": compiles, "compile_s": sum(c["s"] for c in compiles),
+           "cache_dir": os.environ.get("CUPY_CACHE_DIR"), "device": cp.cuda.runtime.getDeviceProperties(0)["name"]
+           .decode(), "expected_value": float(np.ravel(ex.expected_value)[0])}
+    print(json.dumps(rec), flush=True)
+    if prof:
+        s = io.StringIO()
+        st = pstats.Stats(prof, stream=s)
+        st.sort_stats("cumulative").print_stats(45)
+        st.sort_stats("tottime").print_stats(25)
+        print("\n".join(ln[:160] for ln in s.getvalue().splitlines()), file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
