@@ -191,6 +191,13 @@ def prepare_background_pass(dtype, input_dtype, *, backend: str = "cpu") -> None
         The dtype the paths compare in (``PathSet.input_dtype``).
     backend : {"cpu", "gpu"}, default "cpu"
         The engine that will count the background.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from hitml.kernels.treeshap import prepare_background_pass
+    >>> rows = np.zeros((1000, 4), dtype=np.float32)
+    >>> prepare_background_pass(rows.dtype, np.dtype(np.float32), backend="cpu")   # the CPU kernels ship compiled
     """
     if backend == "gpu":
         from . import _gpu_patterns
