@@ -1,5 +1,5 @@
 """Where a GPU interventional explainer's build goes, in one process: its seconds, each NVRTC compile it runs (CuPy's
-``compile_using_nvrtc``, which runs only on a miss of CuPy's disk cache) and a cProfile of the build.
+``_NVRTCProgram.compile``, which runs only on a miss of CuPy's disk cache) and a cProfile of the build.
 
     CUPY_CACHE_DIR=$(mktemp -d) python integration/_diag_build_gpu.py --ahead 1    (a first-ever process)
 
@@ -57,31 +57,16 @@ def main() -> None:
 
     _gpu_patterns.COMPILE_AHEAD = bool(a.ahead)
     compiles = []
-    inner = cc.compile_using_nvrtc
+    inner = cc._NVRTCProgram.compile          # the NVRTC call of every CuPy compile (RawModule and CuPy's own)
 
-    def logged(source, *args, **kw):
+    def logged(self, *args, **kw):
         t = time.perf_counter()
         try:
-            return inner(source, *args, **kw)
+            return inner(self, *args, **kw)
         finally:
-            head = next((ln for ln in source.splitlines() if "__global__" in ln), source[:80])
-            compiles.append({"s": time.perf_counter() - t, "kernel": head.strip()[:100],
-                             "names": list(kw.get("name_expressions") or (args[3] if len(args) > 3 else None)
-                                           or [])[:3]})
-    cc.compile_using_nvrtc = logged
-    prog = getattr(cc, "_NVRTCProgram", None)
-    if prog is not None and hasattr(prog, "compile"):        # the NVRTC call itself, whoever calls it
-        inner_c = prog.compile
-
-        def logged_c(self, *args, **kw):
-            t = time.perf_counter()
-            try:
-                return inner_c(self, *args, **kw)
-            finally:
-                head = next((ln for ln in self.src.splitlines() if "__global__" in ln), self.src[:80])
-                compiles.append({"s": time.perf_counter() - t, "program": head.strip()[:100]})
-        prog.compile = logged_c
-    print(json.dumps({"cupy_compiler_names": [n for n in dir(cc) if "compile" in n.lower()]}), file=sys.stderr)
+            head = next((ln for ln in self.src.splitlines() if "__global__" in ln), self.src[:80])
+            compiles.append({"s": time.perf_counter() - t, "program": head.strip()[:100]})
+    cc._NVRTCProgram.compile = logged
     cp.zeros(1).sum()                    # the CUDA context, CuPy's first kernels: before the build, as a user's session
     cp.cuda.Device().synchronize()
     compiles.clear()

@@ -117,9 +117,23 @@ def timed_rows(fn, X, max_rows: int, budget_s: float, repeats: int = 3, sync=Non
     return n, float(np.median(times))
 
 
-def versions() -> dict:
+def xgb_contribs(bst, device, nthread, interactions=False):
+    """XGBoost's own ``pred_contribs`` (or ``pred_interactions``) on ``device``, as its users call it: a function of
+    NumPy rows that makes their DMatrix and predicts."""
+    import xgboost as xgb
+    b = bst.copy()
+    b.set_param({"device": device, "nthread": nthread})
+
+    def run(X):
+        return b.predict(xgb.DMatrix(X, nthread=nthread), pred_contribs=not interactions,
+                         pred_interactions=interactions)
+    return run
+
+
+def versions(mods: tuple[str, ...] = ("numpy", "xgboost", "shap", "shap_cuda", "cupy", "numba")) -> dict:
+    """Python's version and each of ``mods``' (None where it does not import)."""
     out = {"python": platform.python_version()}
-    for mod in ("numpy", "xgboost", "shap", "shap_cuda", "cupy", "numba"):
+    for mod in mods:
         try:
             out[mod] = __import__(mod).__version__
         except Exception:

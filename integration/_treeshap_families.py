@@ -130,21 +130,18 @@ def path_stats(ex) -> dict:
 def _xgboost_gpu_anchor(model, X, Xi, rec: dict, sync) -> None:
     """XGBoost's own GPU ``pred_contribs`` / ``pred_interactions`` (DMatrix from NumPy, as its users call it), where
     the installed XGBoost is a CUDA build; the reason in ``rec["xgboost_gpu_error"]`` otherwise."""
+    import os
+
     import xgboost as xgb
+    from _treeshap_common import xgb_contribs
 
     if not xgb.build_info().get("USE_CUDA"):
         rec["xgboost_gpu_error"] = "the installed XGBoost is a CPU build"
         return
-    b = model.get_booster().copy()
-    b.set_param({"device": "cuda"})
-
-    def values():
-        return b.predict(xgb.DMatrix(X), pred_contribs=True)
-
-    def inter():
-        return b.predict(xgb.DMatrix(Xi), pred_interactions=True)
-    rec["xgboost_gpu_values_s"] = _median_time(values, sync, repeats=2)
-    rec["xgboost_gpu_inter_s"] = _median_time(inter, sync, repeats=2)
+    values = xgb_contribs(model.get_booster(), "cuda", os.cpu_count())
+    inter = xgb_contribs(model.get_booster(), "cuda", os.cpu_count(), interactions=True)
+    rec["xgboost_gpu_values_s"] = _median_time(lambda: values(X), sync, repeats=2)
+    rec["xgboost_gpu_inter_s"] = _median_time(lambda: inter(Xi), sync, repeats=2)
 
 
 def report(recs: list[dict], device: str, versions: dict, rows: int, inter_rows: int, M: int, train: int) -> str:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import time
 from pathlib import Path
 
@@ -25,6 +24,7 @@ import numba
 import numpy as np
 
 from _machine import cpu_name
+from _treeshap_common import versions as library_versions
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -137,12 +137,7 @@ def main() -> None:
         rec["max_abs_diff_vs_anchor"] = float(np.abs(ours - r.reshape(ours.shape)).max())
         print(json.dumps(rec), flush=True)
         recs.append(rec)
-    versions = {"python": platform.python_version()}
-    for mod in ("numpy", "numba", "xgboost", "lightgbm", "sklearn", "shap"):
-        try:
-            versions[mod] = __import__(mod).__version__
-        except ImportError:
-            versions[mod] = None
+    versions = library_versions(("numpy", "numba", "xgboost", "lightgbm", "sklearn", "shap"))
     report = {"device": f"{cpu_name()} ({os.cpu_count()} cores), {a.threads} threads", "versions": versions,
               "rows": a.rows, "repeats": a.repeats, "results": recs, "shap": shap.__version__}
     out = Path(a.out)

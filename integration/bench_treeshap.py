@@ -29,6 +29,7 @@ from _treeshap_common import (  # noqa: E402 - after the sys.path set-up above
     shap_cext,
     train_model,
     timed,
+    xgb_contribs,
     timed_rows,
     versions,
     SIZES,
@@ -46,17 +47,6 @@ def our_paths(bst, M):
     return extract_paths(ens.children_left, ens.children_right, ens.children_default, ens.features, ens.thresholds,
                          ens.values, ens.node_sample_weight, ens.base_offset, n_features=M,
                          input_dtype=ens.input_dtype), ens
-
-
-def xgb_contribs(bst, device, nthread, interactions=False):
-    import xgboost as xgb
-    b = bst.copy()
-    b.set_param({"device": device, "nthread": nthread})
-
-    def run(X):
-        return b.predict(xgb.DMatrix(X, nthread=nthread), pred_contribs=not interactions,
-                         pred_interactions=interactions)
-    return run
 
 
 def shap_cuda_explainer(bst):
@@ -588,6 +578,10 @@ def write_output_control(rep: dict, out: Path) -> dict:
     return rep
 
 
+FAMILY_MODELS = ("lgbm-500x255", "lgbm-1000x31", "lgbm-multiclass10", "rf-depth30", "et-unlimited",
+                 "xgb-lossguide-1024")      # the --families rows, in the report's order
+
+
 def families(args) -> dict:
     """--families: LightGBM, scikit-learn forests and leafy XGBoost against shap-cuda and XGBoost's GPU
     pred_contribs (``_treeshap_families.py``); JSON and markdown in --out, rows of other models kept with --merge."""
@@ -599,12 +593,9 @@ def families(args) -> dict:
     path = out / "treeshap_gpu_families.json"
     recs = fam.run(args.family_models.split(","), args.rows, args.inter_rows, args.family_features,
                    args.family_train, args.threads, log=lambda *x: print(*x, file=sys.stderr, flush=True))
-    import lightgbm
-    import sklearn
     import xgboost
-    ver = versions() | {"lightgbm": lightgbm.__version__, "scikit-learn": sklearn.__version__,
-                        "xgboost": xgboost.__version__ + (" (CUDA build)" if xgboost.build_info().get("USE_CUDA")
-                                                          else " (CPU build)")}
+    ver = versions(("numpy", "xgboost", "lightgbm", "sklearn", "shap", "shap_cuda", "cupy", "numba"))
+    ver["xgboost"] += " (CUDA build)" if xgboost.build_info().get("USE_CUDA") else " (CPU build)"
     rep = {"device": device_name(), "threads": args.threads, "versions": ver, "rows": args.rows,
            "inter_rows": args.inter_rows, "features": args.family_features, "train": args.family_train,
            "models": recs}
@@ -612,9 +603,9 @@ def families(args) -> dict:
         old = json.loads(path.read_text())
         if old.get("device") == rep["device"] and "models" in old:     # only rows measured on the same device kind
             new = {r["model"] for r in recs}
-            order = args.family_models_order.split(",")
             merged = [r for r in old["models"] if r["model"] not in new] + recs
-            rep["models"] = sorted(merged, key=lambda r: order.index(r["model"]) if r["model"] in order else 99)
+            rep["models"] = sorted(merged, key=lambda r: FAMILY_MODELS.index(r["model"])
+                                   if r["model"] in FAMILY_MODELS else len(FAMILY_MODELS))
     path.write_text(json.dumps(rep, indent=1))
     md = fam.report(rep["models"], rep["device"], rep["versions"], args.rows, args.inter_rows, args.family_features,
                     args.family_train)
@@ -690,9 +681,7 @@ def main(argv=None):
     ap.add_argument("--oc-chunk-mib", type=int, default=256, help="chunk_bytes of the stream, in MiB")
     ap.add_argument("--families", action="store_true",
                     help="only the model-family rows (LightGBM, scikit-learn forests, lossguide XGBoost)")
-    _all = "lgbm-500x255,lgbm-1000x31,lgbm-multiclass10,rf-depth30,et-unlimited,xgb-lossguide-1024"
-    ap.add_argument("--family-models", default=_all)
-    ap.add_argument("--family-models-order", default=_all, help=argparse.SUPPRESS)
+    ap.add_argument("--family-models", default=",".join(FAMILY_MODELS))
     ap.add_argument("--family-features", type=int, default=50)
     ap.add_argument("--family-train", type=int, default=100_000)
     args = ap.parse_args(argv)

@@ -396,7 +396,8 @@ def test_gpu_transpose_moves_every_bit(dtype, shape):
     specials = np.array([1, 0x80000000, 0x7fc00123, 0xffc00001, 0x7f800000, 0xff800000, 0x00400000], np.uint32) \
         if dtype == np.float32 else np.array([1, 1 << 63, 0x7ff8000000000123, 0x7ff0000000000000,
                                               0x0008000000000000], np.uint64)
-    flat[:len(specials)][:flat.size] = specials[:flat.size].astype(ui).view(dtype)
+    k = min(len(specials), flat.size)
+    flat[:k] = specials[:k].astype(ui).view(dtype)
     got = _gpu_patterns._columns(cp.asarray(x), np.dtype(dtype)).get()
     assert got.shape == (shape[1], shape[0])
     assert got.tobytes() == np.ascontiguousarray(x.T).tobytes()
@@ -412,6 +413,7 @@ def test_gpu_compile_ahead_error_reaches_the_caller(monkeypatch):
         raise RuntimeError("compile failed in the thread")
     monkeypatch.setattr(_gpu_patterns, "_fn", broken)
     monkeypatch.setattr(_gpu_patterns, "_AHEAD", {})
+    monkeypatch.setattr(_gpu_patterns, "_READY", set())
     _gpu_patterns.compile_ahead(np.float32, np.float32)
     with pytest.raises(RuntimeError, match="compile failed in the thread"):
         _gpu_patterns._await_ahead(np.float32)

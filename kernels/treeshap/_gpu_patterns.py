@@ -110,7 +110,8 @@ class _Ahead(threading.Thread):
             raise self.error
 
 
-_AHEAD: dict = {}
+_AHEAD: dict = {}             # (device, row dtype) -> its compile thread, until a pass has waited for it
+_READY: set = set()           # (device, row dtype) whose kernels are compiled and loaded: no thread again
 _AHEAD_LOCK = threading.Lock()
 
 
@@ -128,17 +129,20 @@ def compile_ahead(dtype, input_dtype) -> None:
     kd = _row_type(dtype, input_dtype)
     key = (cupy_module().cuda.Device().id, kd)
     with _AHEAD_LOCK:
-        if key not in _AHEAD:
+        if key not in _AHEAD and key not in _READY:
             _AHEAD[key] = _Ahead(kd)
 
 
 def _await_ahead(kdtype) -> None:
     """Wait for the compile thread of ``kdtype`` rows on this device, if one was started, and re-raise its error; the
     entry goes, so a later pass after a failed compile compiles again (inline) rather than meet the old error."""
+    key = (cupy_module().cuda.Device().id, np.dtype(kdtype))
     with _AHEAD_LOCK:
-        th = _AHEAD.pop((cupy_module().cuda.Device().id, np.dtype(kdtype)), None)
+        th = _AHEAD.pop(key, None)
     if th is not None:
         th.wait()
+        with _AHEAD_LOCK:
+            _READY.add(key)
 
 
 class _Clock:
@@ -201,7 +205,7 @@ def summarize(ps: PathSet, R, weights, scale, progress=None, timings: dict | Non
         if len(sparse):
             step = max(1, (1 << 26) // max(nR, 1))
             for c0 in range(0, len(sparse), step):
-                ptr, st, w = _sparse_sets(sparse[c0:c0 + step], RT, nR, wd if weighted else None, pa, kdtype)
+                ptr, st, w = _sparse_sets(sparse[c0:c0 + step], RT, nR, wd, pa, kdtype)
                 ptrs.append(ptr[1:] + base)
                 base += int(ptr[-1])
                 sets.append(st)
@@ -209,6 +213,7 @@ def summarize(ps: PathSet, R, weights, scale, progress=None, timings: dict | Non
             bar.update(1)
             clock("long paths")
     del RT
+
     def joined(parts):          # one part (no long paths): as it is, without a copy kernel
         return parts[0] if len(parts) == 1 else cp.concatenate(parts)
     return _sum.BackgroundSummary(
