@@ -127,19 +127,22 @@ def path_stats(ex) -> dict:
             "shap_plan": list(map(str, sv)), "inter_plan": list(map(str, iv))}
 
 
-def _xgboost_gpu_anchor(model, X, Xi, rec: dict, sync) -> None:
-    """XGBoost's own GPU ``pred_contribs`` / ``pred_interactions`` (DMatrix from NumPy, as its users call it), where
-    the installed XGBoost is a CUDA build; the reason in ``rec["xgboost_gpu_error"]`` otherwise."""
+def _xgboost_gpu_anchor(model, X, Xi, rec: dict, sync, contribs) -> None:
+    """XGBoost's own GPU ``pred_contribs`` / ``pred_interactions`` (``contribs``: ``_treeshap_common.xgb_contribs``,
+    which the caller passes, as this helper imports no other integration module), where the installed XGBoost is a
+    CUDA build; the reason in ``rec["xgboost_gpu_error"]`` otherwise."""
     import os
 
     import xgboost as xgb
-    from _treeshap_common import xgb_contribs
 
+    if contribs is None:
+        rec["xgboost_gpu_error"] = "not timed: run through bench_treeshap.py --families"
+        return
     if not xgb.build_info().get("USE_CUDA"):
         rec["xgboost_gpu_error"] = "the installed XGBoost is a CPU build"
         return
-    values = xgb_contribs(model.get_booster(), "cuda", os.cpu_count())
-    inter = xgb_contribs(model.get_booster(), "cuda", os.cpu_count(), interactions=True)
+    values = contribs(model.get_booster(), "cuda", os.cpu_count())
+    inter = contribs(model.get_booster(), "cuda", os.cpu_count(), interactions=True)
     rec["xgboost_gpu_values_s"] = _median_time(lambda: values(X), sync, repeats=2)
     rec["xgboost_gpu_inter_s"] = _median_time(lambda: inter(Xi), sync, repeats=2)
 
@@ -187,7 +190,8 @@ def report(recs: list[dict], device: str, versions: dict, rows: int, inter_rows:
     return "\n".join(lines)
 
 
-def run(which: list[str], rows: int, inter_rows: int, M: int, train: int, threads: int, log=print) -> list[dict]:
+def run(which: list[str], rows: int, inter_rows: int, M: int, train: int, threads: int, log=print,
+        xgb_contribs=None) -> list[dict]:
     import cupy as cp
     import shap
 
@@ -234,7 +238,7 @@ def run(which: list[str], rows: int, inter_rows: int, M: int, train: int, thread
         except Exception as exc:
             rec["shap_cuda_error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
         if type(model).__module__.startswith("xgboost"):
-            _xgboost_gpu_anchor(model, X, Xi, rec, sync)
+            _xgboost_gpu_anchor(model, X, Xi, rec, sync, xgb_contribs)
         for k in ("values", "inter"):
             anchors = {a: rec[f"{a}_{k}_s"] for a in ("shap_cuda", "xgboost_gpu") if rec.get(f"{a}_{k}_s")}
             if anchors:

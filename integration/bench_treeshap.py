@@ -592,7 +592,8 @@ def families(args) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     path = out / "treeshap_gpu_families.json"
     recs = fam.run(args.family_models.split(","), args.rows, args.inter_rows, args.family_features,
-                   args.family_train, args.threads, log=lambda *x: print(*x, file=sys.stderr, flush=True))
+                   args.family_train, args.threads, log=lambda *x: print(*x, file=sys.stderr, flush=True),
+                   xgb_contribs=xgb_contribs)
     import xgboost
     ver = versions(("numpy", "xgboost", "lightgbm", "sklearn", "shap", "shap_cuda", "cupy", "numba"))
     ver["xgboost"] += " (CUDA build)" if xgboost.build_info().get("USE_CUDA") else " (CPU build)"
