@@ -31,7 +31,7 @@ def models(which: list[str], M: int, train: int, threads: int) -> dict:
         if name.startswith("lgbm"):
             import lightgbm as lgb
             if name == "lgbm-500x255":
-                m = lgb.LGBMRegressor(n_estimators=500, num_leaves=255, min_child_samples=5, n_jobs=threads,
+                m = lgb.LGBMRegressor(n_estimators=500, num_leaves=255, n_jobs=threads,
                                       verbose=-1).fit(X, y)
                 desc = "LightGBM regressor, 500 trees of 255 leaves"
             elif name == "lgbm-1000x31":
@@ -147,6 +147,22 @@ def _xgboost_gpu_anchor(model, X, Xi, rec: dict, sync, contribs) -> None:
     rec["xgboost_gpu_inter_s"] = _median_time(lambda: inter(Xi), sync, repeats=2)
 
 
+def _shap_cpp_anchor(model, X, Xi, rec: dict, values_rows: int = 10, inter_rows: int = 1) -> None:
+    """shap's own C++ ``TreeExplainer`` (on the CPU), where no GPU anchor reads the model (GPUTreeShap stops at depth
+    32): timed on the first ``values_rows`` / ``inter_rows`` rows, scaled to ``len(X)`` / ``len(Xi)`` rows (it is
+    linear in rows); the row counts are recorded."""
+    import shap
+
+    ex = shap.TreeExplainer(model)
+    t = time.perf_counter()
+    ex.shap_values(X[:values_rows], check_additivity=False)
+    rec["shap_cpp_values_s"] = (time.perf_counter() - t) * len(X) / values_rows
+    t = time.perf_counter()
+    ex.shap_interaction_values(Xi[:inter_rows])
+    rec["shap_cpp_inter_s"] = (time.perf_counter() - t) * len(Xi) / inter_rows
+    rec["shap_cpp_rows"] = [values_rows, inter_rows]
+
+
 def report(recs: list[dict], device: str, versions: dict, rows: int, inter_rows: int, M: int, train: int) -> str:
     """Markdown for ``recs`` (one table row a model)."""
     lines = ["# GPU TreeSHAP on LightGBM, scikit-learn forests and leafy XGBoost (treeshap_gpu_families)", "",
@@ -156,7 +172,8 @@ def report(recs: list[dict], device: str, versions: dict, rows: int, inter_rows:
              f"{min(train, 20_000):,}. Seconds for {rows:,} rows (values) and {inter_rows:,} rows (interactions), "
              "median of 3 warm calls (anchors: of 2), NumPy in and out, and CuPy in and out. The ratio is the fastest "
              "GPU anchor's time over ours: shap-cuda's `GPUTreeExplainer`, and XGBoost's GPU `pred_contribs` / "
-             "`pred_interactions` on XGBoost models (it does not read the other families).", "",
+             "`pred_interactions` on XGBoost models (it does not read the other families); where neither reads the model, "
+             "shap's own C++ explainer on the CPU, timed on a few rows and scaled (said so in its cell).", "",
              "| model | max depth | paths | elements per path p50/p90/p99/max | plan (values / interactions) | "
              "values s (NumPy / CuPy) | fastest anchor s | x anchor (NumPy / CuPy) | interactions s (NumPy / CuPy) | "
              "fastest anchor s | x anchor (NumPy / CuPy) |", "|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -166,7 +183,8 @@ def report(recs: list[dict], device: str, versions: dict, rows: int, inter_rows:
         a = r.get(f"fastest_anchor_{k}")
         if not a:
             return "-", "-"
-        return (f"{r[f'{a}_{k}_s']:.4g} ({a.replace('_', '-')})",
+        label = "shap C++ on the CPU, no GPU anchor runs" if a == "shap_cpp" else a.replace("_", "-")
+        return (f"{r[f'{a}_{k}_s']:.4g} ({label})",
                 f"**{r[f'ratio_{k}']:.2f}x** / {r[f'ratio_{k}_cupy']:.2f}x")
     for r in recs:
         q = "/".join(f"{v:g}" for v in r["elements_per_path_p50_p90_p99_max"])
@@ -175,6 +193,9 @@ def report(recs: list[dict], device: str, versions: dict, rows: int, inter_rows:
         lines.append(f"| {r['description']} | {r['max_depth']} | {r['paths']:,} | {q} | {' / '.join(r['shap_plan'])}"
                      f" ; {' / '.join(r['inter_plan'])} | {r['ours_values_s']:.4g} / {r['ours_values_cupy_s']:.4g} | "
                      f"{va} | {vr} | {r['ours_inter_s']:.4g} / {r['ours_inter_cupy_s']:.4g} | {ia} | {ir} |")
+        if r.get("shap_cpp_rows"):
+            notes.append(f"- {r['description']}: shap's C++ timed on {r['shap_cpp_rows'][0]} rows (values) and "
+                         f"{r['shap_cpp_rows'][1]} (interactions), scaled to the table's rows")
         for a in ("shap_cuda", "xgboost_gpu"):
             if r.get(f"{a}_error"):
                 notes.append(f"- {r['description']}: {a.replace('_', '-')} did not run: {r[f'{a}_error']}")
@@ -239,8 +260,10 @@ def run(which: list[str], rows: int, inter_rows: int, M: int, train: int, thread
             rec["shap_cuda_error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
         if type(model).__module__.startswith("xgboost"):
             _xgboost_gpu_anchor(model, X, Xi, rec, sync, xgb_contribs)
+        if not any(rec.get(f"{a}_values_s") for a in ("shap_cuda", "xgboost_gpu")):
+            _shap_cpp_anchor(model, X, Xi, rec)
         for k in ("values", "inter"):
-            anchors = {a: rec[f"{a}_{k}_s"] for a in ("shap_cuda", "xgboost_gpu") if rec.get(f"{a}_{k}_s")}
+            anchors = {a: rec[f"{a}_{k}_s"] for a in ("shap_cuda", "xgboost_gpu", "shap_cpp") if rec.get(f"{a}_{k}_s")}
             if anchors:
                 best = min(anchors, key=anchors.get)
                 rec[f"fastest_anchor_{k}"] = best

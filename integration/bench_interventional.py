@@ -56,6 +56,9 @@ def _args():
     ap.add_argument("--cold", action="store_true",
                     help="--e2e: no untimed warm-up build, so the timed build and first call are the process's first "
                          "(with an empty CuPy cache, CUPY_CACHE_DIR, they include every kernel's compile)")
+    ap.add_argument("--call-ahead", choices=("on", "off"), default="on",
+                    help="hitml-gpu: whether the explainer's build also compiles the call's kernels in a thread "
+                         "(the default, on); off for an A/B of a cold first call")
     ap.add_argument("--out", default="docs/benchmarks/interventional")
     ap.add_argument("--note", default="", help="a line for the markdown (the machine, how the threads were pinned)")
     ap.add_argument("--merge", default=None, metavar="DIR",
@@ -337,6 +340,9 @@ def main():
         M, models = 127, ["xgboost"]
         bgs = bgs if "--bg" in sys.argv else [5_000_000]
         rows = rows if "--rows" in sys.argv else [3_000_000]
+    if a.call_ahead == "off":
+        from hitml.kernels.treeshap import _gpu_patterns
+        _gpu_patterns.COMPILE_CALL_AHEAD = False
     if a.e2e:
         end_to_end(a, engines, models, M, bgs, rows, whats)
         return

@@ -417,3 +417,33 @@ def test_gpu_compile_ahead_error_reaches_the_caller(monkeypatch):
     _gpu_patterns.compile_ahead(np.float32, np.float32)
     with pytest.raises(RuntimeError, match="compile failed in the thread"):
         _gpu_patterns._await_ahead(np.float32)
+
+
+@pytest.mark.gpu
+def test_gpu_call_module_compiles_ahead_and_its_error_reaches_the_call(monkeypatch):
+    """compile_ahead also compiles the call's module in a thread of its own; the call's first kernel lookup waits
+    for it (and re-raises its error once: a later lookup compiles inline)."""
+    pytest.importorskip("cupy")
+    import cupy as cp
+
+    from hitml.kernels.treeshap import _gpu_patterns
+
+    dev = cp.cuda.Device().id
+    monkeypatch.setattr(_gpu_patterns, "_AHEAD", {})
+    monkeypatch.setattr(_gpu_patterns, "_READY", set())
+    _gpu_patterns.compile_ahead(np.float32, np.float32)
+    assert {(dev, np.dtype(np.float32)), (dev, "call")} <= set(_gpu_patterns._AHEAD)
+    _gpu_patterns._fn("value_tables")                   # waits for the call's thread
+    assert (dev, "call") in _gpu_patterns._READY and (dev, "call") not in _gpu_patterns._AHEAD
+    _gpu_patterns._await_ahead(np.float32)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("call module failed in the thread")
+    monkeypatch.setattr(_gpu_patterns, "_AHEAD", {})
+    monkeypatch.setattr(_gpu_patterns, "_READY", {(dev, np.dtype(np.float32))})
+    monkeypatch.setattr(_gpu_patterns, "load_module", broken)
+    _gpu_patterns.compile_ahead(np.float32, np.float32)
+    with pytest.raises(RuntimeError, match="call module failed in the thread"):
+        _gpu_patterns._fn("value_tables")
+    monkeypatch.undo()
+    assert _gpu_patterns._fn("value_tables") is not None     # compiled inline after the failed thread

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from hitml.kernels.treeshap import cpu, extract_paths
-from hitml.kernels.treeshap.paths import tree_program
+from hitml.kernels.treeshap.paths import tree_outputs, tree_program
 
 shap = pytest.importorskip("shap")
 
@@ -156,7 +156,7 @@ def test_boosted_multiclass_walks_each_tree_for_its_one_output():
     from hitml import shap_ext
     ex = shap_ext.TreeExplainer(model, backend="cpu")      # LightGBM's own reading of NaN (missing type None: 0)
     ps = ex._paths(20)
-    assert (cpu._tree_outputs(ps) >= 0).all() and ps.n_outputs == 4
+    assert (tree_outputs(ps) == np.arange(8 * 4) % 4).all() and ps.n_outputs == 4     # LightGBM: class = tree % K
     Xt = rng.normal(size=(90, 20))
     Xt[::5, 1] = np.nan
     with _mode("always"):
@@ -166,6 +166,19 @@ def test_boosted_multiclass_walks_each_tree_for_its_one_output():
         np.testing.assert_allclose(got, np.asarray(ex.shap_values(Xt)), rtol=1e-10, atol=1e-12)
     want = model.predict(Xt, pred_contrib=True).reshape(len(Xt), 4, 21)[:, :, :20]
     np.testing.assert_allclose(got.reshape(want.shape[0], 20, 4).transpose(0, 2, 1), want, rtol=1e-6, atol=1e-6)
+
+
+def test_pure_leaf_forest_classifier_trees_feed_every_class():
+    """A fully grown forest classifier has pure leaves (one nonzero class value each), as a boosted multiclass
+    model's paths do; yet each tree feeds every class, so it is not taken for boosted multiclass."""
+    ens_mod = pytest.importorskip("sklearn.ensemble")
+    rng = np.random.default_rng(8)
+    X = rng.normal(size=(600, 6))
+    y = (X[:, 0] + X[:, 1] * X[:, 2] > 0).astype(int)
+    model = ens_mod.ExtraTreesClassifier(n_estimators=4, random_state=0).fit(X, y)
+    ps = _paths(model, 6)
+    assert ((ps.leaf_value != 0).sum(axis=1) <= 1).all()              # pure leaves
+    assert (tree_outputs(ps) == -1).all()
 
 
 def test_tree_limit_and_single_leaf_trees():
@@ -189,3 +202,16 @@ def test_tree_limit_and_single_leaf_trees():
         with _mode("never"):
             want = cpu.shap_values(ps, Xt, tree_limit=tl)
         np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+
+
+def test_gpu_linear_auto_rule():
+    """The GPU's "auto" choice of the per-tree kernel (decided on the host; no GPU needed): where the planner leaves
+    every path to the DP, or splits with tables for under half of the elements; never over the user's options."""
+    from hitml.kernels.treeshap._gpu_linear import LINEAR_SPLIT_SHARE, wanted
+
+    assert wanted("dp", "auto", "auto")
+    assert wanted("split", "auto", "auto", 0.41) and not wanted("split", "auto", "auto", 0.68)
+    assert not wanted("split", "auto", "auto", LINEAR_SPLIT_SHARE)
+    assert not wanted("table", "auto", "auto")
+    assert not wanted("dp", "dp", "auto")                  # a forced shap_variant keeps the per-path kernels
+    assert wanted("table", "auto", "always") and not wanted("dp", "auto", "never")

@@ -275,3 +275,64 @@ def test_gpu_linear_matches_xgboost_and_lightgbm_with_categorical_trees_left_to_
     assert lp is not None and lp.rest is not None                # ... keep the per-path kernels
     want2 = model.predict(rows, pred_contrib=True)
     np.testing.assert_allclose(sv.reshape(want2[:, :-1].shape), want2[:, :-1], rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.gpu
+def test_gpu_auto_takes_pure_leaf_forest_classifiers_and_leaves_boosted_multiclass():
+    """options.shap_linear "auto": a fully grown binary forest classifier (pure leaves: one nonzero value a path,
+    yet each tree feeds both classes) runs on the linear kernel, with shap's C++ values; LightGBM multiclass (a tree
+    per class) keeps the per-path kernels."""
+    gpu = _gpu()
+    sk = pytest.importorskip("sklearn.ensemble")
+    shap = pytest.importorskip("shap")
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(4000, 30))    # 30 features: merged paths past the tables' 12
+    y = (X[:, 0] + X[:, 1] * X[:, 2] + 0.5 * rng.normal(size=4000) > 0).astype(int)
+    model = sk.ExtraTreesClassifier(n_estimators=6, random_state=0).fit(X, y)        # unlimited depth
+    ens, ps = _ens_paths(model, 30)
+    assert ((ps.leaf_value != 0).sum(axis=1) <= 1).all() and ps.n_outputs == 2
+    Xt = rng.normal(size=(300, 30)).astype(np.float32)
+    with _options(gpu, shap_linear="auto"):
+        gpu.clear_cache()
+        pk = gpu.packed_paths(ps)
+        assert gpu._linear_part(pk, "shap") is not None
+        got = np.asarray(gpu.shap_values(ps, Xt))
+    ref = np.asarray(shap.TreeExplainer(model).shap_values(Xt.astype(np.float64), check_additivity=False))
+    np.testing.assert_allclose(got[:, :30, :], ref, rtol=1e-6, atol=1e-6)
+
+    lgb = pytest.importorskip("lightgbm")
+    yc = np.digitize(X[:, 0] + X[:, 1] * X[:, 2], [-1.0, 0.0, 1.0])
+    boosted = lgb.LGBMClassifier(n_estimators=5, num_leaves=255, min_child_samples=2, verbose=-1,
+                                 n_jobs=1).fit(X, yc)
+    _, ps2 = _ens_paths(boosted, 30)
+    assert gpu._one_output_trees(gpu.packed_paths(ps2)) and not gpu._one_output_trees(pk)
+
+
+@pytest.mark.gpu
+def test_gpu_auto_takes_leafy_lossguide_boosters_and_matches_xgboost():
+    """A leaf-wise XGBoost booster (lossguide, 1,024 leaves) whose tables would cover under half of the path
+    elements runs on the linear kernel under "auto", with XGBoost's own pred_contribs and the per-path kernels'
+    values."""
+    gpu = _gpu()
+    xgb = pytest.importorskip("xgboost")
+    rng = np.random.default_rng(4)
+    X = rng.standard_normal((30000, 50), dtype=np.float32)
+    y = X[:, 0] * X[:, 1] + np.sin(2 * X[:, 2]) + (X[:, 3] > 0.5) * X[:, 4] + X[:, 5:15].sum(1) / 6
+    model = xgb.XGBRegressor(n_estimators=40, grow_policy="lossguide", max_leaves=1024, max_depth=0,
+                             tree_method="hist", n_jobs=4).fit(X, y)
+    ens, ps = _ens_paths(model, 50)
+    Xt = _hostile(rng, 400, 50)
+    Xt[np.isinf(Xt)] = np.nan                                  # XGBoost's DMatrix rejects infinity
+    with _options(gpu, shap_linear="auto"):
+        gpu.clear_cache()
+        pk = gpu.packed_paths(ps)
+        if gpu._planned(pk, "shap")[0] != "split":
+            pytest.skip("the planner did not split this model's paths on this device")
+        assert gpu._linear_part(pk, "shap") is not None
+        got = np.asarray(gpu.shap_values(ps, Xt))
+    with _options(gpu, shap_linear="never"):
+        gpu.clear_cache()
+        per_path = np.asarray(gpu.shap_values(ps, Xt))
+    np.testing.assert_allclose(got, per_path, rtol=1e-9, atol=1e-10)
+    want = model.get_booster().predict(xgb.DMatrix(Xt, missing=np.nan), pred_contribs=True)
+    np.testing.assert_allclose(got[:, :, 0], want, rtol=1e-4, atol=1e-4)

@@ -180,8 +180,8 @@ def prepare_background_pass(dtype, input_dtype, *, backend: str = "cpu") -> None
     compile overlaps what the caller does before the pass (parsing the model, reading the background).
 
     On ``"gpu"`` the pass's CUDA kernels compile (or load from CuPy's disk cache) in a thread, once per device and
-    row type; the pass waits for them. On ``"cpu"`` it does nothing: the CPU kernels ship compiled. Values do not
-    depend on it.
+    row type, and the kernels of the calls that read the summary in another, once per device; the pass (a call)
+    waits for its thread. On ``"cpu"`` it does nothing: the CPU kernels ship compiled. Values do not depend on it.
 
     Parameters
     ----------

@@ -68,12 +68,20 @@ def _rules():
 _RULES: dict[int, object] = {}
 
 
-def wanted(plan_variant: str, shap_variant: str, mode: str) -> bool:
+LINEAR_SPLIT_SHARE = 0.5      # "auto" takes a split plan's trees when its tables cover less of the elements
+
+
+def wanted(plan_variant: str, shap_variant: str, mode: str, table_share: float = 0.0) -> bool:
     """Whether the linear kernel takes a packing's trees: ``mode`` "always", or "auto" where the planner leaves
-    every path to the per-row DP (no tables fit: forests, deep trees)."""
+    every path to the per-row DP (no tables fit: forests, deep trees), or splits them with tables for under
+    LINEAR_SPLIT_SHARE of the path elements (``table_share``): there the DP's share of long paths costs more than
+    walking every tree (leafy boosters grown leaf-wise: XGBoost's lossguide), docs/design/treeshap.md."""
     if mode == "never":
         return False
-    return mode == "always" or (shap_variant == "auto" and plan_variant == "dp")
+    if mode == "always":
+        return True
+    return shap_variant == "auto" and (plan_variant == "dp"
+                                       or (plan_variant == "split" and table_share < LINEAR_SPLIT_SHARE))
 
 
 def part(pk) -> LinearPart | None:

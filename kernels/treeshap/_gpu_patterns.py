@@ -51,6 +51,8 @@ def _fn(name: str, xdtype=None):
         t = "float" if np.dtype(xdtype) == np.float32 else "double"
         name = name.replace("<", f"<{t}, ") if "<" in name else f"{name}<{t}>"
     part = "build" if name.startswith(_BUILD_KERNELS) else "call"
+    if part == "call" and _AHEAD:
+        _await_call()
     opts, names = _module(part, t)
     return load_module(_SRC, opts, names).get_function(name)
 
@@ -74,19 +76,21 @@ def _groups(chunk: np.ndarray, lens: np.ndarray) -> np.ndarray:
 
 
 COMPILE_AHEAD = True     # the build's kernels compile in a thread, started before the background is read
+COMPILE_CALL_AHEAD = True    # and the call's module in another (with COMPILE_AHEAD)
 
 
 class _Ahead(threading.Thread):
-    """Compiles (or loads from CuPy's disk cache) the kernels of a background pass over rows of one dtype, in a
-    thread: NVRTC releases the GIL, so in a process that finds nothing in CuPy's cache the compile runs while the
-    explainer's build parses the model and reads and uploads the background, instead of after them. The kernels
-    are the ones the pass would compile on first use (the same sources and options): only when they compile
-    changes. The pass runs no CuPy elementwise kernel whose variant depends on the background's size (those could
-    not be compiled ahead): its transpose is patterns.cu's, and its unit weights are no array."""
+    """Compiles (or loads from CuPy's disk cache) the kernels of a background pass over rows of one dtype
+    (``kdtype``), or the module of the call's kernels (``kdtype`` None), in a thread: NVRTC releases the GIL, so in a
+    process that finds nothing in CuPy's cache the compile runs while the explainer's build parses the model and
+    reads and uploads the background, and the call's while the build counts, instead of after them. The kernels are
+    the ones the pass and the call would compile on first use (the same sources and options): only when they
+    compile changes. The pass runs no CuPy elementwise kernel whose variant depends on the background's size (those
+    could not be compiled ahead): its transpose is patterns.cu's, and its unit weights are no array."""
 
     def __init__(self, kdtype):
         super().__init__(name="hitml-compile-ahead", daemon=True)
-        self.kdtype = np.dtype(kdtype)
+        self.kdtype = None if kdtype is None else np.dtype(kdtype)
         self.device = cupy_module().cuda.Device().id
         self.error: BaseException | None = None
         self.start()
@@ -95,6 +99,10 @@ class _Ahead(threading.Thread):
         cp = cupy_module()
         try:
             with cp.cuda.Device(self.device):
+                if self.kdtype is None:         # the call's module, loaded as _fn loads it (not through _fn, which
+                    #                             waits for this thread)
+                    load_module(_SRC, *_module("call", None)).get_function("value_tables")
+                    return
                 for name in ("bg_hist<unsigned int>", "bg_hist<unsigned long long>", "bg_fails", "rows_to_columns"):
                     _fn(name, self.kdtype)
                 # the expected value's gather of one bin per path (BackgroundSummary.reach): a small array, so the
@@ -110,8 +118,8 @@ class _Ahead(threading.Thread):
             raise self.error
 
 
-_AHEAD: dict = {}             # (device, row dtype) -> its compile thread, until a pass has waited for it
-_READY: set = set()           # (device, row dtype) whose kernels are compiled and loaded: no thread again
+_AHEAD: dict = {}             # (device, row dtype or "call") -> its compile thread, until a pass (a call) waited
+_READY: set = set()           # (device, row dtype or "call") whose kernels are compiled and loaded: no thread again
 _AHEAD_LOCK = threading.Lock()
 
 
@@ -127,16 +135,27 @@ def compile_ahead(dtype, input_dtype) -> None:
     if not COMPILE_AHEAD:
         return
     kd = _row_type(dtype, input_dtype)
-    key = (cupy_module().cuda.Device().id, kd)
+    dev = cupy_module().cuda.Device().id
     with _AHEAD_LOCK:
-        if key not in _AHEAD and key not in _READY:
-            _AHEAD[key] = _Ahead(kd)
+        for key, what in (((dev, kd), kd), ((dev, "call"), None)):     # the build's kernels first
+            if what is None and not COMPILE_CALL_AHEAD:
+                continue
+            if key not in _AHEAD and key not in _READY:
+                _AHEAD[key] = _Ahead(what)
+
+
+def _await_call() -> None:
+    """Wait for the call module's compile thread on this device, if one is running (see :func:`_await_ahead`)."""
+    _await_key((cupy_module().cuda.Device().id, "call"))
 
 
 def _await_ahead(kdtype) -> None:
     """Wait for the compile thread of ``kdtype`` rows on this device, if one was started, and re-raise its error; the
     entry goes, so a later pass after a failed compile compiles again (inline) rather than meet the old error."""
-    key = (cupy_module().cuda.Device().id, np.dtype(kdtype))
+    _await_key((cupy_module().cuda.Device().id, np.dtype(kdtype)))
+
+
+def _await_key(key) -> None:
     with _AHEAD_LOCK:
         th = _AHEAD.pop(key, None)
     if th is not None:

@@ -21,7 +21,7 @@ from . import _summary as _sum
 from . import _cpu_quad as _q
 from . import _cpu_tables as _t
 from ._inputs import as_model_input, check_matrix, check_transform, check_tree_limit
-from .paths import PathSet, _hand_paths, _tiny_paths, program_split, tree_events
+from .paths import PathSet, _hand_paths, _tiny_paths, program_split, tree_events, tree_outputs
 
 expect_cpu_engine = _background.expect_cpu_engine
 
@@ -162,18 +162,6 @@ LINEAR_MIN_PATH = 12   # "auto" takes models with longer merged paths (the GPU's
 _LINEAR: dict = {}     # (id(PathSet), tree_limit) -> (weak reference to the PathSet, _linear_part result)
 
 
-def _tree_outputs(ps: PathSet) -> np.ndarray:
-    """Per tree, the one output its leaves feed (boosted multiclass), or -1 where they feed more than one."""
-    nz = ps.leaf_value != 0
-    T = ps.n_trees
-    if ps.n_outputs == 1:
-        return np.zeros(T, np.int64)
-    fed = np.zeros((T, ps.n_outputs), bool)
-    np.logical_or.at(fed, ps.tree_index, nz)
-    n_fed = fed.sum(axis=1)
-    return np.where(n_fed == 1, np.argmax(fed, axis=1), np.where(n_fed == 0, 0, -1)).astype(np.int64)
-
-
 def _linear_part(ps: PathSet, owner: PathSet | None = None, tree_limit: int | None = None):
     """(program arrays of the trees the per-tree kernel takes, PathSet of the other trees' paths or None) for
     options.shap_linear, or None where it takes none. ``ps`` is ``owner.restrict(tree_limit)`` (``owner`` None:
@@ -193,7 +181,7 @@ def _linear_part(ps: PathSet, owner: PathSet | None = None, tree_limit: int | No
     if lin.size:
         tree_ev, idx = tree_events(ptr, lin)
         work = float((np.diff(tree_ev) * q_of[lin]).sum()) * 6
-        val = ((evi[idx], evd[idx], tree_ev, q_of[lin].astype(np.int64), _tree_outputs(ps)[lin],
+        val = ((evi[idx], evd[idx], tree_ev, q_of[lin].astype(np.int64), tree_outputs(ps)[lin],
                 int(levels[lin].max())), rest, work)
     _LINEAR[key] = (weakref.ref(owner, lambda _, k=key: _LINEAR.pop(k, None)), val)
     return val

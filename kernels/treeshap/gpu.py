@@ -19,7 +19,7 @@ from . import _gpu_linear
 from ._gpu_core import _CACHE, GpuOptions, clear_cache, options, packed_paths  # noqa: F401  (the engine's API)
 from ._gpu_interventional import (interventional_banzhaf_values, interventional_interaction_values,  # noqa: F401 - the engine's API
                                   interventional_shap_values)
-from .paths import PathSet
+from .paths import PathSet, tree_outputs
 
 __all__ = ["shap_values", "interaction_values", "interventional_shap_values", "summarize_background", "packed_paths",
            "clear_cache",
@@ -197,13 +197,26 @@ def _fixed(pk, kind: str) -> np.ndarray | None:
     return pk.scales[kind]
 
 
+def _one_output_trees(pk) -> bool:
+    """Whether every tree of packing pk feeds one output (boosted multiclass); cached on the packing."""
+    if "one_output_trees" not in pk.split:
+        pk.split["one_output_trees"] = bool(np.all(tree_outputs(pk.ps) >= 0)) if pk.ps.n_paths else True
+    return pk.split["one_output_trees"]
+
+
 def _linear_part(pk, kind: str):
     """The per-tree linear kernel's part of packing pk for SHAP values (options.shap_linear), or None. "auto" leaves
-    boosted multiclass models (each path feeds one output) to the per-path kernels: the linear kernel walks every
-    output of a tree."""
-    if kind != "shap" or not _gpu_linear.wanted(_planned(pk, kind)[0], options.shap_variant, options.shap_linear):
+    boosted multiclass models (each tree feeds one output) to the per-path kernels: the linear kernel walks every
+    output of a tree. A forest's classifier trees feed every class, even where each leaf is pure (one nonzero value
+    a path), and stay with the linear kernel."""
+    if kind != "shap":
         return None
-    if options.shap_linear == "auto" and pk.ps.n_outputs > 1 and pk.one_value:
+    variant, dmax, extra = _planned(pk, kind)
+    m = pk.path_m
+    share = (float(m[m <= dmax].sum()) + extra * (dmax + 1)) / float(max(m.sum(), 1)) if variant == "split" else 0.0
+    if not _gpu_linear.wanted(variant, options.shap_variant, options.shap_linear, share):
+        return None
+    if options.shap_linear == "auto" and pk.ps.n_outputs > 1 and _one_output_trees(pk):
         return None
     return _gpu_linear.part(pk)
 

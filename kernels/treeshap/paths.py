@@ -505,6 +505,20 @@ def tree_program(trees: DenseTrees, n_features: int, fold_leaves: bool = True) -
     return ok, q_of.astype(np.int32), levels.astype(np.int32), ptr, evi, evd
 
 
+def tree_outputs(ps: "PathSet") -> np.ndarray:
+    """Per tree, the one output its leaves feed (boosted multiclass: a tree per class and round), or -1 where they
+    feed more than one (a forest's classifier trees, whose leaves hold every class's value, even when each leaf is
+    pure)."""
+    nz = ps.leaf_value != 0
+    T = ps.n_trees
+    if ps.n_outputs == 1:
+        return np.zeros(T, np.int64)
+    fed = np.zeros((T, ps.n_outputs), bool)
+    np.logical_or.at(fed, ps.tree_index, nz)
+    n_fed = fed.sum(axis=1)
+    return np.where(n_fed == 1, np.argmax(fed, axis=1), np.where(n_fed == 0, 0, -1)).astype(np.int64)
+
+
 def program_split(ps: "PathSet", fold_leaves: bool = True) -> tuple:
     """``tree_program`` of ``ps``'s trees, with the trees it takes that have a split and the other trees' paths.
 
