@@ -197,6 +197,15 @@ def _fixed(pk, kind: str) -> np.ndarray | None:
     return pk.scales[kind]
 
 
+def _table_share(pk, dmax: int, extra: int) -> float:
+    """The share of pk's path elements that a split plan's tables serve (as _plan_tables counts it); cached."""
+    key = ("table_share", dmax, extra)
+    if key not in pk.split:
+        m = pk.path_m
+        pk.split[key] = (float(m[m <= dmax].sum()) + extra * (dmax + 1)) / float(max(m.sum(), 1))
+    return pk.split[key]
+
+
 def _one_output_trees(pk) -> bool:
     """Whether every tree of packing pk feeds one output (boosted multiclass); cached on the packing."""
     if "one_output_trees" not in pk.split:
@@ -212,8 +221,7 @@ def _linear_part(pk, kind: str):
     if kind != "shap":
         return None
     variant, dmax, extra = _planned(pk, kind)
-    m = pk.path_m
-    share = (float(m[m <= dmax].sum()) + extra * (dmax + 1)) / float(max(m.sum(), 1)) if variant == "split" else 0.0
+    share = _table_share(pk, dmax, extra) if variant == "split" else 0.0
     if not _gpu_linear.wanted(variant, options.shap_variant, options.shap_linear, share):
         return None
     if options.shap_linear == "auto" and pk.ps.n_outputs > 1 and _one_output_trees(pk):
