@@ -24,7 +24,6 @@ import csv
 import io
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -35,6 +34,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "integration"))
+from _treeshap_common import versions  # noqa: E402 - after the sys.path set-up above
 
 RAW_METRICS = ("dram__bytes_read.sum", "dram__bytes_write.sum",
                "sm__sass_thread_inst_executed_op_dadd_pred_on.sum",
@@ -311,16 +311,6 @@ def report(res: dict) -> str:
     return "\n".join(lines)
 
 
-def _versions() -> dict:
-    out = {"python": platform.python_version()}
-    for mod in ("numpy", "cupy", "numba", "xgboost", "sklearn", "shap"):
-        try:
-            out[mod] = __import__(mod).__version__
-        except ImportError:
-            out[mod] = None
-    return out
-
-
 def main(argv=None) -> dict | None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--scenarios", default=",".join(SCENARIOS))
@@ -334,7 +324,7 @@ def main(argv=None) -> dict | None:
         run_scenario(a.scenario, a.info)
         return None
     ncu_version = subprocess.run([a.ncu, "--version"], capture_output=True, text=True).stdout.strip().splitlines()
-    res = {"ncu": ncu_version[-1] if ncu_version else a.ncu, "versions": _versions(), "scenarios": []}
+    res = {"ncu": ncu_version[-1] if ncu_version else a.ncu, "versions": versions(("numpy", "cupy", "numba", "xgboost", "sklearn", "shap")), "scenarios": []}
     for name in a.scenarios.split(","):
         try:
             sc = profile(name, a.ncu, Path(a.keep_csv) if a.keep_csv else None)
