@@ -28,12 +28,14 @@ def main() -> None:
     ap.add_argument("--modes", default="never,always,always-unfolded",
                     help="never (per-path DP), always (linear), always-unfolded, always-divide (linear, dividing by "
                          "a feature's first factor too), always-prev (the kernel in integration/_ab/linear_prev.cu: put an "
-                         "earlier commit's linear.cu there, untracked, to A/B against it)")
+                         "earlier commit's linear.cu there, untracked, to A/B against it), always-ks1 (linear, one "
+                         "output per walk: multi-output leaves walked once per output, with a smaller stack)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--shap-cuda", action="store_true", help="time shap-cuda's values on the same rows too")
     a = ap.parse_args()
     X, _ = data(a.rows, 50, seed=7)
     sync = cp.cuda.Device().synchronize
+    ks_max = gpu._gpu_linear._KS_MAX
     for name, (model, _desc, _) in models(a.models.split(","), 50, 100_000, a.threads).items():
         ex = shap.TreeExplainer(model, backend="gpu")
         rec = {"model": name}
@@ -44,6 +46,7 @@ def main() -> None:
             gpu.options.shap_linear = mode.split("-")[0]
             gpu._gpu_linear.FOLD_LEAVES = mode != "always-unfolded"   # the walk program with leaves folded or not
             gpu._gpu_linear.DIVIDE_FIRST = mode == "always-divide"    # a feature's first factor divided by too
+            gpu._gpu_linear._KS_MAX = 1 if mode == "always-ks1" else ks_max    # outputs per walk
             # "always-prev": the kernel source in integration/_ab/linear_prev.cu (an earlier commit's, for A/B)
             gpu._gpu_linear._SRC = "../integration/_ab/linear_prev.cu" if mode == "always-prev" else "treeshap/linear.cu"
             gpu.clear_cache()
@@ -72,7 +75,7 @@ def main() -> None:
             if mode != ref:
                 rec[f"speedup_{mode}"] = rec[f"{ref}_s"] / rec[f"{mode}_s"]
                 rec[f"max_abs_diff_{mode}_vs_{ref}"] = float(np.abs(outs[ref] - outs[mode]).max())
-        for other in ("always-divide", "always-prev"):
+        for other in ("always-divide", "always-prev", "always-ks1"):
             if "always" in modes and other in modes:
                 rec[f"bytes_equal_{other}"] = outs["always"].tobytes() == outs[other].tobytes()
         rec["device"] = cp.cuda.runtime.getDeviceProperties(0)["name"].decode()
