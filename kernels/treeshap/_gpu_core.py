@@ -40,7 +40,8 @@ class GpuOptions(Options):
       page-locked host memory the engine may hold for NumPy outputs and input staging (blocks are reused once their
       arrays are gone); 0: plain NumPy arrays and staged copies.
       shap_linear: the per-tree linear kernel for SHAP values (linear.cu): "auto" where no tables fit and every path
-      would go to the per-row DP (deep forests), "always" for every tree it can take, "never".
+      would go to the per-row DP (deep forests), or where tables would serve under half of the path elements
+      (leaf-wise boosters), except boosted multiclass models; "always" for every tree it can take, "never".
     """
 
     deterministic: bool = True
