@@ -69,7 +69,6 @@ def main() -> None:
         for mode in modes:
             rec[f"{mode}_s"] = float(np.median(times[mode]))
         use("auto")
-        gpu._gpu_linear.DIVIDE_FIRST = False
         ref = "never" if "never" in modes else modes[0]
         for mode in modes:
             if mode != ref:

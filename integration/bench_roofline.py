@@ -30,11 +30,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "integration"))
 from _treeshap_common import versions  # noqa: E402 - after the sys.path set-up above
+from _treeshap_families import data, models  # noqa: E402 - after the sys.path set-up above
 
 RAW_METRICS = ("dram__bytes_read.sum", "dram__bytes_write.sum",
                "sm__sass_thread_inst_executed_op_dadd_pred_on.sum",
@@ -53,16 +53,14 @@ FP64_LANES_PER_SM = 64        # sm_90 (H100, H200)
 
 
 # ------------------------------------------------------------------------------------------------ the workloads
-def _xgb(depth: int, trees: int, M: int = 20, n: int = 50_000, seed: int = 0):
+def _xgb(depth: int, trees: int, M: int = 20, n: int = 50_000):
     import xgboost as xgb
-    rng = np.random.default_rng(seed)
-    X = rng.standard_normal((n, M), dtype=np.float32)
-    y = X[:, 0] * X[:, 1] + np.sin(2 * X[:, 2]) + (X[:, 3] > 0.5) * X[:, 4] + 0.3 * rng.standard_normal(n)
+    X, y = data(n, M)
     return xgb.train({"max_depth": depth, "eta": 0.1, "nthread": os.cpu_count()}, xgb.DMatrix(X, y), trees), M
 
 
 def _rows(n: int, M: int, seed: int = 7):
-    return np.random.default_rng(seed).standard_normal((n, M), dtype=np.float32)
+    return data(n, M, seed)[0]
 
 
 def _explainer(model):
@@ -73,7 +71,6 @@ def _explainer(model):
 
 
 def _forest():
-    from _treeshap_families import models
     return models(["rf-depth30"], 50, 100_000, os.cpu_count())["rf-depth30"][0], 50
 
 

@@ -99,8 +99,8 @@ class _Ahead(threading.Thread):
         cp = cupy_module()
         try:
             with cp.cuda.Device(self.device):
-                if self.kdtype is None:         # the call's module, loaded as _fn loads it (not through _fn, which
-                    #                             waits for this thread)
+                if self.kdtype is None:
+                    # the call's module, loaded as _fn loads it; not through _fn, which waits for this thread
                     load_module(_SRC, *_module("call", None)).get_function("value_tables")
                     return
                 for name in ("bg_hist<unsigned int>", "bg_hist<unsigned long long>", "bg_fails", "rows_to_columns"):

@@ -53,6 +53,12 @@ def _table_cap() -> int:
     return int(min(TABLE_BYTES, free_gpu_bytes(TABLE_FREE_SHARE)))
 
 
+def _served_share(m: np.ndarray, dmax: int, extra: int) -> float:
+    """The share of the path elements (paths of m elements) that tables for the paths of <= dmax elements and the
+    first ``extra`` paths of dmax + 1 elements serve."""
+    return (float(m[m <= dmax].sum()) + extra * (dmax + 1)) / float(max(m.sum(), 1))
+
+
 def _plan_tables(m: np.ndarray, kind: str, variant: str, top: int) -> tuple[str, int, int]:
     """(variant, dmax, extra) for paths of m elements (see "How auto plans" above): tables for the paths of
     <= dmax elements and, filling what is left of the cap, for the first ``extra`` paths of dmax + 1 elements."""
@@ -69,7 +75,7 @@ def _plan_tables(m: np.ndarray, kind: str, variant: str, top: int) -> tuple[str,
     extra = 0
     if dmax < top:
         extra = int(min(np.count_nonzero(m == dmax + 1), (cap - cum[dmax]) // _table_bytes(dmax + 1, kind)))
-    share = (float(m[m <= dmax].sum()) + extra * (dmax + 1)) / float(m.sum())
+    share = _served_share(m, dmax, extra)
     if share == 0.0 or (variant == "auto" and share < SPLIT_MIN_SHARE):
         return "dp", 0, 0
     return "split", dmax, extra
@@ -198,11 +204,10 @@ def _fixed(pk, kind: str) -> np.ndarray | None:
 
 
 def _table_share(pk, dmax: int, extra: int) -> float:
-    """The share of pk's path elements that a split plan's tables serve (as _plan_tables counts it); cached."""
+    """_served_share of packing pk's paths for a split plan (dmax, extra); cached on the packing."""
     key = ("table_share", dmax, extra)
     if key not in pk.split:
-        m = pk.path_m
-        pk.split[key] = (float(m[m <= dmax].sum()) + extra * (dmax + 1)) / float(max(m.sum(), 1))
+        pk.split[key] = _served_share(pk.path_m, dmax, extra)
     return pk.split[key]
 
 
