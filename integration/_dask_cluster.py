@@ -23,8 +23,9 @@ def device_name(mode: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------------------- clusters
-def make_cluster(n: int, mode: str):
-    """(cluster, how): one worker per GPU (or per core in CPU mode), one thread each."""
+def make_cluster(n: int, mode: str, cpu_threads: int = 1):
+    """(cluster, how): one worker per GPU, or in CPU mode one worker per ``cpu_threads`` cores (one Dask thread,
+    whose Numba kernels run ``cpu_threads`` threads)."""
     import dask
 
     dask.config.set({"distributed.worker.multiprocessing-method": "spawn"})  # never fork a process that holds CUDA
@@ -39,7 +40,7 @@ def make_cluster(n: int, mode: str):
                     "dask_cuda.LocalCUDACluster")
     from distributed import Nanny, Scheduler, SpecCluster
 
-    threads = "1" if mode == "cpu" else str(max(1, min(8, (os.cpu_count() or 2) // n)))  # host-side key work
+    threads = str(cpu_threads) if mode == "cpu" else str(max(1, min(8, (os.cpu_count() or 2) // n)))  # host work
     env = {"NUMBA_NUM_THREADS": threads, "OMP_NUM_THREADS": threads, "HITML_PROGRESS": "0"}
     workers = {}
     for i in range(n):
@@ -50,7 +51,8 @@ def make_cluster(n: int, mode: str):
     cluster = SpecCluster(scheduler={"cls": Scheduler, "options": {"dashboard_address": None}}, workers=workers,
                           silence_logs=40)
     how = ("SpecCluster of Nannies, CUDA_VISIBLE_DEVICES=i per worker, 1 thread, no memory limit" if mode == "gpu"
-           else "SpecCluster of Nannies, one core per worker")
+           else f"SpecCluster of Nannies, {cpu_threads} core{'s' if cpu_threads > 1 else ''} per worker "
+                f"(NUMBA_NUM_THREADS={cpu_threads})")
     return cluster, how
 
 

@@ -114,7 +114,7 @@ def scenario(name: str):
         return ("Moment sketch (with its row sample): 4,000,000 x 50 float32", lambda: sketch(Xd, backend="gpu"))
     if name == "shuffle":
         from hitml.kernels.shuffle import shuffle_rows
-        Xd = cp.asarray(_rows(10_000_000, 4))
+        Xd = cp.random.RandomState(7).standard_normal((10_000_000, 4), dtype=cp.float32)
         return ("Bijective shuffle of rows: 10,000,000 x 4 float32", lambda: shuffle_rows(Xd, 0, backend="gpu"))
     raise ValueError(f"unknown scenario {name!r}; one of {', '.join(SCENARIOS)}")
 
@@ -158,7 +158,7 @@ def _number(value: str) -> float | None:
 
 
 _BYTES = {"byte": 1.0, "kbyte": 1e3, "mbyte": 1e6, "gbyte": 1e9, "tbyte": 1e12}
-_UNIT = {"nsecond": 1e-9, "usecond": 1e-6, "msecond": 1e-3, "second": 1.0, "hz": 1.0, "khz": 1e3, "mhz": 1e6,
+_UNIT = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0, "nsecond": 1e-9, "usecond": 1e-6, "msecond": 1e-3, "second": 1.0, "hz": 1.0, "khz": 1e3, "mhz": 1e6,
          "ghz": 1e9, "cycle/nsecond": 1e9, "cycle/usecond": 1e6, "cycle/second": 1.0}
 
 
@@ -248,7 +248,7 @@ def bound_by(r: dict) -> str:
     return f"latency (busiest: {top} {units[top]:.0f}%)"
 
 
-def profile(name: str, ncu: str, keep: Path | None) -> dict:
+def profile(name: str, ncu: str, keep: Path | None, timeout: float | None = None) -> dict:
     """Scenario ``name`` under ncu, in a process of its own: (description, device, per-kernel rows)."""
     with tempfile.TemporaryDirectory() as tmp:
         rep, info_path = Path(tmp) / "r", Path(tmp) / "info.json"
@@ -256,7 +256,7 @@ def profile(name: str, ncu: str, keep: Path | None) -> dict:
                "--section", "Occupancy", "--section", "LaunchStats", "--metrics", ",".join(RAW_METRICS),
                "--export", str(rep), "--force-overwrite", sys.executable, __file__, "--scenario", name,
                "--info", str(info_path)]
-        run = subprocess.run(cmd, capture_output=True, text=True)
+        run = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
         if run.returncode != 0 or not info_path.exists():
             raise RuntimeError(f"{' '.join(cmd)} failed ({run.returncode}):\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}")
         csv_text = subprocess.run([ncu, "--import", str(rep) + ".ncu-rep", "--csv", "--page", "details",
@@ -289,6 +289,8 @@ def report(res: dict) -> str:
              f"(duration-weighted). Bound by: the busiest unit where it reaches {BOUND_AT:.0f}%, else latency. ncu "
              "replays each launch (caches flushed between passes), so these durations are the profiler's, not the "
              "benchmarks'.", ""]
+    if res.get("note"):
+        lines += [res["note"], ""]
     for sc in res["scenarios"]:
         lines += [f"## {sc['scenario']}: {sc['description']}", ""]
         if "error" in sc:
@@ -315,16 +317,24 @@ def main(argv=None) -> dict | None:
     ap.add_argument("--info", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--ncu", default=shutil.which("ncu") or "ncu")
     ap.add_argument("--keep-csv", default=None, help="folder for each scenario's raw ncu CSV")
+    ap.add_argument("--timeout", type=float, default=None, help="seconds a scenario's profiled process may take")
     ap.add_argument("--out", default=str(ROOT / "docs" / "benchmarks"))
+    ap.add_argument("--note", default="", help="a paragraph for the report (where and how its runs were made)")
+    ap.add_argument("--rebuild", nargs="+", default=None, metavar="CSV_DIR:JSON",
+                    help="no profiling: the report from kept CSVs (--keep-csv) and the JSON of the run that kept them "
+                         "(for the device, its peaks and the scenarios' descriptions); a later pair's scenarios "
+                         "replace an earlier one's")
     a = ap.parse_args(argv)
     if a.scenario:
         run_scenario(a.scenario, a.info)
         return None
+    if a.rebuild:
+        return _write(dict(rebuild(a.rebuild), note=a.note), Path(a.out))
     ncu_version = subprocess.run([a.ncu, "--version"], capture_output=True, text=True).stdout.strip().splitlines()
-    res = {"ncu": ncu_version[-1] if ncu_version else a.ncu, "versions": versions(("numpy", "cupy", "numba", "xgboost", "sklearn", "shap")), "scenarios": []}
+    res = {"note": a.note, "ncu": ncu_version[-1] if ncu_version else a.ncu, "versions": versions(("numpy", "cupy", "numba", "xgboost", "sklearn", "shap")), "scenarios": []}
     for name in a.scenarios.split(","):
         try:
-            sc = profile(name, a.ncu, Path(a.keep_csv) if a.keep_csv else None)
+            sc = profile(name, a.ncu, Path(a.keep_csv) if a.keep_csv else None, a.timeout)
             res.update(device=sc["device"], dram_peak_Bps=sc["dram_peak_Bps"], sms=sc["sms"])
         except Exception as exc:       # a scenario's failure is reported in its section; the rest run
             sc = {"scenario": name, "description": "", "error": f"{type(exc).__name__}: {exc}"}
@@ -332,12 +342,39 @@ def main(argv=None) -> dict | None:
         print(json.dumps({k: v for k, v in sc.items() if k != "kernels"}), flush=True)
     if "device" not in res:
         raise SystemExit("every scenario failed:\n" + "\n".join(s["error"] for s in res["scenarios"]))
-    out = Path(a.out)
+    return _write(res, Path(a.out))
+
+
+def _write(res: dict, out: Path) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     (out / "roofline_gpu.json").write_text(json.dumps(res, indent=1))
     md = report(res)
     (out / "roofline_gpu.md").write_text(md + "\n")
     print(md)
+    return res
+
+
+def rebuild(pairs: list[str]) -> dict:
+    """The results of earlier runs from their kept CSVs: ``pairs`` of "CSV_DIR:JSON", in scenario order of the first
+    run; a later pair's scenarios replace an earlier one's."""
+    res: dict = {}
+    found: dict = {}
+    for pair in pairs:
+        csv_dir, js = pair.rsplit(":", 1)
+        run = json.loads(Path(js).read_text())
+        if not res:
+            res = {k: v for k, v in run.items() if k != "scenarios"}
+            res["scenarios"] = []
+        for sc in run["scenarios"]:
+            f = Path(csv_dir) / f"roofline_{sc['scenario']}.csv"
+            if not f.exists() or "error" in sc:
+                found.setdefault(sc["scenario"], sc)
+                continue
+            info = {"sms": run["sms"], "dram_peak_Bps": run["dram_peak_Bps"]}
+            found[sc["scenario"]] = {"scenario": sc["scenario"], "description": sc["description"],
+                                     "device": run["device"], "dram_peak_Bps": run["dram_peak_Bps"], "sms": run["sms"],
+                                     "kernels": aggregate(parse_details(f.read_text()), info)}
+    res["scenarios"] = [found[n] for n in SCENARIOS if n in found]
     return res
 
 

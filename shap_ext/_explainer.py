@@ -414,11 +414,18 @@ class TreeExplainer(_ShapTreeExplainer):
                 raise ValueError("background_weights must be finite, non-negative and not all zero")
             self.background_weights = w
         self._rows_read = True
-        self._setup_engine(converted if converted is not None else user_model)
-        if lazy is not None:
-            self._summarize_lazy_background(lazy)
-            return
-        self._summarize_background()
+        if lazy is None and self.backend == "gpu" and self.model.get_transform() == "identity":
+            # the background's upload runs while the paths are extracted (the pass takes the device copy)
+            _engine().prepare_background_pass(rows.dtype, ens.input_dtype, backend="gpu", rows=rows)
+        try:
+            self._setup_engine(converted if converted is not None else user_model)
+            if lazy is not None:
+                self._summarize_lazy_background(lazy)
+                return
+            self._summarize_background()
+        finally:
+            if lazy is None and self.backend == "gpu":
+                _engine().release_background_pass(rows, backend="gpu")
 
     def _summarize_lazy_background(self, data: Any) -> None:
         """The summary of a Dask or Spark background, counted partition by partition where the rows lie (identity

@@ -447,3 +447,99 @@ def test_gpu_call_module_compiles_ahead_and_its_error_reaches_the_call(monkeypat
         _gpu_patterns._fn("value_tables")
     monkeypatch.undo()
     assert _gpu_patterns._fn("value_tables") is not None     # compiled inline after the failed thread
+
+
+def _hostile_background(n: int, m: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    bg = rng.normal(size=(n, m)).astype(np.float32)
+    bg[rng.random(bg.shape) < 0.05] = np.nan
+    bg[::97, 0] = np.inf
+    bg[::89, 1] = -np.inf
+    bg[::83, 2] = np.float32(1e-40)          # float32 subnormals: a split between them must see them
+    return bg
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("rpt", [1, 2, 3, 4, 8])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_gpu_background_counts_equal_the_cpu_twin_for_any_rows_per_thread(monkeypatch, rpt, weighted):
+    """bg_hist counting several rows per thread (BG_RPT) gives the CPU twin's integer histograms, with NaN, +-inf
+    and subnormal rows, weights, and a row count that leaves the last rows of a thread partial."""
+    cp = pytest.importorskip("cupy")
+    from hitml.kernels.treeshap import _gpu_patterns
+
+    X, y = _data(3000, 8, seed=3)
+    model = xgb.XGBRegressor(n_estimators=12, max_depth=5).fit(X, y)
+    paths = _explainer_of(model, X[:50].astype(np.float32)).paths
+    bg = _hostile_background(7919, 8, seed=rpt)
+    w = np.random.default_rng(5).integers(0, 4, size=len(bg)).astype(np.float64) if weighted else None
+    monkeypatch.setattr(_gpu_patterns, "BG_ROWS_PER_THREAD", rpt)
+    got = background_summary(paths, bg, backend="gpu", weights=w)
+    want = background_summary(paths, bg, backend="cpu", weights=w)
+    assert np.array_equal(cp.asnumpy(got.hist), np.asarray(want.hist))
+    assert got.total == want.total
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("model_output", ["raw", "probability"])
+def test_gpu_build_uploads_the_background_ahead_and_frees_what_it_leaves(monkeypatch, model_output):
+    """The GPU build starts the background's upload before the paths are extracted, and the pass takes that copy:
+    the summary and the expected value equal a build without it (and the CPU twin's expected value); a build whose
+    pass runs elsewhere (a non-identity output) starts none; nothing stays held after the build."""
+    cp = pytest.importorskip("cupy")
+    from hitml.kernels.treeshap import _gpu_patterns
+
+    X, y = _data(3000, 8, seed=4)
+    model = xgb.XGBClassifier(n_estimators=10, max_depth=4).fit(X, (y > 0).astype(int))
+    bg = _hostile_background(5000, 8, seed=9)
+    bg[np.isinf(bg)] = np.float32(3e38)       # XGBoost's own predict (the reference below) refuses infinities
+    monkeypatch.setattr(_gpu_patterns, "_PREFETCH_MIN_BYTES", 0)
+    taken = []
+    inner = _gpu_patterns._take_upload
+
+    def spy(R, kdtype):
+        out = inner(R, kdtype)
+        taken.append(out is not None)
+        return out
+    monkeypatch.setattr(_gpu_patterns, "_take_upload", spy)
+
+    def build(prefetch):
+        monkeypatch.setattr(_gpu_patterns, "PREFETCH", prefetch)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return shap_ext.TreeExplainer(model, shap.maskers.Independent(bg, max_samples=len(bg)), backend="gpu",
+                                          feature_perturbation="interventional", model_output=model_output)
+    on = build(True)
+    assert not _gpu_patterns._UPLOADS
+    assert taken == ([True] if model_output == "raw" else [])
+    off = build(False)
+    assert not _gpu_patterns._UPLOADS
+    assert np.array_equal(np.ravel(on.expected_value), np.ravel(off.expected_value))
+    cpu = _explainer_of(model, bg, model_output=model_output)
+    np.testing.assert_allclose(np.ravel(on.expected_value), np.ravel(cpu.expected_value), rtol=1e-12, atol=1e-12)
+    if model_output == "raw":
+        assert np.array_equal(cp.asnumpy(on.background_summary.hist), cp.asnumpy(off.background_summary.hist))
+        margin = model.get_booster().predict(xgb.DMatrix(bg), output_margin=True).astype(np.float64)
+        np.testing.assert_allclose(np.ravel(on.expected_value)[0], margin.mean(), rtol=1e-6)
+
+
+@pytest.mark.gpu
+def test_gpu_build_frees_the_uploaded_background_when_the_pass_fails(monkeypatch):
+    """A build that fails after the upload started leaves no device copy behind, and its error reaches the user."""
+    pytest.importorskip("cupy")
+    from hitml.kernels.treeshap import _gpu_patterns
+
+    X, y = _data(2000, 6, seed=6)
+    model = xgb.XGBRegressor(n_estimators=5, max_depth=3).fit(X, y)
+    bg = _hostile_background(3000, 6, seed=2)
+    monkeypatch.setattr(_gpu_patterns, "_PREFETCH_MIN_BYTES", 0)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the pass failed")
+    monkeypatch.setattr(_gpu_patterns, "summarize", broken)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(RuntimeError, match="the pass failed"):
+            shap_ext.TreeExplainer(model, shap.maskers.Independent(bg, max_samples=len(bg)), backend="gpu",
+                                   feature_perturbation="interventional")
+    assert not _gpu_patterns._UPLOADS

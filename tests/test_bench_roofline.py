@@ -3,6 +3,7 @@ record per launch, sums over a kernel's launches, duration-weighted throughputs,
 bounds a kernel."""
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -21,7 +22,7 @@ def _rows(i, kernel, metrics):
 
 
 def _launch(i, kernel, dur_ns, sm, dram_pct, l2, dram_bytes, dfma, freq_hz=1.98e9):
-    return _rows(i, kernel, [("Duration", "nsecond", f"{dur_ns:,}"), ("Compute (SM) Throughput", "%", sm),
+    return _rows(i, kernel, [("Duration", "ns", f"{dur_ns:,}"), ("Compute (SM) Throughput", "%", sm),
                              ("DRAM Throughput", "%", dram_pct), ("L2 Cache Throughput", "%", l2),
                              ("L1/TEX Cache Throughput", "%", 10), ("SM Frequency", "hz", freq_hz),
                              ("Achieved Occupancy", "%", 40), ("Theoretical Occupancy", "%", 50),
@@ -60,3 +61,42 @@ def test_no_table_raises():
 def test_short_name_keeps_templates():
     assert br.short_name("rows_kernel<double>(const double *, long)") == "rows_kernel<double>"
     assert br.short_name("f<g<(int)1>>(int)") == "f<g<(int)1>>"
+
+
+def test_a_real_report_of_ncu_2025():
+    """A details page as Nsight Compute 2025.3 wrote it on an H200 (`--csv --page details --print-units base`,
+    tests/data/ncu): its units ("ns", "hz", "byte", "inst") are read into seconds, hertz and bytes; the kernel's
+    figures are the report's own, summed by hand from the file."""
+    text = (Path(__file__).resolve().parent / "data" / "ncu" / "roofline_shuffle.csv").read_text()
+    launches = br.parse_details(text)
+    assert len(launches) == 1
+    ln = launches[0]
+    assert ln["duration"] == pytest.approx(278_176e-9)                      # "ns"
+    assert ln["dram__bytes_read.sum"] == 578_381_824 and ln["dram__bytes_write.sum"] == 153_191_424   # "byte"
+    assert 1.5e9 < ln["sm_freq"] < 2.5e9                                      # "hz"
+    rows = br.aggregate(launches, {"sms": 132, "dram_peak_Bps": 4.814304e12})
+    assert rows[0]["kernel"].startswith("void bij_shuffle<")
+    assert rows[0]["seconds"] == pytest.approx(278_176e-9)
+    assert rows[0]["dram_of_peak"] == pytest.approx((578_381_824 + 153_191_424) / 278_176e-9 / 4.814304e12)
+
+
+def test_rebuild_from_kept_csvs(tmp_path):
+    """--rebuild: the report of earlier runs from their kept CSVs; a later run's scenario replaces an earlier one's,
+    and a scenario without a CSV keeps its recorded error."""
+    csv = (Path(__file__).resolve().parent / "data" / "ncu" / "roofline_shuffle.csv").read_text()
+    run = {"ncu": "v", "versions": {}, "device": "NVIDIA H200", "dram_peak_Bps": 4.814304e12, "sms": 132}
+    first, second = tmp_path / "a", tmp_path / "b"
+    first.mkdir()
+    second.mkdir()
+    (second / "roofline_shuffle.csv").write_text(csv)
+    (first / "run.json").write_text(json.dumps(dict(run, scenarios=[
+        {"scenario": "shuffle", "description": "", "error": "RuntimeError: failed"},
+        {"scenario": "sketch", "description": "", "error": "RuntimeError: failed too"}])))
+    (second / "run.json").write_text(json.dumps(dict(run, scenarios=[
+        {"scenario": "shuffle", "description": "Bijective shuffle", "device": "NVIDIA H200"}])))
+    res = br.rebuild([f"{first}:{first / 'run.json'}", f"{second}:{second / 'run.json'}"])
+    by = {sc["scenario"]: sc for sc in res["scenarios"]}
+    assert list(by) == ["sketch", "shuffle"]                      # the benchmark's scenario order
+    assert by["shuffle"]["kernels"][0]["seconds"] == pytest.approx(278_176e-9)
+    assert "error" in by["sketch"]
+    assert "Bijective shuffle" in br.report(dict(res, note="two runs"))

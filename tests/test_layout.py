@@ -313,6 +313,7 @@ BROAD_EXCEPT_ALLOWED = {
     "kernels/_items.py::run_items.work": (1, "a worker thread's error, re-raised in the calling thread"),
     "kernels/sketch/_newton.py::run_features.work": (1, "a worker thread's error, re-raised in the caller"),
     "kernels/treeshap/_gpu_patterns.py::_Ahead.run": (1, "a compile thread's error, re-raised in the caller"),
+    "kernels/treeshap/_gpu_patterns.py::_Upload.run": (1, "an upload thread's error: the pass uploads again in its own thread"),
     "kernels/_warmup.py::_run_task": (1, "warm-up reporting: the error is printed, no value is computed"),
     "kernels/_warmup.py::_fork_runs": (1, "a forked compile child only sets its exit code"),
     "kernels/_aot_build.py::main": (1, "command-line reporting of a failed build; kernels compile on first use"),

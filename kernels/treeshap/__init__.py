@@ -8,7 +8,7 @@ from .paths import PathSet, extract_paths
 
 __all__ = ["PathSet", "extract_paths", "shap_values", "interaction_values", "interventional_shap_values",
            "interventional_interaction_values", "interventional_banzhaf_values", "iter_interventional_interactions",
-           "BackgroundSummary", "background_summary", "prepare_background_pass"]
+           "BackgroundSummary", "background_summary", "prepare_background_pass", "release_background_pass"]
 
 
 def _engine(backend: str):
@@ -175,13 +175,17 @@ def interventional_shap_values(paths: PathSet, X, background, *, transform: str 
                                                        method=method)
 
 
-def prepare_background_pass(dtype, input_dtype, *, backend: str = "cpu") -> None:
+def prepare_background_pass(dtype, input_dtype, *, backend: str = "cpu", rows=None) -> None:
     """Start readying the compiled kernels of :func:`background_summary` for rows of ``dtype``, so that their
-    compile overlaps what the caller does before the pass (parsing the model, reading the background).
+    compile overlaps what the caller does before the pass (parsing the model, reading the background); given the
+    background ``rows``, start their upload too.
 
     On ``"gpu"`` the pass's CUDA kernels compile (or load from CuPy's disk cache) in a thread, once per device and
     row type, and the kernels of the calls that read the summary in another, once per device; the pass (a call)
-    waits for its thread. On ``"cpu"`` it does nothing: the CPU kernels ship compiled. Values do not depend on it.
+    waits for its thread. A large host ``rows`` array is uploaded to the device in a third thread, and
+    :func:`background_summary` of that same array takes the device copy; where no pass follows, call
+    :func:`release_background_pass` to free it. On ``"cpu"`` it does nothing: the CPU kernels ship compiled.
+    Values do not depend on it.
 
     Parameters
     ----------
@@ -191,18 +195,40 @@ def prepare_background_pass(dtype, input_dtype, *, backend: str = "cpu") -> None
         The dtype the paths compare in (``PathSet.input_dtype``).
     backend : {"cpu", "gpu"}, default "cpu"
         The engine that will count the background.
+    rows : numpy.ndarray, optional
+        The background itself, as it will be passed to :func:`background_summary` (the same array object).
 
     Examples
     --------
     >>> import numpy as np
-    >>> from hitml.kernels.treeshap import prepare_background_pass
+    >>> from hitml.kernels.treeshap import prepare_background_pass, release_background_pass
     >>> rows = np.zeros((1000, 4), dtype=np.float32)
-    >>> prepare_background_pass(rows.dtype, np.dtype(np.float32), backend="cpu")   # the CPU kernels ship compiled
+    >>> prepare_background_pass(rows.dtype, np.dtype(np.float32), backend="cpu", rows=rows)  # the CPU kernels ship
+    >>> release_background_pass(rows, backend="cpu")
     """
     if backend == "gpu":
         from . import _gpu_patterns
 
         _gpu_patterns.compile_ahead(dtype, input_dtype)
+        if rows is not None:
+            _gpu_patterns.prefetch_rows(rows, input_dtype)
+
+
+def release_background_pass(rows, *, backend: str = "cpu") -> None:
+    """Free what :func:`prepare_background_pass` readied for ``rows`` (the device copy of a background that no
+    :func:`background_summary` took); nothing where the pass took it.
+
+    Parameters
+    ----------
+    rows : numpy.ndarray
+        The array given to :func:`prepare_background_pass`.
+    backend : {"cpu", "gpu"}, default "cpu"
+        The backend given there.
+    """
+    if backend == "gpu":
+        from . import _gpu_patterns
+
+        _gpu_patterns.drop_upload(rows)
 
 
 def background_summary(paths: PathSet, background, *, backend: str = "cpu", weights=None, weight_scale=None,

@@ -29,6 +29,7 @@ _MAXD, _MAXDI, _MAXL, _MAXLI = 16, 10, 64, 32   # patterns.cu's local array boun
 
 
 _BUILD_KERNELS = ("bg_hist", "bg_fails", "rows_to_columns")
+BG_ROWS_PER_THREAD = 4      # background rows a bg_hist thread counts at once (patterns.cu: BG_RPT)
 
 
 def _module(part: str, t: str | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -38,7 +39,7 @@ def _module(part: str, t: str | None) -> tuple[tuple[str, ...], tuple[str, ...]]
     if part == "build":
         names = (f"bg_hist<{t}, unsigned int>", f"bg_hist<{t}, unsigned long long>", f"bg_fails<{t}>",
                  f"rows_to_columns<{t}>")
-        return _OPTS + ("-DHITML_PATTERNS_BUILD",), names
+        return _OPTS + ("-DHITML_PATTERNS_BUILD", f"-DBG_RPT={int(BG_ROWS_PER_THREAD)}"), names
     names = ["value_tables", "interaction_tables"]
     for u in ("float", "double"):
         names += [f"rows_kernel<{u}>", f"sparse_rows<{u}, 0>", f"sparse_rows<{u}, 1>"]
@@ -123,6 +124,69 @@ _READY: set = set()           # (device, row dtype or "call") whose kernels are 
 _AHEAD_LOCK = threading.Lock()
 
 
+PREFETCH = True              # the explainer's build uploads a host background while it parses the model
+_PREFETCH_MIN_BYTES = 64 << 20   # smaller backgrounds upload in milliseconds: no thread
+
+
+class _Upload(threading.Thread):
+    """Uploads host rows ``R`` to the device (``upload_slabs``, in the dtype the pass counts them in) in a thread:
+    the copies release the GIL, so the upload runs while the build parses the model (Numba's first use in a
+    process, the path extraction), instead of after it. The pass takes the device copy (:func:`_take_upload`);
+    where no pass takes it, :func:`drop_upload` frees it."""
+
+    def __init__(self, R: np.ndarray, kdtype):
+        super().__init__(name="hitml-background-upload", daemon=True)
+        self.R, self.kdtype = R, np.dtype(kdtype)
+        self.device = cupy_module().cuda.Device().id
+        self.out = None
+        self.error: BaseException | None = None
+        self.start()
+
+    def run(self) -> None:
+        cp = cupy_module()
+        try:
+            with cp.cuda.Device(self.device):
+                self.out = upload_slabs(self.R, self.kdtype)
+        except BaseException as exc:  # noqa: BLE001 - the pass uploads again in its own thread and meets it there
+            self.error = exc
+
+
+_UPLOADS: dict = {}           # id(host rows) -> its upload thread (which holds the rows: the id stays theirs)
+
+
+def prefetch_rows(R, input_dtype) -> None:
+    """Start uploading host background rows ``R`` (a NumPy array, as :func:`summarize` will receive it) to the
+    current device, where they are large (``PREFETCH``). Values do not depend on it: :func:`summarize` counts the
+    same rows, uploaded the same way."""
+    if not PREFETCH or not isinstance(R, np.ndarray) or R.ndim != 2 or R.nbytes < _PREFETCH_MIN_BYTES:
+        return
+    with _AHEAD_LOCK:
+        if id(R) not in _UPLOADS:
+            _UPLOADS[id(R)] = _Upload(R, _row_type(R.dtype, input_dtype))
+
+
+def _take_upload(R, kdtype):
+    """The device copy of host rows ``R`` in ``kdtype`` that :func:`prefetch_rows` started, or None (none started,
+    another dtype or device, or its upload failed: the caller uploads)."""
+    with _AHEAD_LOCK:
+        th = _UPLOADS.pop(id(R), None)
+    if th is None:
+        return None
+    th.join()
+    if th.R is not R or th.kdtype != np.dtype(kdtype) or th.error is not None \
+            or th.device != cupy_module().cuda.Device().id:
+        return None
+    return th.out
+
+
+def drop_upload(R) -> None:
+    """Free the device copy of ``R`` that :func:`prefetch_rows` started, where no pass took it."""
+    with _AHEAD_LOCK:
+        th = _UPLOADS.pop(id(R), None)
+    if th is not None:
+        th.join()
+
+
 def _row_type(dtype, input_dtype) -> np.dtype:
     """The dtype the pass counts rows of ``dtype`` in: float32 as it is (the kernels widen each value exactly),
     others in the paths' input dtype."""
@@ -199,7 +263,9 @@ def summarize(ps: PathSet, R, weights, scale, progress=None, timings: dict | Non
     kdtype = _row_type(R.dtype, ps.input_dtype)
     counter = "bg_hist<unsigned long long>" if weighted else "bg_hist<unsigned int>"
     compile_ahead(R.dtype, ps.input_dtype)        # where the explainer did not start it already
-    Rd = upload_slabs(R, kdtype) if isinstance(R, np.ndarray) else core.to_device(R, kdtype)
+    Rd = _take_upload(R, kdtype) if isinstance(R, np.ndarray) else None
+    if Rd is None:
+        Rd = upload_slabs(R, kdtype) if isinstance(R, np.ndarray) else core.to_device(R, kdtype)
     _await_ahead(kdtype)
     RT = _columns(Rd, kdtype)
     del Rd

@@ -79,6 +79,12 @@ __device__ __forceinline__ i64 find_segment(const i64* start, i64 n, i64 gi) {
 // (their bins consecutive from hist_off[pidx[grp_ptr[g]]]), background rows y, y + gridDim.y, ... in blocks of
 // blockDim.x. A group whose bins fit ``smem_bins`` sums in shared memory first, in counters of type CT: 32-bit for
 // unit weights (a block counts fewer than 2^32 rows; 32-bit shared atomics are the fast ones), else 64-bit.
+// Each thread takes BG_RPT rows at once (j, j + stride, ...: each load of a warp stays coalesced): a path element's
+// bounds are read once for all of them, and their row loads are independent, in flight together. The counts are
+// integers, so neither the grouping nor the order of the adds changes a bin.
+#ifndef BG_RPT
+#define BG_RPT 1
+#endif
 template <typename XT, typename CT>
 __global__ void bg_hist(const XT* R, i64 nR, const i64* wint, const i64* pidx, const i64* grp_ptr, PATH_ARGS,
                         const i64* hist_off, u64* hist, i64 smem_bins) {
@@ -94,16 +100,38 @@ __global__ void bg_hist(const XT* R, i64 nR, const i64* wint, const i64* pidx, c
         for (i64 k = threadIdx.x; k < nb; k += blockDim.x) sh[k] = 0;
         __syncthreads();
     }
-    for (i64 j = (i64)blockIdx.y * blockDim.x + threadIdx.x; j < nR; j += (i64)gridDim.y * blockDim.x) {
-        u64 w = wint ? (u64)wint[j] : 1ull;      // no weights: one per row
+    const i64 stride = (i64)gridDim.y * blockDim.x;
+    for (i64 j0 = (i64)blockIdx.y * blockDim.x + threadIdx.x; j0 < nR; j0 += stride * BG_RPT) {
+        i64 jr[BG_RPT];
+        u64 w[BG_RPT];
+#pragma unroll
+        for (int r = 0; r < BG_RPT; ++r) {
+            jr[r] = j0 + r * stride;
+            w[r] = jr[r] < nR ? (wint ? (u64)wint[jr[r]] : 1ull) : 0ull;   // no weights: one per row
+            if (jr[r] >= nR) jr[r] = j0;         // a row past the end reads a live one and adds nothing
+        }
         for (i64 q = q0; q < q1; ++q) {
             i64 p = pidx[q];
             i64 s = P.path_ptr[p];
             int m = (int)(P.path_ptr[p + 1] - s);
-            i64 a = pattern(R, nR, j, s, m, P);
-            i64 idx = hist_off[p] + ((1LL << m) - 1 - a);
-            if (use_sh) atomicAdd(&sh[idx - base0], (CT)w);
-            else atomicAdd(&hist[idx], w);
+            i64 a[BG_RPT];
+#pragma unroll
+            for (int r = 0; r < BG_RPT; ++r) a[r] = 0;
+            for (int t = 0; t < m; ++t) {
+                i64 e = s + t;
+                const XT* col = R + (i64)P.feature[e] * nR;
+#pragma unroll
+                for (int r = 0; r < BG_RPT; ++r)
+                    if (satisfies(col[jr[r]], e, P)) a[r] |= (1LL << t);
+            }
+            i64 top = hist_off[p] + (1LL << m) - 1;
+#pragma unroll
+            for (int r = 0; r < BG_RPT; ++r) {
+                if (!w[r]) continue;
+                i64 idx = top - a[r];
+                if (use_sh) atomicAdd(&sh[idx - base0], (CT)w[r]);
+                else atomicAdd(&hist[idx], w[r]);
+            }
         }
     }
     if (use_sh) {
