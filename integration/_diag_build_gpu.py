@@ -61,20 +61,15 @@ def main() -> None:
     _gpu_patterns.PREFETCH = bool(a.prefetch)
     if a.rpt:
         _gpu_patterns.BG_ROWS_PER_THREAD = a.rpt
-    compiles = []
-    if a.cold:
-        masker = shap.maskers.Independent(bg, max_samples=len(bg))
-        prof = cProfile.Profile() if a.profile else None
-        t = time.perf_counter()
-        if prof:
-            prof.enable()
-        ex = shap.TreeExplainer(bst, data=masker, feature_perturbation="interventional", backend="gpu")
-        import cupy as cp
-        cp.cuda.Device().synchronize()
-        if prof:
-            prof.disable()
-        _report(a, time.perf_counter() - t, compiles, ex, prof)
-        return
+    compiles: list = []
+    if not a.cold:
+        _log_compiles(compiles)
+    _report(a, *_timed_build(shap, bst, bg, a.profile), compiles)
+
+
+def _log_compiles(compiles: list) -> None:
+    """Record every NVRTC compile into ``compiles``, then make the CUDA context and CuPy's first kernels before the
+    build, as a user's session that already used the GPU."""
     import cupy as cp
     import cupy.cuda.compiler as cc
 
@@ -88,25 +83,31 @@ def main() -> None:
             head = next((ln for ln in self.src.splitlines() if "__global__" in ln), self.src[:80])
             compiles.append({"s": time.perf_counter() - t, "program": head.strip()[:100]})
     cc._NVRTCProgram.compile = logged
-    cp.zeros(1).sum()                    # the CUDA context, CuPy's first kernels: before the build, as a user's session
+    cp.zeros(1).sum()
     cp.cuda.Device().synchronize()
     compiles.clear()
+
+
+def _timed_build(shap, bst, bg, profile: int):
+    """(seconds, explainer, profile or None) of the explainer's build, to the end of its device work."""
     masker = shap.maskers.Independent(bg, max_samples=len(bg))
-    prof = cProfile.Profile() if a.profile else None
+    prof = cProfile.Profile() if profile else None
     t = time.perf_counter()
     if prof:
         prof.enable()
     ex = shap.TreeExplainer(bst, data=masker, feature_perturbation="interventional", backend="gpu")
+    import cupy as cp                    # a cold build imported it: only the name here
     cp.cuda.Device().synchronize()
     if prof:
         prof.disable()
-    _report(a, time.perf_counter() - t, compiles, ex, prof)
+    return time.perf_counter() - t, ex, prof
 
 
-def _report(a, build: float, compiles: list, ex, prof) -> None:
+def _report(a, build: float, ex, prof, compiles: list) -> None:
     import cupy as cp
 
-    rec = {"build_s": build, "ahead": a.ahead, "cold": a.cold, "prefetch": a.prefetch, "rpt": a.rpt, "compiles": compiles, "compile_s": sum(c["s"] for c in compiles),
+    rec = {"build_s": build, "ahead": a.ahead, "cold": a.cold, "prefetch": a.prefetch, "rpt": a.rpt,
+           "compiles": compiles, "compile_s": sum(c["s"] for c in compiles),
            "cache_dir": os.environ.get("CUPY_CACHE_DIR"), "device": cp.cuda.runtime.getDeviceProperties(0)["name"]
            .decode(), "expected_value": float(np.ravel(ex.expected_value)[0])}
     print(json.dumps(rec), flush=True)
