@@ -203,7 +203,7 @@ def prepare_background_pass(dtype, input_dtype, *, backend: str = "cpu", rows=No
     >>> import numpy as np
     >>> from hitml.kernels.treeshap import prepare_background_pass, release_background_pass
     >>> rows = np.zeros((1000, 4), dtype=np.float32)
-    >>> prepare_background_pass(rows.dtype, np.dtype(np.float32), backend="cpu", rows=rows)  # the CPU kernels ship
+    >>> prepare_background_pass(rows.dtype, np.dtype(np.float32), backend="cpu", rows=rows)  # compiled already
     >>> release_background_pass(rows, backend="cpu")
     """
     if backend == "gpu":
@@ -224,6 +224,14 @@ def release_background_pass(rows, *, backend: str = "cpu") -> None:
         The array given to :func:`prepare_background_pass`.
     backend : {"cpu", "gpu"}, default "cpu"
         The backend given there.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from hitml.kernels.treeshap import prepare_background_pass, release_background_pass
+    >>> rows = np.zeros((1000, 4), dtype=np.float32)
+    >>> prepare_background_pass(rows.dtype, np.dtype(np.float32), backend="cpu", rows=rows)
+    >>> release_background_pass(rows, backend="cpu")      # no pass followed: nothing stays held
     """
     if backend == "gpu":
         from . import _gpu_patterns
