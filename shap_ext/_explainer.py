@@ -414,8 +414,9 @@ class TreeExplainer(_ShapTreeExplainer):
                 raise ValueError("background_weights must be finite, non-negative and not all zero")
             self.background_weights = w
         self._rows_read = True
-        if lazy is None and self.backend == "gpu" and self.model.get_transform() == "identity":
-            # the background's upload runs while the paths are extracted (the pass takes the device copy)
+        # on the GPU the background's upload runs while the paths are extracted (the pass takes the device copy)
+        upload = lazy is None and self.backend == "gpu" and self.model.get_transform() == "identity"
+        if upload:
             _engine().prepare_background_pass(rows.dtype, ens.input_dtype, backend="gpu", rows=rows)
         try:
             self._setup_engine(converted if converted is not None else user_model)
@@ -424,7 +425,7 @@ class TreeExplainer(_ShapTreeExplainer):
                 return
             self._summarize_background()
         finally:
-            if lazy is None and self.backend == "gpu":
+            if upload:
                 _engine().release_background_pass(rows, backend="gpu")
 
     def _summarize_lazy_background(self, data: Any) -> None:

@@ -173,8 +173,7 @@ def _take_upload(R, kdtype):
     if th is None:
         return None
     th.join()
-    if th.R is not R or th.kdtype != np.dtype(kdtype) or th.error is not None \
-            or th.device != cupy_module().cuda.Device().id:
+    if th.kdtype != np.dtype(kdtype) or th.error is not None or th.device != cupy_module().cuda.Device().id:
         return None
     return th.out
 
@@ -263,9 +262,12 @@ def summarize(ps: PathSet, R, weights, scale, progress=None, timings: dict | Non
     kdtype = _row_type(R.dtype, ps.input_dtype)
     counter = "bg_hist<unsigned long long>" if weighted else "bg_hist<unsigned int>"
     compile_ahead(R.dtype, ps.input_dtype)        # where the explainer did not start it already
-    Rd = _take_upload(R, kdtype) if isinstance(R, np.ndarray) else None
-    if Rd is None:
-        Rd = upload_slabs(R, kdtype) if isinstance(R, np.ndarray) else core.to_device(R, kdtype)
+    if isinstance(R, np.ndarray):
+        Rd = _take_upload(R, kdtype)                   # the explainer's build may have uploaded it already
+        if Rd is None:
+            Rd = upload_slabs(R, kdtype)
+    else:
+        Rd = core.to_device(R, kdtype)
     _await_ahead(kdtype)
     RT = _columns(Rd, kdtype)
     del Rd
