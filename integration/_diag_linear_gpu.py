@@ -28,7 +28,10 @@ def main() -> None:
     ap.add_argument("--modes", default="never,always,always-unfolded",
                     help="never (per-path DP), always (linear), always-unfolded, always-divide (linear, dividing by "
                          "a feature's first factor too), always-prev (the kernel in integration/_ab/linear_prev.cu: put an "
-                         "earlier commit's linear.cu there, untracked, to A/B against it), always-ks1 (linear, one "
+                         "earlier commit's linear.cu there, untracked, to A/B against it), always-bits (linear, the row's "
+                         "branches of each chunk of events tested before its walk; -local: the stack in local memory; "
+                         "-ev64: 64 events staged per step; -t256: blocks of 256 threads; combinable: always-bits-local-ev64; "
+                         "the engine's default is always-bits-local), always-ks1 (linear, one "
                          "output per walk: multi-output leaves walked once per output, with a smaller stack)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--shap-cuda", action="store_true", help="time shap-cuda's values on the same rows too")
@@ -46,6 +49,10 @@ def main() -> None:
             gpu.options.shap_linear = mode.split("-")[0]
             gpu._gpu_linear.FOLD_LEAVES = mode != "always-unfolded"   # the walk program with leaves folded or not
             gpu._gpu_linear.DIVIDE_FIRST = mode == "always-divide"    # a feature's first factor divided by too
+            gpu._gpu_linear.BRANCH_BITS = "bits" in mode                # the row's branches tested per chunk first
+            gpu._gpu_linear.LOCAL_STACK = "local" in mode               # the stack in local memory
+            gpu._gpu_linear._EV_CHUNK = 64 if "ev64" in mode else 128   # events staged per step
+            gpu._gpu_linear._THREADS = 256 if "t256" in mode else 128   # threads per block
             gpu._gpu_linear._KS_MAX = 1 if mode == "always-ks1" else ks_max    # outputs per walk
             # "always-prev": the kernel source in integration/_ab/linear_prev.cu (an earlier commit's, for A/B)
             gpu._gpu_linear._SRC = "../integration/_ab/linear_prev.cu" if mode == "always-prev" else "treeshap/linear.cu"
@@ -74,8 +81,8 @@ def main() -> None:
             if mode != ref:
                 rec[f"speedup_{mode}"] = rec[f"{ref}_s"] / rec[f"{mode}_s"]
                 rec[f"max_abs_diff_{mode}_vs_{ref}"] = float(np.abs(outs[ref] - outs[mode]).max())
-        for other in ("always-divide", "always-prev", "always-ks1"):
-            if "always" in modes and other in modes:
+        for other in modes:
+            if "always" in modes and other.startswith("always-") and other != "always-unfolded":
                 rec[f"bytes_equal_{other}"] = outs["always"].tobytes() == outs[other].tobytes()
         rec["device"] = cp.cuda.runtime.getDeviceProperties(0)["name"].decode()
         if a.shap_cuda:

@@ -20,6 +20,14 @@ def t(f, reps=20):
     return 1e3 * gpu_time(f, reps, cp)
 
 
+ab = {True: [], False: []}
+for _ in range(5):  # the selected rows sorted on the device (sample_sort) or on the host, alternating
+    for dev in (True, False):
+        skgpu.DEVICE_SORT = dev
+        ab[dev].append(t(lambda: skgpu.sketch(X), reps=10))
+skgpu.DEVICE_SORT = True
+print(f"sketch n_sample=4096: sorted on the device {np.median(ab[True]):.3f} ms, on the host {np.median(ab[False]):.3f}"
+      f" ms (medians of 5 alternating rounds)")
 print(f"sketch n_sample=4096 {t(lambda: skgpu.sketch(X)):.3f} ms; n_sample=0 {t(lambda: skgpu.sketch(X, n_sample=0)):.3f}"
       f" ms; sketch_moments {t(lambda: sketch_moments(X)):.3f} ms")
 Xp, w, hw = skgpu._prepare_input(X, None, cp)

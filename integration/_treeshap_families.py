@@ -163,11 +163,28 @@ def _shap_cpp_anchor(model, X, Xi, rec: dict, values_rows: int = 10, inter_rows:
     rec["shap_cpp_rows"] = [values_rows, inter_rows]
 
 
+def _versions_line(recs: list[dict], versions: dict) -> str:
+    """The packages' versions: one per package where every row ran with it, else each version with the rows that ran
+    with it (a row's own ``versions``, from its run, over ``versions``; a package a run lacked is left out)."""
+    parts = []
+    for k in versions:
+        seen: dict = {}
+        for r in recs:
+            v = {**versions, **r.get("versions", {})}.get(k)
+            if v:
+                seen.setdefault(v, []).append(r["model"])
+        if len(seen) == 1:
+            parts.append(f"{k} {next(iter(seen))}")
+        elif seen:
+            parts.append(f"{k} " + "; ".join(f"{v} (rows {', '.join(m)})" for v, m in seen.items()))
+    return ", ".join(parts)
+
+
 def report(recs: list[dict], device: str, versions: dict, rows: int, inter_rows: int, M: int, train: int) -> str:
     """Markdown for ``recs`` (one table row a model)."""
     lines = ["# GPU TreeSHAP on LightGBM, scikit-learn forests and leafy XGBoost (treeshap_gpu_families)", "",
              "`integration/bench_treeshap.py --families` (`integration/_treeshap_families.py`) on one " + device
-             + ". Versions: " + ", ".join(f"{k} {v}" for k, v in versions.items() if v) + ".", "",
+             + ". Versions: " + _versions_line(recs, versions) + ".", "",
              f"Synthetic data: standard-normal float32, {M} features; boosters trained on {train:,} rows, forests on "
              f"{min(train, 20_000):,}. Seconds for {rows:,} rows (values) and {inter_rows:,} rows (interactions), "
              "median of 3 warm calls (anchors: of 2), NumPy in and out, and CuPy in and out. The ratio is the fastest "

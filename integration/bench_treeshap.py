@@ -597,6 +597,8 @@ def families(args) -> dict:
     import xgboost
     ver = versions(("numpy", "xgboost", "lightgbm", "sklearn", "shap", "shap_cuda", "cupy", "numba"))
     ver["xgboost"] += " (CUDA build)" if xgboost.build_info().get("USE_CUDA") else " (CPU build)"
+    for r in recs:                                        # merged rows may come from runs with other packages
+        r["versions"] = ver
     rep = {"device": device_name(), "threads": args.threads, "versions": ver, "rows": args.rows,
            "inter_rows": args.inter_rows, "features": args.family_features, "train": args.family_train,
            "models": recs}

@@ -82,6 +82,34 @@ def test_gpu_row_sample_equals_cpu_twin(dtype, weighted, n):
     np.testing.assert_array_equal(g.w, c.w)
 
 
+@pytest.mark.parametrize("device_sort", [True, False])
+@pytest.mark.parametrize("seed", range(6))
+def test_gpu_row_sample_sorted_on_device_equals_cpu_twin(device_sort, seed, monkeypatch):
+    """The selected rows sorted by key on the device (sample_sort) or on the host: the CPU twin's sample bit for bit,
+    where more rows than n_sample fall under the threshold (seeds 1, 3, 4: the k smallest kept, tau lowered to the
+    k-th key) and where fewer do (2, 5: tau stays the threshold); and (seed 0) a sample too large for the device sort
+    (n_sample 10,000: 10,864 rows of room, over SORT_MAX) sorted on the host."""
+    import cupy as cp
+
+    from hitml.kernels.sketch import gpu
+    from hitml.kernels.sketch import sample as rs
+
+    monkeypatch.setattr(gpu, "DEVICE_SORT", device_sort)
+    rng = np.random.default_rng(seed)
+    n = 20_000
+    X = rng.standard_t(2, (n, 5)).astype(np.float32)
+    k = 256 if seed else 10_000
+    g = gpu.sketch(cp.asarray(X), n_moments=8, max_distinct=16, n_sample=k).sample
+    c = cpu.sketch(X, None, n_moments=8, max_distinct=16, n_sample=k).sample
+    if seed:
+        assert (c.tau == rs.threshold(n, k)) == (seed in (2, 5))
+    assert g.tau == c.tau and g.n_rows == c.n_rows
+    np.testing.assert_array_equal(g.key, c.key)
+    np.testing.assert_array_equal(g.x, c.x)
+    np.testing.assert_array_equal(g.w, c.w)
+    assert g.x.flags.owndata  # a copy, not a view of the buffer the next call reuses
+
+
 def test_gpu_cuts_checked_like_cpu():
     """The GPU sketch's sample drives the same checks: hostile columns get the same fallback cuts as on the CPU."""
     import cupy as cp

@@ -220,6 +220,38 @@ def test_gpu_linear_matches_twin_and_shap_on_deep_forest(dtype):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("local", [True, False])
+@pytest.mark.parametrize("bits", [True, False])
+def test_gpu_linear_stack_and_branch_variants_match_twin(local, bits, monkeypatch):
+    """The walk's stack in local or shared memory, the row's branches tested per chunk of events or per event: the
+    CPU twin's values on a 3-class forest of unlimited depth (three outputs per walk) and on a spine of 61 levels
+    (one split per level on one feature: the stack's deepest levels), with infinite, zero and subnormal rows."""
+    gpu = _gpu()
+    sk = pytest.importorskip("sklearn.ensemble")
+    tree = pytest.importorskip("sklearn.tree")
+    monkeypatch.setattr(gpu._gpu_linear, "LOCAL_STACK", local)
+    monkeypatch.setattr(gpu._gpu_linear, "BRANCH_BITS", bits)
+    rng = np.random.default_rng(11)
+    X = rng.normal(size=(3000, 8))
+    y = (X[:, 0] + X[:, 1] * X[:, 2] > 0).astype(int) + (X[:, 3] > 1)
+    forest = sk.ExtraTreesClassifier(n_estimators=4, random_state=0).fit(X, y)
+    xs = np.arange(62.0)[:, None]
+    spine = tree.DecisionTreeRegressor(random_state=0).fit(xs, 4.0 ** np.arange(62))   # isolates the top point
+    assert spine.get_depth() == 61
+    Xt = _hostile(rng, 200, 8)
+    Xt = np.where(np.isnan(Xt), 0.0, Xt).astype(np.float32)
+    Xs = np.concatenate([xs, xs + 0.5, [[-np.inf], [np.inf], [np.float32(1e-40)]]]).astype(np.float32)
+    for model, rows, M in ((forest, Xt, 8), (spine, Xs, 1)):
+        ens, ps = _ens_paths(model, M)
+        gpu.clear_cache()
+        with _options(gpu, shap_linear="always"):
+            got = gpu.shap_values(ps, rows)
+        gpu.clear_cache()
+        twin = _twin(ens, rows)
+        np.testing.assert_allclose(got, twin, rtol=1e-9, atol=1e-9 * max(1.0, float(np.abs(twin).max())))
+
+
+@pytest.mark.gpu
 def test_gpu_linear_multiclass_forest_matches_the_per_path_kernel_twin_and_sklearn():
     gpu = _gpu()
     sk = pytest.importorskip("sklearn.ensemble")

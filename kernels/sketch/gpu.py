@@ -14,6 +14,9 @@ from ._gpu_moments import sketch_moments
 from .state import MomentSketch, _prepare_input
 
 THREADS = 256  # sample.cu's sample_salt reduces in a 256-entry shared array
+SORT_THREADS = 1024  # sample.cu's sample_sort: one block
+SORT_MAX = 8192  # selected rows sample_sort takes (2 words each of shared memory: 128 KiB); more: the host sorts
+DEVICE_SORT = True  # sort the selected rows by key on the device where they fit (False: on the host, for A/B timings)
 _local = threading.local()
 
 
@@ -62,7 +65,8 @@ def _buffers(cp, cap: int, d: int, itemsize: int) -> dict:
 
 @functools.lru_cache(maxsize=None)
 def _kernels(tn: str, has_w: bool) -> tuple:
-    names = (f"sample_salt<{tn}>", "sample_select", f"sample_gather<{tn},{'true' if has_w else 'false'}>")
+    gather = f"sample_gather<{tn},{'true' if has_w else 'false'}>"
+    names = (f"sample_salt<{tn}>", "sample_select", "sample_sort", gather)
     return tuple(get_kernel("sketch/sample.cu", nm, name_expressions=names) for nm in names)
 
 
@@ -72,8 +76,10 @@ def _queue_sample(cp, X, w, has_w: bool, k: int):
     n, d = X.shape
     T = rs.threshold(n, k)
     cap = rs.buffer_rows(n, k)
-    salt_k, select_k, gather_k = _kernels("float" if X.dtype == np.float32 else "double", has_w)
+    salt_k, select_k, sort_k, gather_k = _kernels("float" if X.dtype == np.float32 else "double", has_w)
     b = _buffers(cp, cap, d, X.dtype.itemsize)
+    sort = DEVICE_SORT and cap <= SORT_MAX
+    keep = min(cap, k) if sort else cap  # sorted on the device: only the k smallest keys are copied to the host
     b["ready"].record(cp.cuda.get_current_stream())
     side = b["side"]
     side.wait_event(b["ready"])
@@ -81,8 +87,14 @@ def _queue_sample(cp, X, w, has_w: bool, k: int):
         salt_k((1,), (THREADS,), (X, np.int64(n), np.int32(d), b["salt"], b["count"]))
         select_k((int(min(-(-n // THREADS), 8 * b["sms"])),), (THREADS,),
                  (np.int64(n), b["salt"], np.uint64(T), b["idx"], b["keys"], b["count"], np.int32(cap)))
-        gather_k((-(-cap * d // THREADS),), (THREADS,),
-                 (X, w, np.int32(d), b["idx"], b["keys"], b["count"], np.int32(cap), b["ptr"]))
+        if sort:
+            L = 1 << max(cap - 1, 1).bit_length()
+            if 16 * L > 48 << 10:
+                sort_k.max_dynamic_shared_size_bytes = 16 * L
+            sort_k((1,), (SORT_THREADS,), (b["keys"], b["idx"], b["count"], np.int32(cap), np.int32(L)),
+                   shared_mem=16 * L)
+        gather_k((-(-keep * d // THREADS),), (THREADS,),
+                 (X, w, np.int32(d), b["idx"], b["keys"], b["count"], np.int32(cap), np.int32(keep), b["ptr"]))
         b["done"].record(side)
 
     def result() -> rs.RowSample:
@@ -94,9 +106,16 @@ def _queue_sample(cp, X, w, has_w: bool, k: int):
             x = X[cp.asarray(idx)].get().astype(np.float32)
             ww = w[cp.asarray(idx)].get() if has_w else np.ones(idx.size)
             return rs.RowSample(keys, x, ww, tau, k)
+        if sort:  # in key order already: the first min(c, k) rows, tau as finish_selection sets it
+            m = min(c, k)
+            vals = np.frombuffer(b["mem"], X.dtype, m * d, offset=8 * (1 + 2 * cap)).reshape(m, d)
+            keys = words[1 : 1 + m].copy()
+            tau = int(keys[-1]) if c > k else T
+            ww = words[1 + cap : 1 + cap + m].view(np.float64).copy()
+            return rs.RowSample(keys, np.array(vals, np.float32), ww, tau, k)  # one copy out of the reused buffer
         vals = np.frombuffer(b["mem"], X.dtype, c * d, offset=8 * (1 + 2 * cap)).reshape(c, d)
         pos, keys, tau = rs.finish_selection(np.arange(c), words[1 : 1 + c].copy(), T, k)
         ww = words[1 + cap : 1 + cap + c].view(np.float64)[pos]
-        return rs.RowSample(keys, vals[pos].astype(np.float32), ww, tau, k)
+        return rs.RowSample(keys, np.take(vals, pos, axis=0).astype(np.float32, copy=False), ww, tau, k)
 
     return result

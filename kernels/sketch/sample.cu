@@ -1,9 +1,10 @@
 // Row sample of a moment sketch on the GPU (the twin of sample.py): the rows whose key mix(salt ^ mix(i + G)) is at
-// most T, gathered straight into pinned host memory. Three small launches on a side stream (gpu.py), overlapping
-// the sketch's read kernel.
+// most T, gathered straight into pinned host memory. Three or four small launches on a side stream (gpu.py),
+// overlapping the sketch's read kernel.
 // sample_salt: one block hashes the batch size and its first and last rows (XOR, so the order does not matter);
-// sample_select: one hash per row index (no read of X), the rows under T appended by an atomic counter (unordered; the
-// host sorts them by key); sample_gather: the selected rows' values (exact float -> double on the host) and weights.
+// sample_select: one hash per row index (no read of X), the rows under T appended by an atomic counter (unordered);
+// sample_sort: those rows sorted by key in one block (where they fit its shared memory; else the host sorts them);
+// sample_gather: the selected rows' values (exact float -> double on the host) and weights, in key order.
 
 #define GOLD 0x9E3779B97F4A7C15ULL
 #define C_N 0x5851F42D4C957F2DULL
@@ -61,13 +62,46 @@ __global__ void sample_select(long long n, const unsigned long long *__restrict_
     }
 }
 
-// one thread per (slot, feature); out: [count, keys (cap), w (cap)] as 8-byte words, then values (cap * d) as T
+// one block (after sample_select, where count <= cap): the m = count selected (key, index) pairs sorted by key, in
+// shared memory of 2 L words (L a power of two >= cap; bitonic). Keys of a batch are distinct, so the order is the
+// host's stable argsort; the padding (key 2^64 - 1, index past every row) sorts after every row.
+__global__ void sample_sort(unsigned long long *keys, long long *idx, const unsigned long long *__restrict__ count,
+                            int cap, int L) {
+    extern __shared__ unsigned long long sk[];
+    long long *si = reinterpret_cast<long long *>(sk + L);
+    const unsigned long long c = *count;
+    if (c > (unsigned long long)cap) return;  // the host selects these rows again
+    const int m = (int)c;
+    for (int i = threadIdx.x; i < L; i += blockDim.x) {
+        sk[i] = i < m ? keys[i] : ~0ULL;
+        si[i] = i < m ? idx[i] : 0x7fffffffffffffffLL;
+    }
+    __syncthreads();
+    for (int size = 2; size <= L; size <<= 1) {
+        for (int stride = size >> 1; stride > 0; stride >>= 1) {
+            for (int i = threadIdx.x; i < (L >> 1); i += blockDim.x) {
+                const int lo = 2 * i - (i & (stride - 1));
+                const int hi = lo + stride;
+                const unsigned long long ka = sk[lo], kb = sk[hi];
+                const long long ia = si[lo], ib = si[hi];
+                const bool greater = ka > kb || (ka == kb && ia > ib);
+                if (greater == ((lo & size) == 0)) { sk[lo] = kb; sk[hi] = ka; si[lo] = ib; si[hi] = ia; }
+            }
+            __syncthreads();
+        }
+    }
+    for (int i = threadIdx.x; i < m; i += blockDim.x) { keys[i] = sk[i]; idx[i] = si[i]; }
+}
+
+// one thread per (slot, feature) of the first min(count, keep) slots; out: [count, keys (cap), w (cap)] as 8-byte
+// words, then values (cap * d) as T
 template <typename T, bool HAS_W>
 __global__ void sample_gather(const T *__restrict__ X, const double *__restrict__ w, int d,
                               const long long *__restrict__ idx, const unsigned long long *__restrict__ keys,
-                              const unsigned long long *__restrict__ count, int cap, unsigned long long *out) {
+                              const unsigned long long *__restrict__ count, int cap, int keep,
+                              unsigned long long *out) {
     const unsigned long long c = *count;
-    const long long m = c < (unsigned long long)cap ? (long long)c : cap;
+    const long long m = c < (unsigned long long)keep ? (long long)c : keep;
     const long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x;
     if (t == 0) out[0] = c;
     if (t >= m * d) return;

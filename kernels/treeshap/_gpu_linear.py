@@ -27,6 +27,8 @@ _SMEM_BYTES = 227 << 10        # shared memory a block may take (sm_80 and later
 _EV_CHUNK = 128                # events staged per step (linear.cu: EV_CHUNK)
 FOLD_LEAVES = True             # an edge into a leaf as one event (False: DOWN, LEAF, UP; kept for A/B timings)
 DIVIDE_FIRST = False           # divide by a feature's first factor too (exactly 1; kept for A/B timings)
+BRANCH_BITS = True             # test the row's branches of a chunk of events before walking it (linear.cu)
+LOCAL_STACK = True             # the walk's stack in local memory, cached in L1 (False: in shared memory)
 
 
 @dataclass
@@ -121,7 +123,7 @@ def _build(pk, lin: np.ndarray, q_of, levels, ptr, evi, evd, rest) -> LinearPart
 
 def _smem(levels: int, ks: int, acc: int) -> int:
     """Bytes of shared memory: the stack, the accumulator and the staged events."""
-    return 8 * (levels * ks * _THREADS + acc + 3 * _EV_CHUNK + 2 * _EV_CHUNK)
+    return 8 * ((0 if LOCAL_STACK else levels * ks * _THREADS) + acc + 3 * _EV_CHUNK + 2 * _EV_CHUNK)
 
 
 def _leaf_values(lp: LinearPart, scale: np.ndarray | None):
@@ -138,8 +140,10 @@ def launch(lp: LinearPart, xdtype: np.dtype, Xd, M: int, K: int, scale: np.ndarr
     n = Xd.shape[0]
     if n == 0:
         return
-    kern = get_kernel(_SRC, f"linear_shap_{'f32' if xdtype == np.float32 else 'f64'}",
-                      ("-DHITML_LINEAR_DIVIDE_FIRST",) if DIVIDE_FIRST else ())
+    flags = (("HITML_LINEAR_DIVIDE_FIRST", DIVIDE_FIRST), ("HITML_LINEAR_BITS", BRANCH_BITS),
+             ("HITML_LINEAR_LOCAL", LOCAL_STACK))
+    opts = tuple(f"-D{f}" for f, on in flags if on) + (f"-DEV_CHUNK={_EV_CHUNK}",)
+    kern = get_kernel(_SRC, f"linear_shap_{'f32' if xdtype == np.float32 else 'f64'}", opts)
     lval = _leaf_values(lp, scale)
     det = np.int32(0 if scale is None else 1)
     for c in lp.classes:

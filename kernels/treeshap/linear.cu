@@ -5,9 +5,13 @@
 //
 // Layout: a block walks the trees of one tree group for RPB = blockDim / QL rows; thread (row, q) holds the row's
 // value at Gauss node q (QL lanes per row, QL a power of two >= the tree's Q; lanes q >= Q carry zeros). Per thread,
-// shared memory holds the walk's stack: P[d] (the Gauss weight times the product of the path's nonzero merged
-// factors at the node of level d) and S[d][k] (the sum of v P over the leaves finished below that node), in one slot
-// per level (linear_body says how). Events:
+// the walk's stack holds P[d] (the Gauss weight times the product of the path's nonzero merged factors at the node
+// of level d) and S[d][k] (the sum of v P over the leaves finished below that node), in one slot per level
+// (linear_body says how). With HITML_LINEAR_LOCAL (the host's default) the stack is a local array, which L1 caches:
+// the walk touches its deepest few levels most, and the SM then holds as many rows as its registers allow, where a
+// stack in shared memory (the other build) capped it at about 60 rows. With HITML_LINEAR_BITS (the default) each
+// chunk of events starts with the row's branch at every one of its edges (independent loads, one ballot per QL
+// events), so the walk's dependent chain reads a bit instead of waiting on the row's value. Events:
 //  * DOWN into level d on feature f: the row's branch o_e; the merged one fraction before (op: the level of the
 //    feature's previous edge on the path holds it in omask, 1 where there is none) and after (on = op o_e);
 //    P[d] = P[d-1] g'/g with g = z + t (o - z). A zero factor (o' = z' = 0) makes every leaf below contribute 0:
@@ -22,7 +26,15 @@
 // treeshap.cu, so every call gives the same bytes.
 
 #define FULL_MASK 0xffffffffu
+#ifndef EV_CHUNK
 #define EV_CHUNK 128
+#endif
+#ifdef HITML_LINEAR_LOCAL
+#define LOCAL_LEVELS 65
+#define SV_LEVELS 0
+#else
+#define SV_LEVELS D1
+#endif
 #define DEAD_NONE (1 << 30)
 
 // float32 compares as order-preserving integer keys: CuPy compiles with -ftz=true (see treeshap.cu, f32_key).
@@ -101,8 +113,16 @@ __device__ __forceinline__ void linear_body(const XT* X, long long n_rows, int M
   // One slot of KS doubles per level and thread: P[d] (in its first double) while the walk is in the node's first
   // subtree, then S[d] (the first subtree's sums, to which the second adds): the step between the two subtrees
   // (UP from the first child, then DOWN into the second) carries P[d] in a register (p_hold).
+#ifdef HITML_LINEAR_LOCAL
+  // the stack in the thread's local memory (cached in L1): occupancy no longer bounded by the stack's shared memory
+  double stk[LOCAL_LEVELS * 4];
+  double* sV = smem;                                   // none in shared memory
+#define SVP(d, k) (stk + (d) * KS + (k))
+#else
   double* sV = smem;                                   // [D1][KS][nt]
-  double* sAcc = sV + (long long)D1 * KS * nt;         // [RPB][M][KS] (use_acc)
+#define SVP(d, k) (sV + ((d) * KS + (k)) * nt + tid)
+#endif
+  double* sAcc = sV + (long long)SV_LEVELS * KS * nt;  // [RPB][M][KS] (use_acc)
   double* sEd = sAcc + (use_acc ? RPB * M * KS : 0);   // [EV_CHUNK][3]
   int4* sEi = (int4*)(sEd + 3 * EV_CHUNK);             // [EV_CHUNK]
   if (use_acc)
@@ -111,7 +131,7 @@ __device__ __forceinline__ void linear_body(const XT* X, long long n_rows, int M
     const int Q = tree_q[t];
     const bool qa = q < Q;
     const double tq = qa ? gl[Q * (Q - 1) + q] : 0.5;
-    sV[tid] = qa ? gl[Q * (Q - 1) + Q + q] : 0.0;      // level 0: the Gauss weight
+    *SVP(0, 0) = qa ? gl[Q * (Q - 1) + Q + q] : 0.0;   // level 0: the Gauss weight
     double p_hold = 0.0;
     unsigned long long omask = 0ull;
     int dead = DEAD_NONE;
@@ -122,49 +142,75 @@ __device__ __forceinline__ void linear_body(const XT* X, long long n_rows, int M
       for (int i = tid; i < nc; i += nt) sEi[i] = evi[c0 + i];
       for (int i = tid; i < 3 * nc; i += nt) sEd[i] = evd[3 * c0 + i];
       __syncthreads();
+#ifdef HITML_LINEAR_BITS
+      // The row's branch at each of the chunk's DOWN and EDGE_LEAF events, before the walk: lane q of the row tests
+      // events q, q + QL, ... (independent loads in flight), and a warp ballot gives every lane the row's bits
+      // (br0: events 0-63, br1: 64-127). The walk's chain then reads a bit instead of waiting on the row's value.
+      unsigned long long br0 = 0ull, br1 = 0ull;
+      {
+        const int sh = (tid & 31) & ~(QL - 1);
+        const unsigned low = QL == 32 ? 0xffffffffu : ((1u << QL) - 1u);
+#pragma unroll 4
+        for (int j = 0; j < EV_CHUNK; j += QL) {
+          const int i = j + q;
+          bool b = false;
+          if (i < nc) {
+            const int4 ev = sEi[i];
+            const int kind = ev.x & 3;
+            if (kind == 0 || kind == 3) b = takes<XT>(xrow[ev.y], ev.x, sEd[3 * i]);
+          }
+          const unsigned long long bits = (unsigned long long)((__ballot_sync(FULL_MASK, b) >> sh) & low);
+          if (j < 64) br0 |= bits << j;
+          else br1 |= bits << (j - 64);
+        }
+      }
+#define ROW_TAKES(i, ev) ((((i) < 64 ? (br0 >> (i)) : (br1 >> ((i) - 64))) & 1ull) != 0)
+#else
+#define ROW_TAKES(i, ev) takes<XT>(xrow[(ev).y], (ev).x, sEd[3 * (i)])
+#endif
       for (int i = 0; i < nc; ++i) {
         const int4 ev = sEi[i];
         const int kind = ev.x & 3;
         const int d = (ev.x >> 2) & 127;
         if (kind == 0) {                                 // DOWN into level d
           const unsigned op = ev.z < 0 ? 1u : (unsigned)((omask >> ev.z) & 1ull);
-          const unsigned on = takes<XT>(xrow[ev.y], ev.x, sEd[3 * i]) ? op : 0u;
+          const unsigned on = ROW_TAKES(i, ev) ? op : 0u;
           omask = (omask & ~(1ull << d)) | ((unsigned long long)on << d);
           if (dead > d - 1) {
             const double zp = sEd[3 * i + 1], zn = sEd[3 * i + 2];
             if (!on && zn == 0.0) {
               dead = d;
             } else {
-              const double pp = ((ev.x >> 9) & 1) ? sV[(d - 1) * KS * nt + tid] : p_hold;
-              sV[d * KS * nt + tid] = pp * ratio(ev.z, op, on, zp, zn, tq);
+              const double pp = ((ev.x >> 9) & 1) ? *SVP(d - 1, 0) : p_hold;
+              *SVP(d, 0) = pp * ratio(ev.z, op, on, zp, zn, tq);
             }
           }
         } else if (kind == 3) {                          // an edge into a leaf at level d: DOWN, LEAF and UP
           const bool first = ((ev.x >> 11) & 1) != 0;
           const unsigned op = ev.z < 0 ? 1u : (unsigned)((omask >> ev.z) & 1ull);
-          const unsigned on = takes<XT>(xrow[ev.y], ev.x, sEd[3 * i]) ? op : 0u;
+          const unsigned on = ROW_TAKES(i, ev) ? op : 0u;
           const double zp = sEd[3 * i + 1], zn = sEd[3 * i + 2];
-          const double pp = first ? sV[(d - 1) * KS * nt + tid] : p_hold;
+          const double pp = first ? *SVP(d - 1, 0) : p_hold;
           const double pv = (dead > d - 1 && (on || zn != 0.0)) ? pp * ratio(ev.z, op, on, zp, zn, tq) : 0.0;
           const double C = coef(op, on, zp, zn, tq);
           if (first) p_hold = pp;
           const double* v = lval + (long long)ev.w * K + kg0;
           for (int k = 0; k < KS; ++k)
-            close_edge(v[k] * pv, sV + ((d - 1) * KS + k) * nt + tid, first, C, QL, q == 0 && live,
+            close_edge(v[k] * pv, SVP(d - 1, k), first, C, QL, q == 0 && live,
                        use_acc ? sAcc + (rl * M + ev.y) * KS + k : nullptr, phi + (row * (M + 1) + ev.y) * K + kg0 + k,
                        det);
         } else if (kind == 1) {                          // LEAF at level d
-          const double pv = dead > d ? sV[d * KS * nt + tid] : 0.0;
+          const double pv = dead > d ? *SVP(d, 0) : 0.0;
           const double* v = lval + (long long)ev.y * K + kg0;
-          for (int k = 0; k < KS; ++k) sV[(d * KS + k) * nt + tid] = v[k] * pv;
+          for (int k = 0; k < KS; ++k) *SVP(d, k) = v[k] * pv;
         } else {                                         // UP from level d
           const unsigned op = ev.z < 0 ? 1u : (unsigned)((omask >> ev.z) & 1ull);
           const unsigned on = (unsigned)((omask >> d) & 1ull);
           const double C = coef(op, on, sEd[3 * i + 1], sEd[3 * i + 2], tq);
           const bool first = ((ev.x >> 11) & 1) != 0;
-          if (first) p_hold = sV[(d - 1) * KS * nt + tid];
+          if (first) p_hold = *SVP(d - 1, 0);
           for (int k = 0; k < KS; ++k)
-            close_edge(sV[(d * KS + k) * nt + tid], sV + ((d - 1) * KS + k) * nt + tid, first, C, QL,
+            close_edge(*SVP(d, k), SVP(d - 1, k), first, C, QL,
                        q == 0 && live, use_acc ? sAcc + (rl * M + ev.y) * KS + k : nullptr,
                        phi + (row * (M + 1) + ev.y) * K + kg0 + k, det);
           if (dead == d) dead = DEAD_NONE;
@@ -172,6 +218,8 @@ __device__ __forceinline__ void linear_body(const XT* X, long long n_rows, int M
       }
     }
   }
+#undef ROW_TAKES
+#undef SVP
   if (!use_acc) return;
   __syncthreads();
   for (int i = tid; i < RPB * M * KS; i += nt) {
