@@ -26,13 +26,14 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=2000)
     ap.add_argument("--threads", type=int, default=16)
     ap.add_argument("--modes", default="never,always,always-unfolded",
-                    help="never (per-path DP), always (linear), always-unfolded, always-divide (linear, dividing by "
-                         "a feature's first factor too), always-prev (the kernel in integration/_ab/linear_prev.cu: put an "
-                         "earlier commit's linear.cu there, untracked, to A/B against it), always-bits (linear, the row's "
-                         "branches of each chunk of events tested before its walk; -local: the stack in local memory; "
-                         "-ev64: 64 events staged per step; -t256: blocks of 256 threads; combinable: always-bits-local-ev64; "
-                         "the engine's default is always-bits-local), always-ks1 (linear, one "
-                         "output per walk: multi-output leaves walked once per output, with a smaller stack)")
+                    help="never (per-path DP); always (linear, the engine's kernel); always-unfolded (the walk "
+                         "program without leaves folded into their edges); always-divide (dividing by a feature's "
+                         "first factor too); always-prev (the kernel in integration/_ab/linear_prev.cu: put an "
+                         "earlier commit's linear.cu there, untracked, to A/B against it); always-ks1 (one output per "
+                         "walk); always-nobits (the row's branch tested at each edge, not per chunk of events first); "
+                         "always-shared (the walk's stack in shared memory, not local memory); always-ev64 (64 events "
+                         "staged per step); always-t256 (blocks of 256 threads). The last four combine, e.g. "
+                         "always-shared-nobits (the kernel before both)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--shap-cuda", action="store_true", help="time shap-cuda's values on the same rows too")
     a = ap.parse_args()
@@ -49,8 +50,8 @@ def main() -> None:
             gpu.options.shap_linear = mode.split("-")[0]
             gpu._gpu_linear.FOLD_LEAVES = mode != "always-unfolded"   # the walk program with leaves folded or not
             gpu._gpu_linear.DIVIDE_FIRST = mode == "always-divide"    # a feature's first factor divided by too
-            gpu._gpu_linear.BRANCH_BITS = "bits" in mode                # the row's branches tested per chunk first
-            gpu._gpu_linear.LOCAL_STACK = "local" in mode               # the stack in local memory
+            gpu._gpu_linear.BRANCH_BITS = "nobits" not in mode          # the row's branches tested per chunk first
+            gpu._gpu_linear.LOCAL_STACK = "shared" not in mode          # the stack in local (else shared) memory
             gpu._gpu_linear._EV_CHUNK = 64 if "ev64" in mode else 128   # events staged per step
             gpu._gpu_linear._THREADS = 256 if "t256" in mode else 128   # threads per block
             gpu._gpu_linear._KS_MAX = 1 if mode == "always-ks1" else ks_max    # outputs per walk
