@@ -215,3 +215,89 @@ def test_gpu_linear_auto_rule():
     assert not wanted("table", "auto", "auto")
     assert not wanted("dp", "dp", "auto")                  # a forced shap_variant keeps the per-path kernels
     assert wanted("table", "auto", "always") and not wanted("dp", "auto", "never")
+
+
+@contextlib.contextmanager
+def _split(split):
+    old = cpu.LEAF_SPLIT
+    cpu.LEAF_SPLIT = split
+    cpu._LINEAR.clear()
+    try:
+        yield
+    finally:
+        cpu.LEAF_SPLIT = old
+        cpu._LINEAR.clear()
+
+
+def test_leaf_classes_walk_each_leaf_once_with_fewer_gauss_nodes():
+    """paths.walk_program with a split: the walks of a tree enter its leaves once each (the short-path walk the
+    leaves of at most ``split`` features, with at most ceil(split / 2) Gauss nodes), left and first-entered bits as
+    the tree has them, and one walk for trees whose leaves all fall on one side."""
+    ens_mod = pytest.importorskip("sklearn.ensemble")
+    from hitml.kernels.treeshap.paths import walk_program
+
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(1500, 12))
+    y = X[:, 0] + np.sin(3 * X[:, 1]) * X[:, 2] + X[:, 3:].sum(1) / 4
+    ps = _paths(ens_mod.RandomForestRegressor(n_estimators=4, max_depth=20, random_state=0).fit(X, y), 12)
+    src, ok, q_of, levels, ptr, evi, evd = walk_program(ps.trees, 12, True, 6)
+    assert ok.all() and src.size > ps.n_trees
+    _, ok1, q1, _, _, _, _ = walk_program(ps.trees, 12, True, 0)
+    for t in range(ps.n_trees):
+        walks = np.flatnonzero(src == t)
+        seen = []
+        for w in walks:
+            ev = evi[ptr[w]:ptr[w + 1]]
+            seen += list(ev[(ev[:, 0] & 3) == 3, 3])
+        leaves = ps.tree_index == t
+        assert sorted(seen) == sorted(np.flatnonzero(leaves))           # every leaf of the tree, once
+        lens = np.diff(ps.path_ptr)[np.flatnonzero(leaves)]
+        if walks.size == 2:
+            assert lens.min() <= 6 < lens.max()
+            assert q_of[walks[0]] <= 3 and q_of[walks[1]] == q1[t]
+        else:
+            assert lens.max() <= 6 or lens.min() > 6
+    # a walk that enters only the right child of a split enters it first: left and first-entered bits then differ
+    down = (evi[:, 0] & 3) != 2
+    assert (((evi[down, 0] >> 11) & 1) != ((evi[down, 0] >> 9) & 1)).any()
+    assert not (((evi[down, 0] >> 11) & 1) < ((evi[down, 0] >> 9) & 1)).any()     # a left child is always first
+
+
+@pytest.mark.parametrize("split", [2, 5, 9])
+def test_leaf_classes_match_one_walk_shap_cpp_and_xgboost(split):
+    """The CPU engine with each tree's leaves walked in two classes: the one-walk values to float rounding on a deep
+    forest (shap's C++ explainer too), a 3-class extra-trees forest (sklearn's probabilities), and XGBoost's own
+    pred_contribs on a deep booster with missing values, threshold-exact and tiny inputs."""
+    ens_mod = pytest.importorskip("sklearn.ensemble")
+    xgb = pytest.importorskip("xgboost")
+    from _deep_models import deep_xgboost
+
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(2000, 20))
+    y = X[:, 0] + np.sin(3 * X[:, 1]) * X[:, 2] + X[:, 3:].sum(1) / 4 + 0.1 * rng.normal(size=2000)
+    forest = ens_mod.RandomForestRegressor(n_estimators=4, max_depth=25, random_state=0).fit(X, y)
+    yc = (X[:, 0] + X[:, 1] * X[:, 2] > 0).astype(int) + (X[:, 3] > 1)
+    extra = ens_mod.ExtraTreesClassifier(n_estimators=3, random_state=0).fit(X[:, :6], yc)
+    booster = deep_xgboost(rng, 6)
+    split_seen = False                                                  # some tree's leaves fall on both sides
+    for model, M, nan in ((forest, 20, False), (extra, 6, False), (booster, 6, True)):
+        ps = _paths(model, M)
+        Xt = _rows(rng, 120, M, nan=nan)
+        with _mode("always"):
+            one = cpu.shap_values(ps, Xt)
+            with _split(split):
+                got = cpu.shap_values(ps, Xt)
+                walks = cpu._linear_part(ps)[0][2].size - 1
+                assert walks >= ps.n_trees
+                split_seen |= walks > ps.n_trees
+        np.testing.assert_allclose(got, one, rtol=1e-10, atol=1e-11)
+        fin = np.isfinite(Xt).all(axis=1) if not nan else ~np.isinf(Xt).any(axis=1)
+        if model is forest:
+            ref = shap.TreeExplainer(model).shap_values(Xt.astype(np.float64), check_additivity=False)
+            np.testing.assert_allclose(got[:, :M, 0], ref, rtol=1e-6, atol=1e-7)
+        elif model is extra:
+            np.testing.assert_allclose(got[fin].sum(1), model.predict_proba(Xt[fin]), rtol=1e-7, atol=1e-9)
+        else:
+            want = model.get_booster().predict(xgb.DMatrix(Xt[fin], missing=np.nan), pred_contribs=True)
+            np.testing.assert_allclose(got[fin, :, 0], want, rtol=1e-4, atol=1e-4)
+    assert split_seen

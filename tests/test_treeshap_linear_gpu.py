@@ -15,7 +15,7 @@ from _shapley import exact_shapley
 from hitml.kernels.treeshap import extract_paths
 from hitml.kernels.treeshap._cpu_linear import linear_shap_values
 from hitml.kernels.treeshap._cpu_quad import gauss_legendre
-from hitml.kernels.treeshap.paths import tree_program
+from hitml.kernels.treeshap.paths import tree_program, walk_program
 from test_treeshap_linear import _expectation, _random_tree
 
 
@@ -27,15 +27,18 @@ def _coef(op, on, zp, zn, tt):
     return np.where(op[:, None], np.where(on[:, None], c_on, c_off), 0.0)
 
 
+def _program_arrays(ps, X):
+    """The rows as the model compares them (float64), n, K, the zeroed (n, M, K) output and the Gauss rules."""
+    Xf = np.asarray(X).astype(ps.input_dtype).astype(np.float64)
+    tq, wq = gauss_legendre(32)
+    return Xf, Xf.shape[0], ps.n_outputs, np.zeros(Xf.shape + (ps.n_outputs,)), tq, wq
+
+
 def _run_program(ps, X, fold=True):
     """SHAP values (n, M, K) of the trees ``tree_program`` takes, by running their events as linear.cu does
     (vectorised over rows and Gauss nodes); the trees it does not take are left out."""
     ok, q_of, levels, ptr, evi, evd = tree_program(ps.trees, ps.n_features, fold)
-    Xf = np.asarray(X).astype(ps.input_dtype).astype(np.float64)
-    n, M = Xf.shape
-    K = ps.n_outputs
-    phi = np.zeros((n, M, K))
-    tq, wq = gauss_legendre(32)
+    Xf, n, K, phi, tq, wq = _program_arrays(ps, X)
     for t in np.flatnonzero(ok):
         Q, L = int(q_of[t]), int(levels[t])
         tt = tq[Q, :Q][None, :]
@@ -85,6 +88,61 @@ def _run_program(ps, X, fold=True):
     return phi, ok
 
 
+def _run_slots(ps, X, split):
+    """SHAP values (n, M, K) of ``walk_program(..., split)``'s walks run with linear.cu's stack: one slot per level
+    (P in output 0 while the walk is in the first child it entered, then S), P of the level above carried in
+    ``p_hold`` into the second child, and DOWN choosing between them by its first-entered bit, as the kernel does."""
+    src, ok, q_of, levels, ptr, evi, evd = walk_program(ps.trees, ps.n_features, True, split)
+    Xf, n, K, phi, tq, wq = _program_arrays(ps, X)
+    for w in np.flatnonzero(ok):
+        Q, L = int(q_of[w]), int(levels[w])
+        tt = tq[Q, :Q][None, :]
+        V = np.zeros((L + 1, n, Q, K))
+        V[0, :, :, 0] = wq[Q, :Q][None, :]
+        hold = np.zeros((n, Q))
+        on = np.ones((64, n), bool)
+        dead = np.full(n, 1 << 30)
+        for e in range(ptr[w], ptr[w + 1]):
+            code, a, pd, leaf = (int(v) for v in evi[e])
+            kind, d, first = code & 3, (code >> 2) & 127, bool(code >> 11 & 1)
+            zp, zn = evd[e, 1], evd[e, 2]
+            op = np.ones(n, bool) if pd < 0 else on[pd]
+            if kind in (0, 3):
+                x = Xf[:, a]
+                go = np.where(np.isnan(x), bool(code >> 10 & 1), x <= evd[e, 0] if code >> 9 & 1 else ~(x <= evd[e, 0]))
+                onv = op & go
+                g = np.where(op[:, None], zp + tt * (1 - zp), zp * (1 - tt))
+                gn = np.where(onv[:, None], zn + tt * (1 - zn), zn * (1 - tt))
+                pp = V[d - 1, :, :, 0] if first else hold
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    ratio = gn / g
+            if kind == 0:
+                on[d] = onv
+                alive = dead > d - 1
+                newly = alive & ~onv & (zn == 0.0)
+                dead[newly] = d
+                live = alive & ~newly
+                V[d, live, :, 0] = (pp * ratio)[live]
+            elif kind == 3:
+                live = (dead > d - 1) & (onv | (zn != 0.0))
+                pv = np.where(live[:, None], pp * ratio, 0.0)
+                if first:
+                    hold = pp.copy()
+                sl = pv[:, :, None] * ps.leaf_value[leaf][None, None, :]
+                V[d - 1] = sl if first else V[d - 1] + sl
+                phi[:, a, :] += (_coef(op, onv, zp, zn, tt)[:, :, None] * sl).sum(1)
+            elif kind == 1:
+                pv = np.where((dead > d)[:, None], V[d, :, :, 0], 0.0)
+                V[d] = pv[:, :, None] * ps.leaf_value[a][None, None, :]
+            else:
+                if first:
+                    hold = V[d - 1, :, :, 0].copy()
+                V[d - 1] = V[d] if first else V[d - 1] + V[d]
+                phi[:, a, :] += (_coef(op, on[d], zp, zn, tt)[:, :, None] * V[d]).sum(1)
+                dead[dead == d] = 1 << 30
+    return phi, ok, src
+
+
 def _paths_of(tree, M):
     cl, cr, cd, ft, th, val, cov = tree
     return extract_paths(cl, cr, cd, ft, th, val, cov, np.zeros(val.shape[2]), n_features=M)
@@ -100,6 +158,24 @@ def test_program_matches_brute_force_with_repeats_zero_covers_and_nan(seed, fold
     ps = _paths_of(tree, M)
     X = rng.choice([-1.0, -0.5, 0.0, 0.25, 0.5, 1.0, np.nan, np.inf, -np.inf], size=(6, M))
     phi, ok = _run_program(ps, X, fold)
+    assert ok.all()
+    for i, x in enumerate(X):
+        want = exact_shapley(lambda S: _expectation(tree, x, S), M)
+        np.testing.assert_allclose(phi[i], want, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("split", [0, 1, 2, 3, 4])
+@pytest.mark.parametrize("seed", range(8))
+def test_leaf_class_walks_with_the_kernels_stack_match_brute_force(seed, split):
+    """A tree's leaves walked in two classes (paths.walk_program with a split; 0: one walk), run with linear.cu's
+    one-slot stack and first-entered bits: brute-force Shapley values, with repeated features, zero covers, NaN and
+    infinite inputs; a walk entering only a split's right child takes the level's P from its slot."""
+    rng = np.random.default_rng(100 + seed)
+    M, K = 5, 2
+    tree = _random_tree(rng, M, depth=6, K=K)
+    ps = _paths_of(tree, M)
+    X = rng.choice([-1.0, -0.5, 0.0, 0.25, 0.5, 1.0, np.nan, np.inf, -np.inf], size=(6, M))
+    phi, ok, src = _run_slots(ps, X, split)
     assert ok.all()
     for i, x in enumerate(X):
         want = exact_shapley(lambda S: _expectation(tree, x, S), M)

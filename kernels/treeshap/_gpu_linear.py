@@ -29,6 +29,8 @@ FOLD_LEAVES = True             # an edge into a leaf as one event (False: DOWN, 
 DIVIDE_FIRST = False           # divide by a feature's first factor too (exactly 1; kept for A/B timings)
 BRANCH_BITS = True             # test the row's branches of a chunk of events before walking it (linear.cu)
 LOCAL_STACK = True             # the walk's stack in local memory, cached in L1 (False: in shared memory)
+LEAF_SPLIT = 0                 # > 0: a tree's leaves with paths of at most this many features walked apart from
+#                                the others (paths.walk_program), each walk with its own Gauss nodes; 0: one walk
 
 
 @dataclass
@@ -94,7 +96,7 @@ def part(pk) -> LinearPart | None:
     ps = pk.ps
     res = None
     if ps.trees is not None and ps.n_paths:
-        lin, q_of, levels, ptr, evi, evd, rest = program_split(ps, FOLD_LEAVES)
+        lin, _, q_of, levels, ptr, evi, evd, rest = program_split(ps, FOLD_LEAVES, LEAF_SPLIT)
         if lin.size:
             res = _build(pk, lin, q_of, levels, ptr, evi, evd, rest)
     pk.split["linear"] = res

@@ -159,6 +159,8 @@ def _tables(ps: PathSet, tq: np.ndarray, wq: np.ndarray) -> tuple[np.ndarray, np
 
 
 LINEAR_MIN_PATH = 12   # "auto" takes models with longer merged paths (the GPU's TABLE_DMAX: where tables end)
+LEAF_SPLIT = 0         # > 0: a tree's leaves with paths of at most this many features walked apart from the
+#                        others, each walk with its own Gauss nodes (paths.walk_program); 0: one walk per tree
 _LINEAR: dict = {}     # (id(PathSet), tree_limit) -> (weak reference to the PathSet, _linear_part result)
 
 
@@ -176,12 +178,12 @@ def _linear_part(ps: PathSet, owner: PathSet | None = None, tree_limit: int | No
     hit = _LINEAR.get(key)
     if hit is not None and hit[0]() is owner:
         return hit[1]
-    lin, q_of, levels, ptr, evi, evd, rest = program_split(ps)
+    lin, src, q_of, levels, ptr, evi, evd, rest = program_split(ps, split=LEAF_SPLIT)
     val = None
     if lin.size:
         tree_ev, idx = tree_events(ptr, lin)
         work = float((np.diff(tree_ev) * q_of[lin]).sum()) * 6
-        val = ((evi[idx], evd[idx], tree_ev, q_of[lin].astype(np.int64), tree_outputs(ps)[lin],
+        val = ((evi[idx], evd[idx], tree_ev, q_of[lin].astype(np.int64), tree_outputs(ps)[src[lin]],
                 int(levels[lin].max())), rest, work)
     _LINEAR[key] = (weakref.ref(owner, lambda _, k=key: _LINEAR.pop(k, None)), val)
     return val

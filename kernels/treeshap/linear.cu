@@ -181,7 +181,7 @@ __device__ __forceinline__ void linear_body(const XT* X, long long n_rows, int M
             if (!on && zn == 0.0) {
               dead = d;
             } else {
-              const double pp = ((ev.x >> 9) & 1) ? *SVP(d - 1, 0) : p_hold;
+              const double pp = ((ev.x >> 11) & 1) ? *SVP(d - 1, 0) : p_hold;   // the first child entered
               *SVP(d, 0) = pp * ratio(ev.z, op, on, zp, zn, tq);
             }
           }

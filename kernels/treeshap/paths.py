@@ -14,7 +14,7 @@ _registry.register_shipped(__name__, ("treeshap-paths",))   # the warm-up group 
 # every TreeSHAP module imports this one first: the shipped cache entries are in place before any kernel runs
 _aot.seed_numba_cache()
 
-__all__ = ["DenseTrees", "PathSet", "extract_paths", "program_split", "tree_events", "tree_program"]
+__all__ = ["DenseTrees", "PathSet", "extract_paths", "program_split", "tree_events", "tree_program", "walk_program"]
 
 _ALL_ONES = np.uint32(0xFFFFFFFF)
 
@@ -348,20 +348,92 @@ PROGRAM_MIN_REACH = 1e-200   # smallest nonzero product of zero fractions on a p
 
 
 @numba.njit(cache=True)
-def _tree_program(nodes, thr, zero, n_features, fold, fill, ok, q_of, levels, n_ev, ev_ptr, evi, evd):
-    """Count (``fill`` False: ``ok``, ``q_of``, ``levels``, ``n_ev`` per tree) or write (``fill`` True: the events
-    of the trees marked ``ok`` from ``ev_ptr``) the depth-first walk of every tree.
-
-    Events: DOWN into level d (``evi = (kind | d << 2 | left << 9 | nan_here << 10, feature, previous level of the
-    feature on the path or -1, 0)``, ``evd = (threshold, merged zero fraction of the feature before, after)``), LEAF
-    at level d (``evi[1]`` its path index; only a root that is a leaf) and UP from level d (the DOWN's fields,
-    ``first << 11`` when it leaves the parent's first child); an edge into a leaf is one EDGE_LEAF event (DOWN, LEAF
-    and UP together: the DOWN's fields, ``first << 11``, the leaf's path index in ``evi[3]``) where ``fold``, else
-    DOWN, LEAF and UP events. A tree is ``ok`` when its splits are numeric with thresholds that are neither NaN
-    nor -inf (where ``x <= t`` and PathSet's bounds could disagree), it has at most PROGRAM_MAX_LEVELS levels,
-    at most 2 PROGRAM_MAX_Q merged features on a path, and no path's zero-fraction product is below
-    PROGRAM_MIN_REACH without being 0."""
+def _leaf_merged(nodes, n_features, out):
+    """out[t, i] = the number of distinct features on the path to leaf i of tree t, -2 for the split nodes reached
+    from the root, -1 for nodes not reached."""
     T, N = nodes.shape[0], nodes.shape[1]
+    stack = np.empty(N + 1, np.int64)
+    stage = np.empty(N + 1, np.int64)
+    count = np.zeros(n_features, np.int64)       # edges on each feature on the current path
+    for t in range(T):
+        out[t, :] = -1
+        sp = 0
+        stack[0] = 0
+        stage[0] = 0
+        distinct = 0
+        while True:
+            node = stack[sp]
+            left = nodes[t, node, 0]
+            if left < 0:
+                out[t, node] = distinct
+            elif stage[sp] < 2:
+                out[t, node] = -2
+                if sp >= N:
+                    raise ValueError("tree structure has a cycle or is deeper than its node count")
+                code = nodes[t, node, 3]
+                f = code if code >= 0 else -1 - code
+                child = left if stage[sp] == 0 else nodes[t, node, 1]
+                stage[sp] += 1
+                if count[f] == 0:
+                    distinct += 1
+                count[f] += 1
+                sp += 1
+                stack[sp] = child
+                stage[sp] = 0
+                continue
+            if sp == 0:
+                break
+            sp -= 1
+            code = nodes[t, stack[sp], 3]
+            f = code if code >= 0 else -1 - code
+            count[f] -= 1
+            if count[f] == 0:
+                distinct -= 1
+
+
+@numba.njit(cache=True)
+def _class_keep(nodes, leaf_m, src, lo, hi, keep):
+    """keep[p, i]: node i of tree src[p] has a leaf below it (itself included) whose path has lo < m <= hi distinct
+    features (leaf_m as _leaf_merged gives it)."""
+    N = nodes.shape[1]
+    parent = np.full(N, -1, np.int64)
+    for p in range(src.shape[0]):
+        t = src[p]
+        for i in range(N):
+            parent[i] = -1
+        for i in range(N):
+            if leaf_m[t, i] == -2:                       # a split node the walk from the root reaches
+                parent[nodes[t, i, 0]] = i
+                parent[nodes[t, i, 1]] = i
+        keep[p, :] = False
+        for i in range(N):
+            m = leaf_m[t, i]
+            if m >= 0 and lo[p] < m <= hi[p]:
+                j = i
+                while j >= 0 and not keep[p, j]:
+                    keep[p, j] = True
+                    j = parent[j]
+
+
+@numba.njit(cache=True)
+def _tree_program(nodes, thr, zero, n_features, fold, fill, src, every, keep, ok, q_of, levels, n_ev, ev_ptr, evi,
+                  evd):
+    """Count (``fill`` False: ``ok``, ``q_of``, ``levels``, ``n_ev`` per walk) or write (``fill`` True: the events
+    of the walks marked ``ok`` from ``ev_ptr``) the depth-first walk p of tree ``src[p]``, into the children i with
+    ``keep[p, i]`` only (a walk over a class of the tree's leaves; the rest of the tree is left out), or into every
+    child where ``every``.
+
+    Events: DOWN into level d (``evi = (kind | d << 2 | left << 9 | nan_here << 10 | first << 11, feature, previous
+    level of the feature on the path or -1, 0)``, ``evd = (threshold, merged zero fraction of the feature before,
+    after)``; ``left``: the edge is the split's left child, where ``x <= t`` goes; ``first``: the first child the
+    walk enters), LEAF at level d (``evi[1]`` its path index; only a root that is a leaf) and UP from level d (the
+    DOWN's fields, ``first << 11`` when it leaves the first child the walk entered); an edge into a leaf is one
+    EDGE_LEAF event (DOWN, LEAF and UP together: the DOWN's fields, the leaf's path index in ``evi[3]``) where
+    ``fold``, else DOWN, LEAF and UP events. A walk is ``ok`` when the splits it enters are numeric with thresholds
+    that are neither NaN nor -inf (where ``x <= t`` and PathSet's bounds could disagree), it has at most
+    PROGRAM_MAX_LEVELS levels, at most 2 PROGRAM_MAX_Q merged features on a path, and no path's zero-fraction
+    product is below PROGRAM_MIN_REACH without being 0."""
+    T, N = src.shape[0], nodes.shape[1]
     stack = np.empty(N + 1, np.int64)
     stage = np.empty(N + 1, np.int64)
     reach = np.empty(N + 1)
@@ -369,9 +441,10 @@ def _tree_program(nodes, thr, zero, n_features, fold, fill, ok, q_of, levels, n_
     sv_z = np.empty(N + 1)
     last = np.full(n_features, -1, np.int64)     # level of the latest edge on each feature on the current path
     zm = np.ones(n_features)                     # merged zero fraction of each feature on the current path
-    for t in range(T):
-        e = ev_ptr[t] if fill else 0
-        if fill and not ok[t]:
+    for p in range(T):
+        t = src[p]
+        e = ev_ptr[p] if fill else 0
+        if fill and not ok[p]:
             continue
         good = True
         sp = 0
@@ -385,7 +458,9 @@ def _tree_program(nodes, thr, zero, n_features, fold, fill, ok, q_of, levels, n_
         while True:
             node = stack[sp]
             left = nodes[t, node, 0]
-            if left >= 0 and stage[sp] < 2:
+            kl = left >= 0 and (every or keep[p, left])
+            kr = left >= 0 and (every or keep[p, nodes[t, node, 1]])
+            if left >= 0 and stage[sp] < (1 if kl else 0) + (1 if kr else 0):
                 if sp >= N:
                     raise ValueError("tree structure has a cycle or is deeper than its node count")
                 code = nodes[t, node, 3]
@@ -394,14 +469,14 @@ def _tree_program(nodes, thr, zero, n_features, fold, fill, ok, q_of, levels, n_
                 if code < 0 or th != th or th == -np.inf:  # noqa: PLR0124 (NaN test)
                     good = False
                 first = stage[sp] == 0
-                child = left if first else nodes[t, node, 1]
+                child = left if first and kl else nodes[t, node, 1]
                 stage[sp] += 1
                 d = sp + 1
                 zp = zm[f]
                 zn = zp * zero[t, child]
                 leaf = fold and nodes[t, child, 0] < 0
                 if fill:
-                    evi[e, 0] = (EV_EDGE_LEAF if leaf else EV_DOWN) | (d << 2) | ((1 if first else 0) << 9) | \
+                    evi[e, 0] = (EV_EDGE_LEAF if leaf else EV_DOWN) | (d << 2) | ((1 if child == left else 0) << 9) | \
                         ((1 if nodes[t, node, 2] == child else 0) << 10) | ((1 if first else 0) << 11)
                     evi[e, 1] = f
                     evi[e, 2] = last[f]
@@ -467,15 +542,15 @@ def _tree_program(nodes, thr, zero, n_features, fold, fill, ok, q_of, levels, n_
             sp -= 1
         if not fill:
             q = max(1, (max_m + 1) // 2)
-            ok[t] = good and max_lev < PROGRAM_MAX_LEVELS and q <= PROGRAM_MAX_Q
-            q_of[t] = q
-            levels[t] = max_lev + 1
-            n_ev[t] = count
+            ok[p] = good and max_lev < PROGRAM_MAX_LEVELS and q <= PROGRAM_MAX_Q
+            q_of[p] = q
+            levels[p] = max_lev + 1
+            n_ev[p] = count
 
 
 def tree_program(trees: DenseTrees, n_features: int, fold_leaves: bool = True) -> tuple[np.ndarray, ...]:
-    """The depth-first walk program of ``trees`` for the per-tree linear kernel (see ``_tree_program``); with
-    ``fold_leaves`` an edge into a leaf is one event.
+    """The depth-first walk program of ``trees`` for the per-tree linear kernels (see ``_tree_program``), one walk
+    per tree; with ``fold_leaves`` an edge into a leaf is one event.
 
     Returns
     -------
@@ -483,26 +558,67 @@ def tree_program(trees: DenseTrees, n_features: int, fold_leaves: bool = True) -
         ``(ok (T,) bool, q_of (T,) int32 Gauss nodes per tree, levels (T,) int32, ev_ptr (T + 1,) int64,
         evi (E, 4) int32, evd (E, 3) float64)``: trees not ``ok`` have no events (``ev_ptr[t] == ev_ptr[t + 1]``).
     """
+    return walk_program(trees, n_features, fold_leaves)[1:]
+
+
+def walk_program(trees: DenseTrees, n_features: int, fold_leaves: bool = True, split: int = 0) \
+        -> tuple[np.ndarray, ...]:
+    """``tree_program`` with a tree's leaves walked in two classes where ``split`` > 0: the leaves whose paths have
+    at most ``split`` distinct features, and the others, each walk entering only the subtrees that hold a leaf of
+    its class. Each leaf's term depends on its own path only, so the two walks' values add up to the tree's; the
+    walk of the short paths needs only ceil(split / 2) Gauss nodes where the tree's longest path needs more. A tree
+    whose leaves all fall in one class keeps one walk.
+
+    Returns
+    -------
+    tuple
+        ``(src (W,) int64 the tree of each walk, ok (W,) bool, q_of (W,) int32, levels (W,) int32, ev_ptr (W + 1,)
+        int64, evi (E, 4) int32, evd (E, 3) float64)``; a tree is taken only where all its walks are ``ok``.
+    """
     if trees.zero is None:
         raise ValueError("the dense trees carry no edge zero fractions (built by extract_paths)")
     T = trees.n_trees
-    ok = np.zeros(T, np.bool_)
-    q_of = np.zeros(T, np.int64)
-    levels = np.zeros(T, np.int64)
-    n_ev = np.zeros(T, np.int64)
-    ptr = np.zeros(T + 1, np.int64)
     nodes = np.ascontiguousarray(trees.nodes)
     thr = np.ascontiguousarray(trees.thresholds, dtype=np.float64)
     zero = np.ascontiguousarray(trees.zero, dtype=np.float64)
     M = max(int(n_features), 1)
     fold = bool(fold_leaves)
-    _tree_program(nodes, thr, zero, M, fold, False, ok, q_of, levels, n_ev, ptr, np.zeros((0, 4), np.int32),
-                  np.zeros((0, 3)))
+    N = nodes.shape[1]
+    src = np.arange(T, dtype=np.int64)
+    keep = np.ones((1, 1), np.bool_)
+    every = True
+    if split > 0 and T:
+        leaf_m = np.empty((T, N), np.int64)
+        _leaf_merged(nodes, M, leaf_m)
+        big = np.iinfo(np.int64).max
+        longest = leaf_m.max(axis=1)
+        shortest = np.where(leaf_m >= 0, leaf_m, big).min(axis=1)
+        two = (longest > split) & (shortest <= split)
+        src = np.repeat(src, np.where(two, 2, 1))
+        second = np.r_[False, src[1:] == src[:-1]]
+        first_of_two = np.r_[second[1:], False]
+        lo = np.where(second, split, -1).astype(np.int64)
+        hi = np.where(first_of_two, split, big).astype(np.int64)
+        keep = np.empty((src.size, N), np.bool_)
+        _class_keep(nodes, leaf_m, src, lo, hi, keep)
+        every = False
+    W = src.size
+    ok = np.zeros(W, np.bool_)
+    q_of = np.zeros(W, np.int64)
+    levels = np.zeros(W, np.int64)
+    n_ev = np.zeros(W, np.int64)
+    ptr = np.zeros(W + 1, np.int64)
+    _tree_program(nodes, thr, zero, M, fold, False, src, every, keep, ok, q_of, levels, n_ev, ptr,
+                  np.zeros((0, 4), np.int32), np.zeros((0, 3)))
+    if W > T:   # a tree's walks are taken together or not at all
+        tree_ok = np.ones(T, np.bool_)
+        np.logical_and.at(tree_ok, src, ok)
+        ok &= tree_ok[src]
     ptr[1:] = np.cumsum(np.where(ok, n_ev, 0))
     evi = np.empty((int(ptr[-1]), 4), np.int32)
     evd = np.empty((int(ptr[-1]), 3))
-    _tree_program(nodes, thr, zero, M, fold, True, ok, q_of, levels, n_ev, ptr, evi, evd)
-    return ok, q_of.astype(np.int32), levels.astype(np.int32), ptr, evi, evd
+    _tree_program(nodes, thr, zero, M, fold, True, src, every, keep, ok, q_of, levels, n_ev, ptr, evi, evd)
+    return src, ok, q_of.astype(np.int32), levels.astype(np.int32), ptr, evi, evd
 
 
 def tree_outputs(ps: "PathSet") -> np.ndarray:
@@ -519,22 +635,23 @@ def tree_outputs(ps: "PathSet") -> np.ndarray:
     return np.where(n_fed == 1, np.argmax(fed, axis=1), np.where(n_fed == 0, 0, -1)).astype(np.int64)
 
 
-def program_split(ps: "PathSet", fold_leaves: bool = True) -> tuple:
-    """``tree_program`` of ``ps``'s trees, with the trees it takes that have a split and the other trees' paths.
+def program_split(ps: "PathSet", fold_leaves: bool = True, split: int = 0) -> tuple:
+    """``walk_program`` of ``ps``'s trees, with the walks of the trees it takes that have a split and the other
+    trees' paths.
 
     Returns
     -------
     tuple
-        ``(trees (int64, may be empty), q_of, levels, ev_ptr, evi, evd, rest)``: the first six as ``tree_program``
-        gives them (indexed by tree), ``rest`` the PathSet of the paths of every other tree (None when there are
-        none).
+        ``(walks (int64, may be empty), src, q_of, levels, ev_ptr, evi, evd, rest)``: ``src`` to ``evd`` as
+        ``walk_program`` gives them (indexed by walk), ``rest`` the PathSet of the paths of every other tree (None
+        when there are none).
     """
-    ok, q_of, levels, ptr, evi, evd = tree_program(ps.trees, ps.n_features, fold_leaves)
-    trees = np.flatnonzero(ok & (ps.trees.nodes[:, 0, 0] >= 0))
+    src, ok, q_of, levels, ptr, evi, evd = walk_program(ps.trees, ps.n_features, fold_leaves, split)
+    walks = np.flatnonzero(ok & (ps.trees.nodes[src, 0, 0] >= 0))
     taken = np.zeros(ps.trees.n_trees, bool)
-    taken[trees] = True
+    taken[src[walks]] = True
     keep = ~taken[ps.tree_index]
-    return trees, q_of, levels, ptr, evi, evd, ps.select(keep) if keep.any() else None
+    return walks, src, q_of, levels, ptr, evi, evd, ps.select(keep) if keep.any() else None
 
 
 def tree_events(ev_ptr: np.ndarray, trees: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -733,6 +850,7 @@ def _warm_paths() -> None:
     GPU's per-tree kernel runs."""
     ps = _tiny_paths()
     tree_program(ps.trees, ps.n_features)
+    walk_program(ps.trees, ps.n_features, split=1)
 
 
 _registry.register_warmup("treeshap-paths", _warm_paths)
