@@ -348,53 +348,9 @@ PROGRAM_MIN_REACH = 1e-200   # smallest nonzero product of zero fractions on a p
 
 
 @numba.njit(cache=True)
-def _leaf_merged(nodes, n_features, out):
-    """out[t, i] = the number of distinct features on the path to leaf i of tree t, -2 for the split nodes reached
-    from the root, -1 for nodes not reached."""
-    T, N = nodes.shape[0], nodes.shape[1]
-    stack = np.empty(N + 1, np.int64)
-    stage = np.empty(N + 1, np.int64)
-    count = np.zeros(n_features, np.int64)       # edges on each feature on the current path
-    for t in range(T):
-        out[t, :] = -1
-        sp = 0
-        stack[0] = 0
-        stage[0] = 0
-        distinct = 0
-        while True:
-            node = stack[sp]
-            left = nodes[t, node, 0]
-            if left < 0:
-                out[t, node] = distinct
-            elif stage[sp] < 2:
-                out[t, node] = -2
-                if sp >= N:
-                    raise ValueError("tree structure has a cycle or is deeper than its node count")
-                code = nodes[t, node, 3]
-                f = code if code >= 0 else -1 - code
-                child = left if stage[sp] == 0 else nodes[t, node, 1]
-                stage[sp] += 1
-                if count[f] == 0:
-                    distinct += 1
-                count[f] += 1
-                sp += 1
-                stack[sp] = child
-                stage[sp] = 0
-                continue
-            if sp == 0:
-                break
-            sp -= 1
-            code = nodes[t, stack[sp], 3]
-            f = code if code >= 0 else -1 - code
-            count[f] -= 1
-            if count[f] == 0:
-                distinct -= 1
-
-
-@numba.njit(cache=True)
 def _class_keep(nodes, leaf_m, src, lo, hi, keep):
     """keep[p, i]: node i of tree src[p] has a leaf below it (itself included) whose path has lo < m <= hi distinct
-    features (leaf_m as _leaf_merged gives it)."""
+    features (leaf_m as _tree_program's count pass writes it)."""
     N = nodes.shape[1]
     parent = np.full(N, -1, np.int64)
     for p in range(src.shape[0]):
@@ -417,11 +373,13 @@ def _class_keep(nodes, leaf_m, src, lo, hi, keep):
 
 @numba.njit(cache=True)
 def _tree_program(nodes, thr, zero, n_features, fold, fill, src, every, keep, ok, q_of, levels, n_ev, ev_ptr, evi,
-                  evd):
+                  evd, leaf_m):
     """Count (``fill`` False: ``ok``, ``q_of``, ``levels``, ``n_ev`` per walk) or write (``fill`` True: the events
     of the walks marked ``ok`` from ``ev_ptr``) the depth-first walk p of tree ``src[p]``, into the children i with
     ``keep[p, i]`` only (a walk over a class of the tree's leaves; the rest of the tree is left out), or into every
-    child where ``every``.
+    child where ``every``. Where ``leaf_m`` has rows, the count pass also writes leaf_m[t, i]: the number of
+    distinct features on the path to leaf i of tree t, -2 for the split nodes the walk enters (``leaf_m`` starts
+    at -1).
 
     Events: DOWN into level d (``evi = (kind | d << 2 | left << 9 | nan_here << 10 | first << 11, feature, previous
     level of the feature on the path or -1, 0)``, ``evd = (threshold, merged zero fraction of the feature before,
@@ -434,6 +392,7 @@ def _tree_program(nodes, thr, zero, n_features, fold, fill, src, every, keep, ok
     PROGRAM_MAX_LEVELS levels, at most 2 PROGRAM_MAX_Q merged features on a path, and no path's zero-fraction
     product is below PROGRAM_MIN_REACH without being 0."""
     T, N = src.shape[0], nodes.shape[1]
+    track = not fill and leaf_m.shape[0] > 0
     stack = np.empty(N + 1, np.int64)
     stage = np.empty(N + 1, np.int64)
     reach = np.empty(N + 1)
@@ -469,6 +428,8 @@ def _tree_program(nodes, thr, zero, n_features, fold, fill, src, every, keep, ok
                 if code < 0 or th != th or th == -np.inf:  # noqa: PLR0124 (NaN test)
                     good = False
                 first = stage[sp] == 0
+                if first and track:
+                    leaf_m[t, node] = -2
                 child = left if first and kl else nodes[t, node, 1]
                 stage[sp] += 1
                 d = sp + 1
@@ -488,7 +449,10 @@ def _tree_program(nodes, thr, zero, n_features, fold, fill, src, every, keep, ok
                 count += 1
                 if leaf:            # DOWN, LEAF and UP in one event: nothing to stack
                     max_lev = max(max_lev, d)
-                    max_m = max(max_m, distinct + (1 if last[f] < 0 else 0))
+                    m = distinct + (1 if last[f] < 0 else 0)
+                    max_m = max(max_m, m)
+                    if track:
+                        leaf_m[t, child] = m
                     r = reach[sp] * zero[t, child]
                     if r != 0.0 and r < PROGRAM_MIN_REACH:
                         good = False
@@ -517,6 +481,8 @@ def _tree_program(nodes, thr, zero, n_features, fold, fill, src, every, keep, ok
                 count += 1
                 max_lev = max(max_lev, sp)
                 max_m = max(max_m, distinct)
+                if track:
+                    leaf_m[t, node] = distinct
                 if reach[sp] != 0.0 and reach[sp] < PROGRAM_MIN_REACH:
                     good = False
             if sp == 0:
@@ -587,37 +553,36 @@ def walk_program(trees: DenseTrees, n_features: int, fold_leaves: bool = True, s
     src = np.arange(T, dtype=np.int64)
     keep = np.ones((1, 1), np.bool_)
     every = True
+    ok, q_of, levels, n_ev = (np.zeros(T, t) for t in (np.bool_, np.int64, np.int64, np.int64))
+    leaf_m = np.full((T, N) if split > 0 else (0, 0), -1, np.int64)
+    no_ev, no_evi, no_evd, no_m = np.zeros(1, np.int64), np.zeros((0, 4), np.int32), np.zeros((0, 3)), leaf_m[:0]
+    _tree_program(nodes, thr, zero, M, fold, False, src, every, keep, ok, q_of, levels, n_ev, no_ev, no_evi, no_evd,
+                  leaf_m)
     if split > 0 and T:
-        leaf_m = np.empty((T, N), np.int64)
-        _leaf_merged(nodes, M, leaf_m)
-        big = np.iinfo(np.int64).max
         longest = leaf_m.max(axis=1)
+        big = np.iinfo(np.int64).max
         shortest = np.where(leaf_m >= 0, leaf_m, big).min(axis=1)
         two = (longest > split) & (shortest <= split)
-        src = np.repeat(src, np.where(two, 2, 1))
-        second = np.r_[False, src[1:] == src[:-1]]
-        first_of_two = np.r_[second[1:], False]
-        lo = np.where(second, split, -1).astype(np.int64)
-        hi = np.where(first_of_two, split, big).astype(np.int64)
-        keep = np.empty((src.size, N), np.bool_)
-        _class_keep(nodes, leaf_m, src, lo, hi, keep)
-        every = False
-    W = src.size
-    ok = np.zeros(W, np.bool_)
-    q_of = np.zeros(W, np.int64)
-    levels = np.zeros(W, np.int64)
-    n_ev = np.zeros(W, np.int64)
-    ptr = np.zeros(W + 1, np.int64)
-    _tree_program(nodes, thr, zero, M, fold, False, src, every, keep, ok, q_of, levels, n_ev, ptr,
-                  np.zeros((0, 4), np.int32), np.zeros((0, 3)))
-    if W > T:   # a tree's walks are taken together or not at all
-        tree_ok = np.ones(T, np.bool_)
-        np.logical_and.at(tree_ok, src, ok)
-        ok &= tree_ok[src]
+        if two.any():          # the walks of the trees split in two: counted again, each class apart
+            src = np.repeat(src, np.where(two, 2, 1))
+            second = np.r_[False, src[1:] == src[:-1]]
+            first_of_two = np.r_[second[1:], False]
+            lo = np.where(second, split, -1).astype(np.int64)
+            hi = np.where(first_of_two, split, big).astype(np.int64)
+            keep = np.empty((src.size, N), np.bool_)
+            _class_keep(nodes, leaf_m, src, lo, hi, keep)
+            every = False
+            ok, q_of, levels, n_ev = (np.zeros(src.size, t) for t in (np.bool_, np.int64, np.int64, np.int64))
+            _tree_program(nodes, thr, zero, M, fold, False, src, every, keep, ok, q_of, levels, n_ev, no_ev, no_evi,
+                          no_evd, no_m)
+            tree_ok = np.ones(T, np.bool_)      # a tree's walks are taken together or not at all
+            np.logical_and.at(tree_ok, src, ok)
+            ok &= tree_ok[src]
+    ptr = np.zeros(src.size + 1, np.int64)
     ptr[1:] = np.cumsum(np.where(ok, n_ev, 0))
     evi = np.empty((int(ptr[-1]), 4), np.int32)
     evd = np.empty((int(ptr[-1]), 3))
-    _tree_program(nodes, thr, zero, M, fold, True, src, every, keep, ok, q_of, levels, n_ev, ptr, evi, evd)
+    _tree_program(nodes, thr, zero, M, fold, True, src, every, keep, ok, q_of, levels, n_ev, ptr, evi, evd, no_m)
     return src, ok, q_of.astype(np.int32), levels.astype(np.int32), ptr, evi, evd
 
 
