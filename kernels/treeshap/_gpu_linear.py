@@ -29,8 +29,9 @@ FOLD_LEAVES = True             # an edge into a leaf as one event (False: DOWN, 
 DIVIDE_FIRST = False           # divide by a feature's first factor too (exactly 1; kept for A/B timings)
 BRANCH_BITS = True             # test the row's branches of a chunk of events before walking it (linear.cu)
 LOCAL_STACK = True             # the walk's stack in local memory, cached in L1 (False: in shared memory)
-LEAF_SPLIT = 0                 # > 0: a tree's leaves with paths of at most this many features walked apart from
-#                                the others (paths.walk_program), each walk with its own Gauss nodes; 0: one walk
+LEAF_SPLIT = 16                # > 0: a tree's leaves with paths of at most this many features walked apart from
+#                                the others (paths.walk_program), each walk with its own Gauss nodes (16: 8 nodes,
+#                                a lane width of 8 where the tree's own walk needs 16); 0: one walk per tree
 
 
 @dataclass
