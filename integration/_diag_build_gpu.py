@@ -2,6 +2,7 @@
 ``_NVRTCProgram.compile``, which runs only on a miss of CuPy's disk cache) and a cProfile of the build.
 
     CUPY_CACHE_DIR=$(mktemp -d) python integration/_diag_build_gpu.py --ahead 1    (a first-ever process)
+    python integration/_diag_build_gpu.py --cold 1 --profile 0 --timeline 1      (each step's span, per thread)
 
 WOODELF's README shape by default (127 features, XGBoost 100 trees of depth 6, a 5,000,000-row background of
 synthetic standard-normal float32, said so): the rows and the model are made once and kept in --cache, so that
@@ -50,6 +51,8 @@ def main() -> None:
     ap.add_argument("--rpt", type=int, default=None, help="_gpu_patterns.BG_ROWS_PER_THREAD")
     ap.add_argument("--cold", type=int, default=0,
                     help="1: the build is the process's first use of CuPy and the GPU (no compile log, no warm-up)")
+    ap.add_argument("--timeline", type=int, default=0,
+                    help="1: each step's start and end, per thread, in seconds from the build's start")
     a = ap.parse_args()
     bg, bst = _inputs(Path(a.cache), a.bg, a.features)
     import shap
@@ -64,7 +67,65 @@ def main() -> None:
     compiles: list = []
     if not a.cold:
         _log_compiles(compiles)
+    spans: list = []
+    if a.timeline:
+        _trace_steps(spans)
     _report(a, *_timed_build(shap, bst, bg, a.profile), compiles)
+    if a.timeline:
+        t0 = min(s["t0"] for s in spans)
+        for s in sorted(spans, key=lambda s: s["t0"]):
+            print(f"{s['thread']:<28} {s['t0'] - t0:7.3f} {s['t1'] - t0:7.3f}  {s['t1'] - s['t0']:6.3f}  {s['step']}")
+
+
+def _trace_steps(spans: list) -> None:
+    """Record the start and end (perf_counter, thread) of the build's steps into ``spans``: the model's parse, the
+    background's read, shap's own set-up, the engine's set-up (the paths: Numba's first use), the pass, and the
+    threads of the compile ahead and the upload; and the first ``cupy_module()`` (importing CuPy). The steps are
+    wrapped where the build looks them up (module attributes), so the build runs the same code."""
+    import threading
+
+    import shap
+
+    from hitml.kernels import device
+    from hitml.kernels.treeshap import _gpu_patterns
+    from hitml.shap_ext import _explainer
+
+    def wrap(owner, name: str, step: str) -> None:
+        inner = getattr(owner, name)
+
+        def traced(*args, **kw):
+            t = time.perf_counter()
+            try:
+                return inner(*args, **kw)
+            finally:
+                spans.append({"step": step, "thread": threading.current_thread().name, "t0": t,
+                              "t1": time.perf_counter()})
+        setattr(owner, name, traced)
+
+    wrap(_explainer, "build_ensemble", "shap's parse of the model (build_ensemble)")
+    wrap(_explainer, "read_background", "the background read (read_background)")
+    wrap(_explainer._ShapTreeExplainer, "__init__", "shap's own set-up on the one-row stand-in")
+    wrap(_explainer.TreeExplainer, "_setup_engine", "the engine's set-up (paths; Numba's first use)")
+    wrap(_explainer.TreeExplainer, "_summarize_background", "the background pass and the expected value")
+    wrap(_gpu_patterns._Ahead, "run", "compile ahead (module loads; CUDA context if first)")
+    wrap(_gpu_patterns._Upload, "run", "the background's upload")
+    wrap(_gpu_patterns, "summarize", "summarize (wait for the upload, count)")
+    first = device.cupy_module
+    done: list = []
+
+    def cupy_module():
+        if done:
+            return first()
+        t = time.perf_counter()
+        try:
+            return first()
+        finally:
+            done.append(1)
+            spans.append({"step": "first cupy_module() (imports CuPy)", "thread": threading.current_thread().name,
+                          "t0": t, "t1": time.perf_counter()})
+    device.cupy_module = cupy_module
+    _gpu_patterns.cupy_module = cupy_module
+    del shap
 
 
 def _log_compiles(compiles: list) -> None:
