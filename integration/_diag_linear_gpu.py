@@ -32,8 +32,9 @@ def main() -> None:
                          "earlier commit's linear.cu there, untracked, to A/B against it); always-ks1 (one output per "
                          "walk); always-nobits (the row's branch tested at each edge, not per chunk of events first); "
                          "always-shared (the walk's stack in shared memory, not local memory); always-ev64 (64 events "
-                         "staged per step); always-t256 (blocks of 256 threads). The last four combine, e.g. "
-                         "always-shared-nobits (the kernel before both)")
+                         "staged per step); always-t256 (blocks of 256 threads); always-tables (each chunk's ratios "
+                         "and coefficients filled once per block, 32 events per chunk; -tables16, -tables64: 16 or 64). "
+                         "These combine, e.g. always-shared-nobits (the kernel before both)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--shap-cuda", action="store_true", help="time shap-cuda's values on the same rows too")
     a = ap.parse_args()
@@ -53,6 +54,8 @@ def main() -> None:
             gpu._gpu_linear.BRANCH_BITS = "nobits" not in mode          # the row's branches tested per chunk first
             gpu._gpu_linear.LOCAL_STACK = "shared" not in mode          # the stack in local (else shared) memory
             gpu._gpu_linear._EV_CHUNK = 64 if "ev64" in mode else 128   # events staged per step
+            gpu._gpu_linear.TABLES = "tables" in mode                   # the chunk's ratios filled once per block
+            gpu._gpu_linear.TABLES_EV_CHUNK = 64 if "tables64" in mode else (16 if "tables16" in mode else 32)
             gpu._gpu_linear._THREADS = 256 if "t256" in mode else 128   # threads per block
             gpu._gpu_linear._KS_MAX = 1 if mode == "always-ks1" else ks_max    # outputs per walk
             # "always-prev": the kernel source in integration/_ab/linear_prev.cu (an earlier commit's, for A/B)

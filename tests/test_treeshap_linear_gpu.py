@@ -296,12 +296,14 @@ def test_gpu_linear_matches_twin_and_shap_on_deep_forest(dtype):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("tables", [False, True])
 @pytest.mark.parametrize("split", [0, 6])
 @pytest.mark.parametrize("local", [True, False])
 @pytest.mark.parametrize("bits", [True, False])
-def test_gpu_linear_stack_and_branch_variants_match_twin(local, bits, split, monkeypatch):
+def test_gpu_linear_stack_and_branch_variants_match_twin(local, bits, split, tables, monkeypatch):
     """The walk's stack in local or shared memory, the row's branches tested per chunk of events or per event, one
-    walk per tree or its leaves walked in two classes (paths of at most 6 features apart): the CPU twin's values on a
+    walk per tree or its leaves walked in two classes (paths of at most 6 features apart), each chunk's ratios and
+    coefficients divided per row or filled once per block (TABLES, 32 events per chunk): the CPU twin's values on a
     3-class forest of unlimited depth (three outputs per walk) and on a spine of 61 levels (one split per level on
     one feature: the stack's deepest levels), with infinite, zero and subnormal rows."""
     gpu = _gpu()
@@ -310,6 +312,7 @@ def test_gpu_linear_stack_and_branch_variants_match_twin(local, bits, split, mon
     monkeypatch.setattr(gpu._gpu_linear, "LOCAL_STACK", local)
     monkeypatch.setattr(gpu._gpu_linear, "BRANCH_BITS", bits)
     monkeypatch.setattr(gpu._gpu_linear, "LEAF_SPLIT", split)
+    monkeypatch.setattr(gpu._gpu_linear, "TABLES", tables)
     rng = np.random.default_rng(11)
     X = rng.normal(size=(3000, 8))
     y = (X[:, 0] + X[:, 1] * X[:, 2] > 0).astype(int) + (X[:, 3] > 1)

@@ -29,6 +29,9 @@ FOLD_LEAVES = True             # an edge into a leaf as one event (False: DOWN, 
 DIVIDE_FIRST = False           # divide by a feature's first factor too (exactly 1; kept for A/B timings)
 BRANCH_BITS = True             # test the row's branches of a chunk of events before walking it (linear.cu)
 LOCAL_STACK = True             # the walk's stack in local memory, cached in L1 (False: in shared memory)
+TABLES = False                 # each staged chunk's ratios and coefficients per lane and case, filled once per block
+#                                (linear.cu chunk_tables; the same values) instead of each row's divisions
+TABLES_EV_CHUNK = 32           # events staged per step with TABLES (their tables take 5 x QL doubles per event)
 LEAF_SPLIT = 16                # > 0: a tree's leaves with paths of at most this many features walked apart from
 #                                the others (paths.walk_program), each walk with its own Gauss nodes (16: 8 nodes,
 #                                a lane width of 8 where the tree's own walk needs 16); 0: one walk per tree
@@ -124,9 +127,15 @@ def _build(pk, lin: np.ndarray, q_of, levels, ptr, evi, evd, rest) -> LinearPart
     return LinearPart(rest=None if rest is None else core._pack(rest), classes=classes, leaf_value=pk.ps.leaf_value)
 
 
-def _smem(levels: int, ks: int, acc: int) -> int:
-    """Bytes of shared memory: the stack, the accumulator and the staged events."""
-    return 8 * ((0 if LOCAL_STACK else levels * ks * _THREADS) + acc + 3 * _EV_CHUNK + 2 * _EV_CHUNK)
+def _chunk() -> int:
+    """Events staged per step (linear.cu: EV_CHUNK)."""
+    return TABLES_EV_CHUNK if TABLES else _EV_CHUNK
+
+
+def _smem(levels: int, ks: int, acc: int, ql: int) -> int:
+    """Bytes of shared memory: the stack, the accumulator, the staged events and, with TABLES, their tables."""
+    ch = _chunk()
+    return 8 * ((0 if LOCAL_STACK else levels * ks * _THREADS) + acc + 3 * ch + 2 * ch + (5 * ch * ql if TABLES else 0))
 
 
 def _leaf_values(lp: LinearPart, scale: np.ndarray | None):
@@ -144,8 +153,8 @@ def launch(lp: LinearPart, xdtype: np.dtype, Xd, M: int, K: int, scale: np.ndarr
     if n == 0:
         return
     flags = (("HITML_LINEAR_DIVIDE_FIRST", DIVIDE_FIRST), ("HITML_LINEAR_BITS", BRANCH_BITS),
-             ("HITML_LINEAR_LOCAL", LOCAL_STACK))
-    opts = tuple(f"-D{f}" for f, on in flags if on) + (f"-DEV_CHUNK={_EV_CHUNK}",)
+             ("HITML_LINEAR_LOCAL", LOCAL_STACK), ("HITML_LINEAR_TABLES", TABLES))
+    opts = tuple(f"-D{f}" for f, on in flags if on) + (f"-DEV_CHUNK={_chunk()}",)
     kern = get_kernel(_SRC, f"linear_shap_{'f32' if xdtype == np.float32 else 'f64'}", opts)
     lval = _leaf_values(lp, scale)
     det = np.int32(0 if scale is None else 1)
@@ -153,13 +162,13 @@ def launch(lp: LinearPart, xdtype: np.dtype, Xd, M: int, K: int, scale: np.ndarr
         rpb = _THREADS // c.ql
         n_rb = -(-n // rpb)
         ks = min(K, _KS_MAX)
-        while ks > 1 and _smem(c.levels, ks, 0) > _SMEM_BYTES:
+        while ks > 1 and _smem(c.levels, ks, 0, c.ql) > _SMEM_BYTES:
             ks -= 1
         for kg0 in range(0, K, ks):
             kn = min(ks, K - kg0)
             acc = rpb * M * kn
-            use_acc = 8 * acc <= _ACC_BYTES and _smem(c.levels, kn, acc) <= _SMEM_BYTES
-            smem = _smem(c.levels, kn, acc if use_acc else 0)
+            use_acc = 8 * acc <= _ACC_BYTES and _smem(c.levels, kn, acc, c.ql) <= _SMEM_BYTES
+            smem = _smem(c.levels, kn, acc if use_acc else 0, c.ql)
             if smem > 48 << 10:
                 kern.max_dynamic_shared_size_bytes = smem
             kern((c.n_groups * n_rb,), (_THREADS,),

@@ -11,7 +11,10 @@
 // the walk touches its deepest few levels most, and the SM then holds as many rows as its registers allow, where a
 // stack in shared memory (the other build) capped it at about 60 rows. With HITML_LINEAR_BITS (the default) each
 // chunk of events starts with the row's branch at every one of its edges (independent loads, one ballot per QL
-// events), so the walk's dependent chain reads a bit instead of waiting on the row's value. Events:
+// events), so the walk's dependent chain reads a bit instead of waiting on the row's value. With
+// HITML_LINEAR_TABLES each staged chunk also gets its edges' ratios and coefficients per lane, for each of the edge's
+// three cases (the row's op, on), filled once by the block's threads with the same expressions (chunk_tables), so
+// a row's walk picks one instead of dividing: the same values, with RPB-fold fewer FP64 divisions. Events:
 //  * DOWN into level d on feature f: the row's branch o_e; the merged one fraction before (op: the level of the
 //    feature's previous edge on the path holds it in omask, 1 where there is none) and after (on = op o_e);
 //    P[d] = P[d-1] g'/g with g = z + t (o - z). A zero factor (o' = z' = 0) makes every leaf below contribute 0:
@@ -79,6 +82,35 @@ __device__ __forceinline__ double ratio(int prev, unsigned op, unsigned on, doub
   return gn / gv;
 }
 
+// HITML_LINEAR_TABLES: slot c of event i's tables at lane q. Slots 0-2: the DOWN ratio for (op, on) = (1, 1),
+// (1, 0), (0, 0); slots 3-4: C_e for (1, 1), (1, 0) (C_e is 0 where op = 0, and on = 1 needs op = 1).
+#define TAB_SLOTS 5
+#define TAB(i, c) sTab[((i) * TAB_SLOTS + (c)) * QL + q]
+
+// Fill the chunk's tables: entry (i, lane) for every staged event, each from ratio() and coef() at the lane's Gauss
+// node, so a row's pick equals what it would compute. Lanes >= Q take t = 0.5 as the walk does (their weights are 0).
+__device__ __forceinline__ void chunk_tables(double* sTab, const int4* sEi, const double* sEd, int nc, int QL,
+                                             int Q, const double* gq) {
+  for (int j = threadIdx.x; j < nc * QL; j += blockDim.x) {
+    const int i = j / QL, l = j - i * QL;
+    const int4 ev = sEi[i];
+    const int kind = ev.x & 3;
+    if (kind == 1) continue;                                     // LEAF: no edge
+    const double t = l < Q ? gq[l] : 0.5;
+    const double zp = sEd[3 * i + 1], zn = sEd[3 * i + 2];
+    double* e = sTab + i * TAB_SLOTS * QL + l;
+    if (kind != 2) {                                             // DOWN, EDGE_LEAF: the ratios
+      e[0] = ratio(ev.z, 1u, 1u, zp, zn, t);
+      e[QL] = ratio(ev.z, 1u, 0u, zp, zn, t);
+      e[2 * QL] = ev.z < 0 ? 0.0 : ratio(ev.z, 0u, 0u, zp, zn, t);   // op = 0 needs a previous edge
+    }
+    if (kind != 0) {                                             // UP, EDGE_LEAF: the coefficients
+      e[3 * QL] = coef(1u, 1u, zp, zn, t);
+      e[4 * QL] = coef(1u, 0u, zp, zn, t);
+    }
+  }
+}
+
 // Closing an edge: the child's sum s goes to the parent's slot su (the first child sets it, the second adds), and
 // the edge's term C s, summed over the row's lanes, to the row's output (acc in shared memory, else phi). Skipped
 // where the warp's terms are all 0 (rows off the feature, op = 0, or below a zero factor).
@@ -125,12 +157,19 @@ __device__ __forceinline__ void linear_body(const XT* X, long long n_rows, int M
   double* sAcc = sV + (long long)SV_LEVELS * KS * nt;  // [RPB][M][KS] (use_acc)
   double* sEd = sAcc + (use_acc ? RPB * M * KS : 0);   // [EV_CHUNK][3]
   int4* sEi = (int4*)(sEd + 3 * EV_CHUNK);             // [EV_CHUNK]
+#ifdef HITML_LINEAR_TABLES
+  double* sTab = (double*)(sEi + EV_CHUNK);            // [EV_CHUNK][TAB_SLOTS][QL]
+#endif
   if (use_acc)
     for (int i = tid; i < RPB * M * KS; i += nt) sAcc[i] = 0.0;
   for (int t = group_tree[g]; t < group_tree[g + 1]; ++t) {
     const int Q = tree_q[t];
     const bool qa = q < Q;
+#ifdef HITML_LINEAR_TABLES
+    const double* gq = gl + Q * (Q - 1);               // the tree's Gauss nodes, for the chunks' tables
+#else
     const double tq = qa ? gl[Q * (Q - 1) + q] : 0.5;
+#endif
     *SVP(0, 0) = qa ? gl[Q * (Q - 1) + Q + q] : 0.0;   // level 0: the Gauss weight
     double p_hold = 0.0;
     unsigned long long omask = 0ull;
@@ -142,6 +181,16 @@ __device__ __forceinline__ void linear_body(const XT* X, long long n_rows, int M
       for (int i = tid; i < nc; i += nt) sEi[i] = evi[c0 + i];
       for (int i = tid; i < 3 * nc; i += nt) sEd[i] = evd[3 * c0 + i];
       __syncthreads();
+#ifdef HITML_LINEAR_TABLES
+      chunk_tables(sTab, sEi, sEd, nc, QL, Q, gq);
+      __syncthreads();
+// (zp, zn read as the divisions would: the tables hold what those give)
+#define RATIO(i, op, on) ((void)zp, (void)zn, TAB(i, (on) ? 0 : ((op) ? 1 : 2)))
+#define COEF(i, op, on) ((void)zp, (void)zn, (op) ? TAB(i, (on) ? 3 : 4) : 0.0)
+#else
+#define RATIO(i, op, on) ratio(ev.z, op, on, zp, zn, tq)
+#define COEF(i, op, on) coef(op, on, zp, zn, tq)
+#endif
 #ifdef HITML_LINEAR_BITS
       // The row's branch at each of the chunk's DOWN and EDGE_LEAF events, before the walk: lane q of the row tests
       // events q, q + QL, ... (independent loads in flight), and a warp ballot gives every lane the row's bits
@@ -182,7 +231,7 @@ __device__ __forceinline__ void linear_body(const XT* X, long long n_rows, int M
               dead = d;
             } else {
               const double pp = ((ev.x >> 11) & 1) ? *SVP(d - 1, 0) : p_hold;   // the first child entered
-              *SVP(d, 0) = pp * ratio(ev.z, op, on, zp, zn, tq);
+              *SVP(d, 0) = pp * RATIO(i, op, on);
             }
           }
         } else if (kind == 3) {                          // an edge into a leaf at level d: DOWN, LEAF and UP
@@ -191,8 +240,8 @@ __device__ __forceinline__ void linear_body(const XT* X, long long n_rows, int M
           const unsigned on = ROW_TAKES(i, ev) ? op : 0u;
           const double zp = sEd[3 * i + 1], zn = sEd[3 * i + 2];
           const double pp = first ? *SVP(d - 1, 0) : p_hold;
-          const double pv = (dead > d - 1 && (on || zn != 0.0)) ? pp * ratio(ev.z, op, on, zp, zn, tq) : 0.0;
-          const double C = coef(op, on, zp, zn, tq);
+          const double pv = (dead > d - 1 && (on || zn != 0.0)) ? pp * RATIO(i, op, on) : 0.0;
+          const double C = COEF(i, op, on);
           if (first) p_hold = pp;
           const double* v = lval + (long long)ev.w * K + kg0;
           for (int k = 0; k < KS; ++k)
@@ -206,7 +255,8 @@ __device__ __forceinline__ void linear_body(const XT* X, long long n_rows, int M
         } else {                                         // UP from level d
           const unsigned op = ev.z < 0 ? 1u : (unsigned)((omask >> ev.z) & 1ull);
           const unsigned on = (unsigned)((omask >> d) & 1ull);
-          const double C = coef(op, on, sEd[3 * i + 1], sEd[3 * i + 2], tq);
+          const double zp = sEd[3 * i + 1], zn = sEd[3 * i + 2];
+          const double C = COEF(i, op, on);
           const bool first = ((ev.x >> 11) & 1) != 0;
           if (first) p_hold = *SVP(d - 1, 0);
           for (int k = 0; k < KS; ++k)
@@ -219,6 +269,8 @@ __device__ __forceinline__ void linear_body(const XT* X, long long n_rows, int M
     }
   }
 #undef ROW_TAKES
+#undef RATIO
+#undef COEF
 #undef SVP
   if (!use_acc) return;
   __syncthreads();
