@@ -110,10 +110,10 @@ def _trace_steps(spans: list) -> None:
     wrap(_gpu_patterns._Ahead, "run", "compile ahead (module loads; CUDA context if first)")
     wrap(_gpu_patterns._Upload, "run", "the background's upload")
     wrap(_gpu_patterns, "summarize", "summarize (wait for the upload, count)")
-    first = device.cupy_module
+    first = device._cupy_or_reason         # every cupy_module() call, from any module, goes through it
     done: list = []
 
-    def cupy_module():
+    def cupy_or_reason():
         if done:
             return first()
         t = time.perf_counter()
@@ -121,10 +121,9 @@ def _trace_steps(spans: list) -> None:
             return first()
         finally:
             done.append(1)
-            spans.append({"step": "first cupy_module() (imports CuPy)", "thread": threading.current_thread().name,
+            spans.append({"step": "the first cupy_module() (imports CuPy)", "thread": threading.current_thread().name,
                           "t0": t, "t1": time.perf_counter()})
-    device.cupy_module = cupy_module
-    _gpu_patterns.cupy_module = cupy_module
+    device._cupy_or_reason = cupy_or_reason
     del shap
 
 
