@@ -14,7 +14,10 @@ trees of depth --depth) trained in the client on rows of the same law. Timed apa
 - call: the SHAP values of all rows (``explainer.shap_values(<Dask rows>)``, a lazy Dask array), reduced to column
   sums on the workers so that only a few numbers come back (12,000,000 x 127 float64 values are 12 GB).
 
-A small warm-up partition per worker runs first (kernel loading). The expected value is checked to be equal for every
+A small warm-up partition per worker runs first (kernel loading). Diagnostics of where a call's time goes: the task
+stream per worker (seconds computing and transferring, the partitions explained and how many of them another worker
+held), and the scheduler settings ``--stealing``, ``--saturation`` and ``--sync`` (each partition's task waits for its
+GPU work, so that the stream shows each GPU's own time). The expected value is checked to be equal for every
 k (integer counts: the partitioning cannot change it). Writes <out>.json and <out>.md (rows/s, scaling against one
 worker, efficiency).
 """
@@ -61,17 +64,22 @@ def versions() -> dict:
     return out
 
 
-def task_summary(records: list, t0: float) -> dict:
+def task_summary(records: list, t0: float, addrs: list[str] | None = None) -> dict:
     """Per worker, from the scheduler's task stream: seconds computing, the first compute's start and the last's end
-    (after the client's start t0, perf_counter mapped to wall time), and the transfer seconds; by task name prefix,
-    the compute seconds (where the call's time goes: explaining partitions, the sums, the reduction)."""
+    (after the client's start t0, perf_counter mapped to wall time), the transfer seconds, the partitions it
+    explained and how many of them another worker held (``addrs``: partition i is made on worker i mod k); by task
+    name prefix, the compute seconds (where the call's time goes: explaining partitions, the sums, the reduction)."""
     shift = time.time() - time.perf_counter()
     per: dict = {}
     names: dict = {}
     for r in records:
         w = per.setdefault(r["worker"], {"compute_s": 0.0, "transfer_s": 0.0, "first_start_s": None, "last_end_s": 0.0,
-                                         "tasks": 0})
-        name = str(r["key"][0] if isinstance(r["key"], tuple) else r["key"]).split("-")[0]
+                                         "tasks": 0, "explained": 0, "explained_away": 0})
+        full = str(r["key"][0] if isinstance(r["key"], tuple) else r["key"])
+        name = full.split("-")[0]
+        if "explain_part" in full and isinstance(r["key"], tuple):
+            w["explained"] += 1
+            w["explained_away"] += int(addrs is not None and addrs[r["key"][1] % len(addrs)] != r["worker"])
         for ss in r["startstops"]:
             d = ss["stop"] - ss["start"]
             if ss["action"] == "compute":
@@ -88,18 +96,40 @@ def task_summary(records: list, t0: float) -> dict:
             "compute_by_name": {k: round(v, 3) for k, v in sorted(names.items(), key=lambda kv: -kv[1])}}
 
 
+def _sync_each_part() -> None:
+    """On a worker: each partition's task waits for its GPU work (a diagnostic: the scheduler then sees how long
+    each partition takes, instead of the launch alone)."""
+    from hitml.shap_ext import _dask
+
+    inner = _dask._explain_part
+
+    def synced(*a, **kw):
+        out = inner(*a, **kw)
+        if type(out).__module__.startswith("cupy"):
+            out.device.synchronize()
+        return out
+
+    _dask._explain_part = synced
+
+
 def run(args, k: int, model, report: dict) -> None:
     import shap
     from distributed import Client, get_task_stream
 
     import hitml.shap_ext  # noqa: F401 - registers the backend
-
     gpu = args.mode == "gpu"
+    import dask
+
+    dask.config.set({"distributed.scheduler.work-stealing": args.stealing == "on",
+                     "distributed.scheduler.worker-saturation": float(args.saturation)})
     cluster, how = make_cluster(k, args.mode, args.cpu_threads)
-    rec = {"workers": k, "cluster": how}
+    rec = {"workers": k, "cluster": how, "stealing": args.stealing, "sync": args.sync,
+           "saturation": args.saturation}
     try:
         with Client(cluster) as client:
             addrs = worker_addresses(client, k)
+            if args.sync == "on":
+                client.run(_sync_each_part)
             if gpu:
                 rec["gpus"] = worker_gpus(client)
             bg, _ = worker_array(client, addrs, args.bg, args.features, args.chunk, gpu, seed=1)
@@ -116,7 +146,7 @@ def run(args, k: int, model, report: dict) -> None:
             with get_task_stream(client) as ts:
                 sums = ex.shap_values(X, check_additivity=False).sum(axis=0).compute()
             rec["call_s"] = time.perf_counter() - t
-            rec["call_tasks"] = task_summary(ts.data, t)
+            rec["call_tasks"] = task_summary(ts.data, t, addrs)
             sums = sums.get() if hasattr(sums, "get") else np.asarray(sums)
             rec["finite"] = bool(np.all(np.isfinite(sums)))
             rec["rows_per_s"] = args.rows / rec["call_s"]
@@ -126,7 +156,7 @@ def run(args, k: int, model, report: dict) -> None:
                 with get_task_stream(client) as ts:
                     ex.shap_values(X, check_additivity=False).sum(axis=0).compute()
                 rec["second_call_s"] = time.perf_counter() - t
-                rec["second_call_tasks"] = task_summary(ts.data, t)
+                rec["second_call_tasks"] = task_summary(ts.data, t, addrs)
                 rec["second_rows_per_s"] = args.rows / rec["second_call_s"]
     except Exception as exc:
         rec["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
@@ -179,6 +209,11 @@ def main() -> None:
     ap.add_argument("--depth", type=int, default=6)
     ap.add_argument("--cpu-threads", type=int, default=1, help="CPU mode: cores per worker (its Numba threads)")
     ap.add_argument("--second", choices=("on", "off"), default="on", help="time a second call on the same rows")
+    ap.add_argument("--saturation", default="1.1",
+                    help="Dask's distributed.scheduler.worker-saturation (inf: every ready task goes to its worker)")
+    ap.add_argument("--stealing", choices=("on", "off"), default="on", help="Dask's work stealing on the scheduler")
+    ap.add_argument("--sync", choices=("on", "off"), default="off",
+                    help="diagnostic: each partition's task waits for its GPU work before it ends")
     ap.add_argument("--out", default=None)
     ap.add_argument("--note", default="", help="a line for the markdown (the machine, what else ran on it)")
     ap.add_argument("--rewrite", action="store_true", help="only rewrite <out>.md from <out>.json (with --note)")
