@@ -49,6 +49,11 @@ def main() -> None:
     ap.add_argument("--profile", type=int, default=1)
     ap.add_argument("--prefetch", type=int, default=1, help="_gpu_patterns.PREFETCH: the upload during the parse")
     ap.add_argument("--rpt", type=int, default=None, help="_gpu_patterns.BG_ROWS_PER_THREAD")
+    ap.add_argument("--pipeline-bytes", type=int, default=None,
+                    help="_gpu_patterns.PIPELINE_BLOCK_BYTES: rows counted at once as they upload (0: after the whole "
+                         "upload)")
+    ap.add_argument("--repeat", type=int, default=0,
+                    help="builds timed after the first in the same process (a session's later explainers)")
     ap.add_argument("--cold", type=int, default=0,
                     help="1: the build is the process's first use of CuPy and the GPU (no compile log, no warm-up)")
     ap.add_argument("--timeline", type=int, default=0,
@@ -64,6 +69,8 @@ def main() -> None:
     _gpu_patterns.PREFETCH = bool(a.prefetch)
     if a.rpt:
         _gpu_patterns.BG_ROWS_PER_THREAD = a.rpt
+    if a.pipeline_bytes is not None:
+        _gpu_patterns.PIPELINE_BLOCK_BYTES = a.pipeline_bytes
     compiles: list = []
     if not a.cold:
         _log_compiles(compiles)
@@ -71,6 +78,9 @@ def main() -> None:
     if a.timeline:
         _trace_steps(spans)
     _report(a, *_timed_build(shap, bst, bg, a.profile), compiles)
+    if a.repeat:
+        print(json.dumps({"pipeline_bytes": _gpu_patterns.PIPELINE_BLOCK_BYTES,
+                          "repeat_build_s": [_timed_build(shap, bst, bg, 0)[0] for _ in range(a.repeat)]}))
     if a.timeline:
         t0 = min(s["t0"] for s in spans)
         for s in sorted(spans, key=lambda s: s["t0"]):
@@ -109,7 +119,7 @@ def _trace_steps(spans: list) -> None:
     wrap(_explainer.TreeExplainer, "_summarize_background", "the background pass and the expected value")
     wrap(_gpu_patterns._Ahead, "run", "compile ahead (module loads; CUDA context if first)")
     wrap(_gpu_patterns._Upload, "run", "the background's upload")
-    wrap(_gpu_patterns, "summarize", "summarize (wait for the upload, count)")
+    wrap(_gpu_patterns, "summarize", "summarize (count the blocks as they upload)")
     first = device._cupy_or_reason         # every cupy_module() call, from any module, goes through it
     done: list = []
 

@@ -12,6 +12,7 @@ import importlib
 import threading
 import warnings
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -559,12 +560,20 @@ def upload(x: np.ndarray, dtype: Any, cap: int, keep: list) -> Any:
 _SLAB_BYTES = 1 << 26
 
 
-def upload_slabs(x: np.ndarray, dtype: Any, slab_bytes: int = _SLAB_BYTES) -> Any:
+def upload_slabs(x: np.ndarray, dtype: Any, slab_bytes: int | None = None,
+                 on_slab: Callable[[Any, int, Any], None] | None = None) -> Any:
     """A large host array on the device as a C-contiguous CuPy array of ``dtype``, through two pinned slabs of
     ``slab_bytes``: host threads fill one (casting as NumPy casts) while the other is copied. Neither a pinned nor
     a pageable copy of the whole array is made (CuPy's own copy of a large array stages all of it in pinned
-    memory first, which costs host memory the size of the array and the time to pin it)."""
+    memory first, which costs host memory the size of the array and the time to pin it). ``slab_bytes``: None for
+    the module's ``_SLAB_BYTES``.
+
+    ``on_slab(out, rows, event)``, where given, is called after each slab's copy is queued: the first ``rows`` rows
+    of ``out`` (the array returned at the end) are on the device once ``event`` (on the current stream) is reached,
+    so that another stream can start on them while the rest uploads. Arrays small enough for one copy call it
+    never: they are whole when this returns."""
     cp = cupy_module()
+    slab_bytes = _SLAB_BYTES if slab_bytes is None else slab_bytes
     x = np.ascontiguousarray(x)
     dtype = np.dtype(dtype)
     n = x.shape[0] if x.ndim else 1
@@ -587,6 +596,8 @@ def upload_slabs(x: np.ndarray, dtype: Any, slab_bytes: int = _SLAB_BYTES) -> An
         host_copy(buf, x[a:b])
         out[a:b].data.copy_from_host_async(buf.ctypes.data, buf.nbytes, stream)
         done[i] = stream.record()
+        if on_slab is not None:
+            on_slab(out, b, done[i])
     stream.synchronize()                     # the pinned slabs are released after this
     return out
 

@@ -543,3 +543,88 @@ def test_gpu_build_frees_the_uploaded_background_when_the_pass_fails(monkeypatch
             shap_ext.TreeExplainer(model, shap.maskers.Independent(bg, max_samples=len(bg)), backend="gpu",
                                    feature_perturbation="interventional")
     assert not _gpu_patterns._UPLOADS
+
+
+def _small_slabs(monkeypatch, row_bytes: int) -> None:
+    """Many slabs and pipeline blocks on a small host background, blocks ending inside slabs."""
+    from hitml.kernels import device
+    from hitml.kernels.treeshap import _gpu_patterns
+
+    monkeypatch.setattr(device, "_SLAB_BYTES", 37 * row_bytes)
+    monkeypatch.setattr(_gpu_patterns, "PIPELINE_BLOCK_BYTES", 100 * row_bytes)
+    monkeypatch.setattr(_gpu_patterns, "_PREFETCH_MIN_BYTES", 0)
+
+
+def _same_summary(got, want) -> None:
+    cp = pytest.importorskip("cupy")
+    assert np.array_equal(cp.asnumpy(got.hist), np.asarray(want.hist))
+    assert np.array_equal(got.sparse_paths, want.sparse_paths)
+    for f in ("sparse_ptr", "sparse_sets", "sparse_w"):
+        assert np.array_equal(cp.asnumpy(getattr(got, f)), np.asarray(getattr(want, f))), f
+    assert got.total == want.total
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("deep", [False, True])
+def test_gpu_pass_counts_blocks_while_the_rest_uploads(monkeypatch, dtype, weighted, deep):
+    """A host background is counted block by block as its slabs reach the device (80 blocks of 100 rows over slabs
+    of 37): the counts equal the CPU twin's integers, weighted or not, float32 or float64 rows (cast on the way), and
+    with paths too long for a histogram (their fail sets need every row: one block)."""
+    pytest.importorskip("cupy")
+    from hitml.kernels.treeshap import _gpu_patterns
+
+    m = 16 if deep else 8
+    X, y = _data(3000, m, seed=11)
+    model = (RandomForestRegressor(n_estimators=3, random_state=0) if deep
+             else xgb.XGBRegressor(n_estimators=12, max_depth=5)).fit(X, y)
+    paths = _explainer_of(model, X[:50].astype(np.float32)).paths
+    bg = _hostile_background(7919, m, seed=12).astype(dtype)
+    w = np.random.default_rng(13).integers(0, 5, size=len(bg)).astype(np.float64) if weighted else None
+    _small_slabs(monkeypatch, m * _gpu_patterns._row_type(bg.dtype, paths.input_dtype).itemsize)   # the rows as counted
+    blocks = []
+    inner = _gpu_patterns._columns
+    monkeypatch.setattr(_gpu_patterns, "_columns", lambda Rd, kd: blocks.append(len(Rd)) or inner(Rd, kd))
+    got = background_summary(paths, bg, backend="gpu", weights=w)
+    want = background_summary(paths, bg, backend="cpu", weights=w)
+    assert (len(want.sparse_paths) > 0) == deep
+    assert blocks == ([len(bg)] if deep else [100] * 79 + [19])
+    _same_summary(got, want)
+
+
+@pytest.mark.gpu
+def test_gpu_pass_counts_again_when_the_upload_fails_part_way(monkeypatch):
+    """An upload that fails after some blocks were counted: the pass clears its counts and counts again from a copy
+    of its own, so the summary still equals the CPU twin's (and the explainer's expected value XGBoost's mean)."""
+    pytest.importorskip("cupy")
+    from hitml.kernels.treeshap import _gpu_patterns
+
+    X, y = _data(3000, 8, seed=14)
+    model = xgb.XGBRegressor(n_estimators=12, max_depth=5).fit(X, y)
+    bg = _hostile_background(5000, 8, seed=15)
+    bg[np.isinf(bg)] = np.float32(3e38)       # XGBoost's own predict (the reference below) refuses infinities
+    _small_slabs(monkeypatch, 8 * 4)
+    inner = _gpu_patterns.upload_slabs
+    calls = []
+
+    def failing(x, dtype, slab_bytes=None, on_slab=None):
+        calls.append(on_slab is not None)
+        if on_slab is None:
+            return inner(x, dtype, slab_bytes)
+
+        def then_fail(out, rows, event):
+            on_slab(out, rows, event)
+            if rows >= 1000:
+                raise MemoryError("out of memory part-way through the upload")
+        return inner(x, dtype, slab_bytes, on_slab=then_fail)
+    monkeypatch.setattr(_gpu_patterns, "upload_slabs", failing)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ex = shap_ext.TreeExplainer(model, shap.maskers.Independent(bg, max_samples=len(bg)), backend="gpu",
+                                    feature_perturbation="interventional")
+    assert calls == [True, False]
+    assert not _gpu_patterns._UPLOADS
+    _same_summary(ex.background_summary, background_summary(ex.paths, bg, backend="cpu"))
+    margin = model.get_booster().predict(xgb.DMatrix(bg), output_margin=True).astype(np.float64)
+    np.testing.assert_allclose(float(ex.expected_value), margin.mean(), rtol=1e-6)

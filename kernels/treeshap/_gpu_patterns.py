@@ -15,7 +15,7 @@ import numpy as np
 
 from .._cuda import load_module
 from .._progress import progress_bar
-from ..device import cupy_module, upload_slabs
+from ..device import copy_stream, cupy_module, upload_slabs
 from . import _gpu_core as core
 from . import _patterns as _pat
 from . import _summary as _sum
@@ -126,13 +126,15 @@ _AHEAD_LOCK = threading.Lock()
 
 PREFETCH = True              # the explainer's build uploads a host background while it parses the model
 _PREFETCH_MIN_BYTES = 64 << 20   # smaller backgrounds upload in milliseconds: no thread
+PIPELINE_BLOCK_BYTES = 1 << 28   # rows counted at once while the rest of a host background uploads (0: all at once)
 
 
 class _Upload(threading.Thread):
-    """Uploads host rows ``R`` to the device (``upload_slabs``, in the dtype the pass counts them in) in a thread:
-    the copies release the GIL, so the upload runs while the build parses the model (Numba's first use in a
-    process, the path extraction), instead of after it. The pass takes the device copy (:func:`_take_upload`);
-    where no pass takes it, :func:`drop_upload` frees it."""
+    """Uploads host rows ``R`` to the device (``upload_slabs``, in the dtype the pass counts them in, on the device's
+    copy stream) in a thread: the copies release the GIL, so the upload runs while the build parses the model (Numba's
+    first use in a process, the path extraction), and the pass counts the rows already up while the rest uploads,
+    instead of after it. The pass takes the thread (:func:`_take_upload`) and reads the rows as they arrive
+    (:meth:`ready`); where no pass takes it, :func:`drop_upload` frees it."""
 
     def __init__(self, R: np.ndarray, kdtype):
         super().__init__(name="hitml-background-upload", daemon=True)
@@ -140,15 +142,54 @@ class _Upload(threading.Thread):
         self.device = cupy_module().cuda.Device().id
         self.out = None
         self.error: BaseException | None = None
+        self.cond = threading.Condition()
+        self.rows = 0                 # rows whose copies are queued on the copy stream
+        self.events: list = []        # (rows queued, the copy stream's event after them)
+        self.finished = False         # every copy done (the copy stream synchronised) or failed
         self.start()
 
     def run(self) -> None:
         cp = cupy_module()
+        out = None
         try:
             with cp.cuda.Device(self.device):
-                self.out = upload_slabs(self.R, self.kdtype)
-        except BaseException as exc:  # noqa: BLE001 - the pass uploads again in its own thread and meets it there
-            self.error = exc
+                stream = copy_stream()
+                with stream:
+                    out = upload_slabs(self.R, self.kdtype, on_slab=self._slab)
+                stream.synchronize()
+        except BaseException as exc:  # noqa: BLE001 - the pass sees it in ready() and uploads again itself
+            self.error, out = exc, None
+        with self.cond:
+            self.out, self.finished = out, True
+            self.cond.notify_all()
+
+    def _slab(self, out, rows: int, event) -> None:
+        with self.cond:
+            self.out, self.rows = out, rows
+            self.events.append((rows, event))
+            self.cond.notify_all()
+
+    def ready(self, rows: int):
+        """Wait until the first ``rows`` rows are queued: (the device rows, the copy stream's event to wait for
+        before reading them, or None where every copy is done), or None where the upload failed."""
+        with self.cond:
+            while not self.finished and self.rows < rows:
+                self.cond.wait()
+            if self.error is not None:
+                return None
+            if self.finished:
+                return self.out, None
+            return self.out, next(e for r, e in self.events if r >= rows)
+
+
+class _OnDevice:
+    """Rows already whole on the device, read as an upload in flight is (:meth:`_Upload.ready`)."""
+
+    def __init__(self, Rd):
+        self.out = Rd
+
+    def ready(self, rows: int):
+        return self.out, None
 
 
 _UPLOADS: dict = {}           # id(host rows) -> its upload thread (which holds the rows: the id stays theirs)
@@ -166,16 +207,16 @@ def prefetch_rows(R, input_dtype) -> None:
 
 
 def _take_upload(R, kdtype):
-    """The device copy of host rows ``R`` in ``kdtype`` that :func:`prefetch_rows` started, or None (none started,
-    another dtype or device, or its upload failed: the caller uploads)."""
+    """The upload of host rows ``R`` in ``kdtype`` that :func:`prefetch_rows` started (an :class:`_Upload`, maybe
+    still running), or None (none started, or another dtype or device: the caller uploads)."""
     with _AHEAD_LOCK:
         th = _UPLOADS.pop(id(R), None)
     if th is None:
         return None
-    th.join()
-    if th.kdtype != np.dtype(kdtype) or th.error is not None or th.device != cupy_module().cuda.Device().id:
+    if th.kdtype != np.dtype(kdtype) or th.device != cupy_module().cuda.Device().id:
+        th.join()
         return None
-    return th.out
+    return th
 
 
 def drop_upload(R) -> None:
@@ -262,32 +303,31 @@ def summarize(ps: PathSet, R, weights, scale, progress=None, timings: dict | Non
     kdtype = _row_type(R.dtype, ps.input_dtype)
     counter = "bg_hist<unsigned long long>" if weighted else "bg_hist<unsigned int>"
     compile_ahead(R.dtype, ps.input_dtype)        # where the explainer did not start it already
-    if isinstance(R, np.ndarray):
-        Rd = _take_upload(R, kdtype)                   # the explainer's build may have uploaded it already
-        if Rd is None:
-            Rd = upload_slabs(R, kdtype)
-    else:
-        Rd = core.to_device(R, kdtype)
-    _await_ahead(kdtype)
-    RT = _columns(Rd, kdtype)
-    del Rd
     wd = cp.asarray(wint) if weighted else None   # None: the kernels count one per row
-    clock("upload")
     hist_off_d = cp.asarray(hist_off)
     sms = cp.cuda.Device().attributes["MultiProcessorCount"]
     plan = _pat.plan_paths(ps.path_ptr, False)        # its chunks are the dense paths, in order
-    with progress_bar(len(plan.chunks) + (1 if len(sparse) else 0), "GPU interventional background",
+    if isinstance(R, np.ndarray):
+        src = _take_upload(R, kdtype)                   # the explainer's build may have started it already
+        if src is None:
+            src = _Upload(R, kdtype) if R.nbytes >= _PREFETCH_MIN_BYTES else _OnDevice(upload_slabs(R, kdtype))
+    else:
+        src = _OnDevice(core.to_device(R, kdtype))
+    # Blocks of rows are counted as their copies land (integer counts: the sum is the same in any order). Long
+    # paths collect the distinct fail sets of all rows at once, so with them the rows are one block.
+    step = nR if len(sparse) or PIPELINE_BLOCK_BYTES <= 0 else max(
+        1, PIPELINE_BLOCK_BYTES // max(1, R.shape[1] * kdtype.itemsize))
+    blocks = [(a, min(nR, a + step)) for a in range(0, nR, step)] or [(0, 0)]
+    ptrs, sets, ws = [cp.zeros(1, dtype=cp.int64)], [cp.zeros(0, dtype=cp.int64)], [cp.zeros(0, dtype=cp.int64)]
+    with progress_bar(len(blocks) * len(plan.chunks) + (1 if len(sparse) else 0), "GPU interventional background",
                       progress if progress is not None else (False if nR * len(ps.feature) < 1e10 else None)) as bar:
-        for chunk in plan.chunks:
-            grp = _groups(chunk, lens)
-            gy = int(max(1, min(math.ceil(nR / _THREADS), math.ceil(8 * sms / (len(grp) - 1)))))
-            _fn(counter, kdtype)(
-                (len(grp) - 1, gy), (_THREADS,), (RT, np.int64(nR), _ptr(wd), cp.asarray(chunk), cp.asarray(grp), *pa,
-                                                   hist_off_d, hist, np.int64(_SMEM_BINS)),
-                shared_mem=_SMEM_BINS * 8)
-            bar.update(1)
-        clock("histograms")
-        ptrs, sets, ws = [cp.zeros(1, dtype=cp.int64)], [cp.zeros(0, dtype=cp.int64)], [cp.zeros(0, dtype=cp.int64)]
+        RT = _count_blocks(src, blocks, kdtype, counter, wd, plan, lens, pa, hist_off_d, hist, sms, bar)
+        if RT is None:          # the upload failed part-way: count again from a copy made here
+            hist.fill(0)
+            RT = _count_blocks(_OnDevice(upload_slabs(R, kdtype)), blocks, kdtype, counter, wd, plan, lens, pa,
+                               hist_off_d, hist, sms, bar)
+        del src
+        clock("upload and histograms")
         base = 0
         if len(sparse):
             step = max(1, (1 << 26) // max(nR, 1))
@@ -307,6 +347,36 @@ def summarize(ps: PathSet, R, weights, scale, progress=None, timings: dict | Non
         key=_sum.path_key(ps), n_paths=ps.n_paths, lens=lens, hist_off=hist_off, hist=hist[:h_size].view(cp.int64),
         sparse_paths=sparse, sparse_ptr=joined(ptrs), sparse_sets=joined(sets), sparse_w=joined(ws), total=total,
         scale=scale if weighted else None, n_rows=nR)
+
+
+def _count_blocks(src, blocks, kdtype, counter, wd, plan, lens, pa, hist_off_d, hist, sms, bar):
+    """Counts each block of rows into ``hist`` once ``src`` has it on the device (the current stream waits for its
+    copy); returns the last block's columns (the whole background's where there is one block), or None where the
+    upload failed (``hist`` then holds a part of the counts)."""
+    cp = cupy_module()
+    stream = cp.cuda.get_current_stream()
+    RT = None
+    for k, (a, b) in enumerate(blocks):
+        got = src.ready(b)
+        if got is None:
+            return None
+        Rd, event = got
+        if event is not None:
+            stream.wait_event(event)
+        if k == 0:
+            _await_ahead(kdtype)
+        RT = _columns(Rd[a:b], kdtype)
+        n = b - a
+        for chunk in plan.chunks:
+            grp = _groups(chunk, lens)
+            gy = int(max(1, min(math.ceil(n / _THREADS), math.ceil(8 * sms / (len(grp) - 1)))))
+            _fn(counter, kdtype)(
+                (len(grp) - 1, gy), (_THREADS,), (RT, np.int64(n), _ptr(None if wd is None else wd[a:b]),
+                                                   cp.asarray(chunk), cp.asarray(grp), *pa, hist_off_d, hist,
+                                                   np.int64(_SMEM_BINS)),
+                shared_mem=_SMEM_BINS * 8)
+            bar.update(1)
+    return RT
 
 
 def _ptr(a):
