@@ -314,9 +314,10 @@ def summarize(ps: PathSet, R, weights, scale, progress=None, timings: dict | Non
     else:
         src = _OnDevice(core.to_device(R, kdtype))
     # Blocks of rows are counted as their copies land (integer counts: the sum is the same in any order). Long
-    # paths collect the distinct fail sets of all rows at once, so with them the rows are one block.
-    step = nR if len(sparse) or PIPELINE_BLOCK_BYTES <= 0 else max(
-        1, PIPELINE_BLOCK_BYTES // max(1, R.shape[1] * kdtype.itemsize))
+    # paths collect the distinct fail sets of all rows at once, so with them the rows are one block; rows already
+    # whole on the device are one block too (nothing to overlap, and each block's launches flush their bins again).
+    whole = len(sparse) or PIPELINE_BLOCK_BYTES <= 0 or isinstance(src, _OnDevice)
+    step = max(1, nR) if whole else max(1, PIPELINE_BLOCK_BYTES // max(1, R.shape[1] * kdtype.itemsize))
     blocks = [(a, min(nR, a + step)) for a in range(0, nR, step)] or [(0, 0)]
     ptrs, sets, ws = [cp.zeros(1, dtype=cp.int64)], [cp.zeros(0, dtype=cp.int64)], [cp.zeros(0, dtype=cp.int64)]
     with progress_bar(len(blocks) * len(plan.chunks) + (1 if len(sparse) else 0), "GPU interventional background",
@@ -326,6 +327,10 @@ def summarize(ps: PathSet, R, weights, scale, progress=None, timings: dict | Non
             hist.fill(0)
             RT = _count_blocks(_OnDevice(upload_slabs(R, kdtype)), blocks, kdtype, counter, wd, plan, lens, pa,
                                hist_off_d, hist, sms, bar)
+        if isinstance(src, _Upload):
+            # its rows were allocated on the copy stream, where CuPy's pool may hand their memory to the next copy
+            # as soon as they are freed: that stream waits for the count queued here before anything after it runs
+            copy_stream().wait_event(cp.cuda.get_current_stream().record())
         del src
         clock("upload and histograms")
         base = 0
