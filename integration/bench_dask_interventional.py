@@ -99,13 +99,14 @@ def task_summary(records: list, t0: float, addrs: list[str] | None = None) -> di
 def _sync_each_part() -> None:
     """On a worker: each partition's task waits for its GPU work (a diagnostic: the scheduler then sees how long
     each partition takes, instead of the launch alone)."""
+    from hitml.kernels.device import is_cupy_array
     from hitml.shap_ext import _dask
 
     inner = _dask._explain_part
 
     def synced(*a, **kw):
         out = inner(*a, **kw)
-        if type(out).__module__.startswith("cupy"):
+        if is_cupy_array(out):
             out.device.synchronize()
         return out
 
@@ -120,8 +121,9 @@ def run(args, k: int, model, report: dict) -> None:
     gpu = args.mode == "gpu"
     import dask
 
-    dask.config.set({"distributed.scheduler.work-stealing": args.stealing == "on",
-                     "distributed.scheduler.worker-saturation": float(args.saturation)})
+    dask.config.set({"distributed.scheduler.work-stealing": args.stealing == "on"})
+    if args.saturation is not None:
+        dask.config.set({"distributed.scheduler.worker-saturation": float(args.saturation)})
     cluster, how = make_cluster(k, args.mode, args.cpu_threads)
     rec = {"workers": k, "cluster": how, "stealing": args.stealing, "sync": args.sync,
            "saturation": args.saturation}
@@ -209,8 +211,9 @@ def main() -> None:
     ap.add_argument("--depth", type=int, default=6)
     ap.add_argument("--cpu-threads", type=int, default=1, help="CPU mode: cores per worker (its Numba threads)")
     ap.add_argument("--second", choices=("on", "off"), default="on", help="time a second call on the same rows")
-    ap.add_argument("--saturation", default="1.1",
-                    help="Dask's distributed.scheduler.worker-saturation (inf: every ready task goes to its worker)")
+    ap.add_argument("--saturation", default=None,
+                    help="Dask's distributed.scheduler.worker-saturation (inf: every ready task goes to its worker; "
+                         "default: Dask's own)")
     ap.add_argument("--stealing", choices=("on", "off"), default="on", help="Dask's work stealing on the scheduler")
     ap.add_argument("--sync", choices=("on", "off"), default="off",
                     help="diagnostic: each partition's task waits for its GPU work before it ends")

@@ -143,8 +143,7 @@ class _Upload(threading.Thread):
         self.out = None
         self.error: BaseException | None = None
         self.cond = threading.Condition()
-        self.rows = 0                 # rows whose copies are queued on the copy stream
-        self.events: list = []        # (rows queued, the copy stream's event after them)
+        self.events: list = []        # (rows whose copies are queued, the copy stream's event after them)
         self.finished = False         # every copy done (the copy stream synchronised) or failed
         self.start()
 
@@ -165,7 +164,7 @@ class _Upload(threading.Thread):
 
     def _slab(self, out, rows: int, event) -> None:
         with self.cond:
-            self.out, self.rows = out, rows
+            self.out = out
             self.events.append((rows, event))
             self.cond.notify_all()
 
@@ -173,7 +172,7 @@ class _Upload(threading.Thread):
         """Wait until the first ``rows`` rows are queued: (the device rows, the copy stream's event to wait for
         before reading them, or None where every copy is done), or None where the upload failed."""
         with self.cond:
-            while not self.finished and self.rows < rows:
+            while not self.finished and (not self.events or self.events[-1][0] < rows):
                 self.cond.wait()
             if self.error is not None:
                 return None
@@ -319,13 +318,17 @@ def summarize(ps: PathSet, R, weights, scale, progress=None, timings: dict | Non
     whole = len(sparse) or PIPELINE_BLOCK_BYTES <= 0 or isinstance(src, _OnDevice)
     step = max(1, nR) if whole else max(1, PIPELINE_BLOCK_BYTES // max(1, R.shape[1] * kdtype.itemsize))
     blocks = [(a, min(nR, a + step)) for a in range(0, nR, step)] or [(0, 0)]
+    launches = []       # each chunk's path groups on the device once, whatever the number of blocks
+    for chunk in plan.chunks:
+        grp = _groups(chunk, lens)
+        launches.append((len(grp) - 1, cp.asarray(chunk), cp.asarray(grp)))
     ptrs, sets, ws = [cp.zeros(1, dtype=cp.int64)], [cp.zeros(0, dtype=cp.int64)], [cp.zeros(0, dtype=cp.int64)]
     with progress_bar(len(blocks) * len(plan.chunks) + (1 if len(sparse) else 0), "GPU interventional background",
                       progress if progress is not None else (False if nR * len(ps.feature) < 1e10 else None)) as bar:
-        RT = _count_blocks(src, blocks, kdtype, counter, wd, plan, lens, pa, hist_off_d, hist, sms, bar)
+        RT = _count_blocks(src, blocks, kdtype, counter, wd, launches, pa, hist_off_d, hist, sms, bar)
         if RT is None:          # the upload failed part-way: count again from a copy made here
             hist.fill(0)
-            RT = _count_blocks(_OnDevice(upload_slabs(R, kdtype)), blocks, kdtype, counter, wd, plan, lens, pa,
+            RT = _count_blocks(_OnDevice(upload_slabs(R, kdtype)), blocks, kdtype, counter, wd, launches, pa,
                                hist_off_d, hist, sms, bar)
         if isinstance(src, _Upload):
             # its rows were allocated on the copy stream, where CuPy's pool may hand their memory to the next copy
@@ -354,10 +357,11 @@ def summarize(ps: PathSet, R, weights, scale, progress=None, timings: dict | Non
         scale=scale if weighted else None, n_rows=nR)
 
 
-def _count_blocks(src, blocks, kdtype, counter, wd, plan, lens, pa, hist_off_d, hist, sms, bar):
+def _count_blocks(src, blocks, kdtype, counter, wd, launches, pa, hist_off_d, hist, sms, bar):
     """Counts each block of rows into ``hist`` once ``src`` has it on the device (the current stream waits for its
     copy); returns the last block's columns (the whole background's where there is one block), or None where the
-    upload failed (``hist`` then holds a part of the counts)."""
+    upload failed (``hist`` then holds a part of the counts). ``launches``: per chunk of paths, (its number of path
+    groups, the chunk and its group offsets on the device)."""
     cp = cupy_module()
     stream = cp.cuda.get_current_stream()
     RT = None
@@ -372,13 +376,11 @@ def _count_blocks(src, blocks, kdtype, counter, wd, plan, lens, pa, hist_off_d, 
             _await_ahead(kdtype)
         RT = _columns(Rd[a:b], kdtype)
         n = b - a
-        for chunk in plan.chunks:
-            grp = _groups(chunk, lens)
-            gy = int(max(1, min(math.ceil(n / _THREADS), math.ceil(8 * sms / (len(grp) - 1)))))
+        for n_grp, chunk_d, grp_d in launches:
+            gy = int(max(1, min(math.ceil(n / _THREADS), math.ceil(8 * sms / n_grp))))
             _fn(counter, kdtype)(
-                (len(grp) - 1, gy), (_THREADS,), (RT, np.int64(n), _ptr(None if wd is None else wd[a:b]),
-                                                   cp.asarray(chunk), cp.asarray(grp), *pa, hist_off_d, hist,
-                                                   np.int64(_SMEM_BINS)),
+                (n_grp, gy), (_THREADS,), (RT, np.int64(n), _ptr(None if wd is None else wd[a:b]), chunk_d, grp_d,
+                                           *pa, hist_off_d, hist, np.int64(_SMEM_BINS)),
                 shared_mem=_SMEM_BINS * 8)
             bar.update(1)
     return RT
