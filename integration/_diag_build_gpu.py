@@ -56,9 +56,13 @@ def main() -> None:
                     help="builds timed after the first in the same process (a session's later explainers)")
     ap.add_argument("--cold", type=int, default=0,
                     help="1: the build is the process's first use of CuPy and the GPU (no compile log, no warm-up)")
+    ap.add_argument("--numpy-walk", type=int, default=1,
+                    help="0: the model's paths are walked with Numba even where paths.NUMPY_WALK_NODES lets NumPy walk "
+                         "them (Numba's first use in the build, as before the NumPy walk; same paths)")
     ap.add_argument("--timeline", type=int, default=0,
                     help="1: each step's start and end, per thread, in seconds from the build's start")
     a = ap.parse_args()
+    _watch_numba_import()
     bg, bst = _inputs(Path(a.cache), a.bg, a.features)
     import shap
 
@@ -71,6 +75,10 @@ def main() -> None:
         _gpu_patterns.BG_ROWS_PER_THREAD = a.rpt
     if a.pipeline_bytes is not None:
         _gpu_patterns.PIPELINE_BLOCK_BYTES = a.pipeline_bytes
+    if not a.numpy_walk:
+        from hitml.kernels.treeshap import paths
+
+        paths.NUMPY_WALK_NODES = 0
     compiles: list = []
     if not a.cold:
         _log_compiles(compiles)
@@ -85,6 +93,26 @@ def main() -> None:
         t0 = min(s["t0"] for s in spans)
         for s in sorted(spans, key=lambda s: s["t0"]):
             print(f"{s['thread']:<28} {s['t0'] - t0:7.3f} {s['t1'] - t0:7.3f}  {s['t1'] - s['t0']:6.3f}  {s['step']}")
+
+
+_NUMBA_IMPORTED_BY: list = []
+
+
+def _watch_numba_import() -> None:
+    """Record where Numba is first imported in this process (the innermost frames of the package's code), for the
+    report's ``numba_imported_by``: the GPU build itself imports none."""
+    import importlib.abc
+    import traceback
+
+    class Watch(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name == "numba" and not _NUMBA_IMPORTED_BY:
+                frames = [f"{f.filename.rsplit('/', 2)[-1]}:{f.lineno} {f.name}" for f in traceback.extract_stack()
+                          if "/hitml" in f.filename or "/kernels/" in f.filename or "/shap_ext/" in f.filename]
+                _NUMBA_IMPORTED_BY.append(frames[-6:] or ["outside the package"])
+            return None
+
+    sys.meta_path.insert(0, Watch())
 
 
 def _trace_steps(spans: list) -> None:
@@ -115,7 +143,7 @@ def _trace_steps(spans: list) -> None:
     wrap(_explainer, "build_ensemble", "shap's parse of the model (build_ensemble)")
     wrap(_explainer, "read_background", "the background read (read_background)")
     wrap(_explainer._ShapTreeExplainer, "__init__", "shap's own set-up on the one-row stand-in")
-    wrap(_explainer.TreeExplainer, "_setup_engine", "the engine's set-up (paths; Numba's first use)")
+    wrap(_explainer.TreeExplainer, "_setup_engine", "the engine's set-up (the paths)")
     wrap(_explainer.TreeExplainer, "_summarize_background", "the background pass and the expected value")
     wrap(_gpu_patterns._Ahead, "run", "compile ahead (module loads; CUDA context if first)")
     wrap(_gpu_patterns._Upload, "run", "the background's upload")
@@ -177,6 +205,8 @@ def _report(a, build: float, ex, prof, compiles: list) -> None:
     import cupy as cp
 
     rec = {"build_s": build, "ahead": a.ahead, "cold": a.cold, "prefetch": a.prefetch, "rpt": a.rpt,
+           "numpy_walk": a.numpy_walk, "numba_imported": "numba" in sys.modules,
+           "numba_imported_by": _NUMBA_IMPORTED_BY[:1],
            "compiles": compiles, "compile_s": sum(c["s"] for c in compiles),
            "cache_dir": os.environ.get("CUPY_CACHE_DIR"), "device": cp.cuda.runtime.getDeviceProperties(0)["name"]
            .decode(), "expected_value": float(np.ravel(ex.expected_value)[0])}

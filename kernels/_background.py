@@ -113,6 +113,14 @@ def register_compile_notice() -> None:
     _numba_compile.install()  # a faster copy propagation while Numba compiles hitml's kernels (same code)
 
 
+def prepare_numba_module() -> None:
+    """Called at the top of every module with Numba kernels, before its kernels are defined: the compile notice
+    (:func:`register_compile_notice`), and the shipped cache entries in the folders where Numba will look for them
+    (``_aot.seed_numba_cache``), both once per process."""
+    register_compile_notice()
+    _aot.seed_numba_cache()
+
+
 def _why_compiled() -> str:
     """What the notice adds where the shipped entries do not serve this process: why (``_aot.status``: none
     built, built for another CPU, Numba, Python or kernel source, switched off), so a user whose install built none

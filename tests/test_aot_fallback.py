@@ -33,8 +33,8 @@ ex = shap.TreeExplainer(m, backend="cpu")
 np.savez(sys.argv[1], X=X, phi=ex.shap_values(X[:200]), inter=ex.shap_interaction_values(X[:12]))
 m.get_booster().save_model(sys.argv[1] + ".ubj")
 from hitml.kernels import _aot
-from hitml.kernels.treeshap import _cpu_quad as q, paths
-ds = [q.shap_quad_kernel, q.interaction_quad_kernel, paths._walk]
+from hitml.kernels.treeshap import _cpu_quad as q, _path_walk
+ds = [q.shap_quad_kernel, q.interaction_quad_kernel, _path_walk._walk]
 print(json.dumps({"compiled": sum(sum(d.stats.cache_misses.values()) for d in ds), "status": _aot.status()}))
 """
 

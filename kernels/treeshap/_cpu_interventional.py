@@ -4,11 +4,12 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from .. import _registry
+from .. import _background, _registry
 from .._items import borrow, items
 from ._cpu_kernels import _transform
 
 # the warm-up groups that compile these kernels (their Numba cache entries ship with hitml)
+_background.prepare_numba_module()      # the compile notice; the shipped cache entries before any kernel runs
 _registry.register_shipped(__name__, ("treeshap-transforms",))
 
 _PAIR_BUFFER = 1 << 15  # float64 terms buffered per task for non-identity transforms

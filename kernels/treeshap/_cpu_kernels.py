@@ -6,10 +6,11 @@ import math
 import numba
 import numpy as np
 
-from .. import _registry
+from .. import _background, _registry
 from .._items import borrow, items
 
 # the warm-up groups that compile these kernels (their Numba cache entries ship with hitml)
+_background.prepare_numba_module()      # the compile notice; the shipped cache entries before any kernel runs
 _registry.register_shipped(__name__, ("treeshap-transforms",))
 
 TRANSFORMS = {"identity": 0, "logistic": 1, "logistic_nlogloss": 2, "squared_loss": 3}

@@ -14,11 +14,12 @@ import numpy as np
 from numba import types
 from numba.extending import intrinsic
 
-from .. import _registry
+from .. import _background, _registry
 from .._items import borrow, items
 from ._cpu_kernels import _satisfies
 
 # the warm-up groups that compile these kernels (their Numba cache entries ship with hitml)
+_background.prepare_numba_module()      # the compile notice; the shipped cache entries before any kernel runs
 _registry.register_shipped(__name__, ("treeshap-interventional", "treeshap-interventional-interactions"))
 
 # paths of at most this many elements count their background fail sets by bit-sliced ANDs (2^(m+1) word ANDs per 64

@@ -17,11 +17,12 @@ import numba
 import numpy as np
 from numba import prange
 
-from .. import _registry
+from .. import _background, _registry
 from .._items import borrow
 from ._cpu_kernels import _satisfies
 
 # the warm-up groups that compile these kernels (their Numba cache entries ship with hitml)
+_background.prepare_numba_module()      # the compile notice; the shipped cache entries before any kernel runs
 _registry.register_shipped(__name__, ("treeshap", "treeshap-interactions"))
 
 BLOCKS = (8, 32, 128)  # row-block widths: the innermost (vectorised) loop; wider is faster per row (measured)

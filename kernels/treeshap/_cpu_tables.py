@@ -10,10 +10,11 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from .. import _registry
+from .. import _background, _registry
 from .._items import borrow, items
 
 # the warm-up groups that compile these kernels (their Numba cache entries ship with hitml)
+_background.prepare_numba_module()      # the compile notice; the shipped cache entries before any kernel runs
 _registry.register_shipped(__name__, ("treeshap",))
 
 TABLE_BYTES = 1 << 20      # about one core's L2: tables that spill to memory are slower than the quadrature

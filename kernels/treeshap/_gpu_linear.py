@@ -15,7 +15,6 @@ import numpy as np
 from .._cuda import get_kernel
 from ..device import cupy_module
 from . import _gpu_core as core
-from ._cpu_linear import program_rules
 from .paths import PROGRAM_MAX_Q, program_split, tree_events
 
 _SRC = "treeshap/linear.cu"
@@ -67,6 +66,8 @@ def _rules():
     cp = cupy_module()
     key = cp.cuda.Device().id
     if key not in _RULES:
+        from ._cpu_linear import program_rules   # the twin's module (Numba's): imported where the kernel runs
+
         t, w = program_rules()
         _RULES[key] = cp.asarray(np.concatenate([np.concatenate([t[q, :q], w[q, :q]])
                                                  for q in range(1, PROGRAM_MAX_Q + 1)]))

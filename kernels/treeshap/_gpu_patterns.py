@@ -6,6 +6,7 @@ the output is accumulated feature-major, one thread per row, then transposed int
 """
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import math
 import threading
@@ -94,6 +95,7 @@ class _Ahead(threading.Thread):
         self.kdtype = None if kdtype is None else np.dtype(kdtype)
         self.device = cupy_module().cuda.Device().id
         self.error: BaseException | None = None
+        _join_at_exit()
         self.start()
 
     def run(self) -> None:
@@ -122,6 +124,26 @@ class _Ahead(threading.Thread):
 _AHEAD: dict = {}             # (device, row dtype or "call") -> its compile thread, until a pass (a call) waited
 _READY: set = set()           # (device, row dtype or "call") whose kernels are compiled and loaded: no thread again
 _AHEAD_LOCK = threading.Lock()
+_EXIT_JOIN: list = []
+_EXIT_LOCK = threading.Lock()   # not _AHEAD_LOCK: compile_ahead holds that while it starts a thread
+
+
+def _join_at_exit() -> None:
+    """Once per process: at exit, wait for the compile threads still running. A script that builds an explainer
+    and ends before its first call would otherwise end while the call's module is still compiling or loading in a
+    daemon thread, and the interpreter's shutdown under a thread inside CUDA aborts the process."""
+    with _EXIT_LOCK:
+        if _EXIT_JOIN:
+            return
+        _EXIT_JOIN.append(True)
+
+    def join() -> None:
+        with _AHEAD_LOCK:
+            threads = list(_AHEAD.values())
+        for th in threads:
+            th.join()
+
+    atexit.register(join)
 
 
 PREFETCH = True              # the explainer's build uploads a host background while it parses the model

@@ -13,6 +13,7 @@ from .. import _background, _registry
 from .._options import Options
 from .._progress import check_progress, progress_bar
 from . import _cpu_interventional as _kw
+from . import _path_walk  # noqa: F401 -- the engine takes Numba's path walk: its shipped entries are declared with it
 from . import _cpu_linear as _lin
 from . import _cpu_kernels as _k
 from . import _cpu_patterns as _kp

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numba
 import numpy as np
 
 from .. import _registry
@@ -69,44 +68,6 @@ def bfd_bins(sizes: np.ndarray, capacity: int = 32) -> np.ndarray:
     return out
 
 
-@numba.njit(cache=True)
-def _runs(sizes, group, min_lanes):
-    """Run of every item: consecutive groups joined until a run holds at least min_lanes lanes."""
-    run = np.empty(sizes.size, np.int64)
-    r, acc = 0, 0
-    for i in range(sizes.size):
-        if i > 0 and group[i] != group[i - 1] and acc >= min_lanes:
-            r += 1
-            acc = 0
-        acc += sizes[i]
-        run[i] = r
-    return run
-
-
-@numba.njit(cache=True)
-def _bfd_sorted(sizes, run, capacity):
-    """Best fit over items sorted by run, then size (largest first); bins never span runs."""
-    out = np.empty(sizes.size, np.int64)
-    res = np.empty(sizes.size, np.int64)
-    nb, first = 0, 0
-    for i in range(sizes.size):
-        if i > 0 and run[i] != run[i - 1]:
-            first = nb
-        s, best, br = sizes[i], -1, capacity + 1
-        for b in range(first, nb):
-            if s <= res[b] < br:
-                best, br = b, res[b]
-                if br == s:
-                    break
-        if best < 0:
-            best = nb
-            res[nb] = capacity
-            nb += 1
-        res[best] -= s
-        out[i] = best
-    return out
-
-
 def bfd_bins_by_run(sizes: np.ndarray, group: np.ndarray, capacity: int = 32, min_lanes: int = 256) -> np.ndarray:
     """Best-fit decreasing within runs: consecutive items of one ``group`` (a tree; ``group`` non-decreasing) stay
     together, groups are joined into runs of at least ``min_lanes`` lanes (so shallow trees still fill their bins),
@@ -122,9 +83,11 @@ def bfd_bins_by_run(sizes: np.ndarray, group: np.ndarray, capacity: int = 32, mi
     out = np.empty(sizes.size, dtype=np.int64)
     if sizes.size == 0:
         return out
-    run = _runs(sizes, group, min_lanes)
+    from . import _pack_jit
+
+    run = _pack_jit.runs(sizes, group, min_lanes)
     order = np.lexsort((-sizes, run))
-    out[order] = _bfd_sorted(sizes[order], run[order], capacity)
+    out[order] = _pack_jit.bfd_sorted(sizes[order], run[order], capacity)
     return out
 
 

@@ -1,22 +1,21 @@
 """Root-to-leaf path extraction from shap TreeEnsemble dense arrays into a flat, merged PathSet."""
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, replace
 
-import numba
 import numpy as np
 
-from .. import _aot, _registry
-from .._background import register_compile_notice
-
-register_compile_notice()  # a one-line notice while Numba compiles these kernels (first use only)
-_registry.register_shipped(__name__, ("treeshap-paths",))   # the warm-up group that compiles these kernels
-# every TreeSHAP module imports this one first: the shipped cache entries are in place before any kernel runs
-_aot.seed_numba_cache()
+from .. import _registry
+from ._walk_codes import (EV_DOWN, EV_EDGE_LEAF, EV_LEAF, EV_UP, PROGRAM_MAX_LEVELS,  # noqa: F401 -- their home
+                          PROGRAM_MAX_Q, PROGRAM_MIN_REACH)
 
 __all__ = ["DenseTrees", "PathSet", "extract_paths", "program_split", "tree_events", "tree_program", "walk_program"]
 
-_ALL_ONES = np.uint32(0xFFFFFFFF)
+# a process that has not imported Numba (a GPU user's) walks ensembles of at most this many dense nodes (trees x
+# nodes per tree) with NumPy (``_walk_numpy``), which takes up to about 0.3 s there, instead of loading Numba (about
+# 0.5 s) for ``_path_walk``; both give the same arrays
+NUMPY_WALK_NODES = 1 << 18
 
 
 def path_elements(path_ptr: np.ndarray, pidx: np.ndarray) -> np.ndarray:
@@ -204,316 +203,6 @@ def _path_probability(path_ptr: np.ndarray, zero_fraction: np.ndarray) -> np.nda
     return out
 
 
-@numba.njit(cache=True)
-def _walk(cl, cr, cd, feat, thr, cover, is_cat, node_cat_ptr, node_cat_nwords, node_words, fill,
-          n_paths_out, n_elem_out, n_words_out,
-          path_ptr, o_feature, o_lower, o_upper, o_missing, o_catptr, o_catnw, o_words, o_outside, o_zero,
-          o_leaf_node, o_tree):
-    """Depth-first walk of every tree; at each leaf, merge the path's splits by feature.
-
-    With ``fill=False`` it only counts (paths, merged elements, category words); with ``fill=True`` it writes.
-    """
-    T, N = cl.shape
-    stack_node = np.empty(N + 1, np.int64)
-    stack_side = np.empty(N + 1, np.int64)
-    r_feat = np.empty(N + 1, np.int64)
-    r_node = np.empty(N + 1, np.int64)
-    r_left = np.empty(N + 1, np.bool_)
-    order = np.empty(N + 1, np.int64)
-    p = 0
-    e_out = 0
-    w_out = 0
-    for t in range(T):
-        sp = 0
-        stack_node[0] = 0
-        stack_side[0] = 0
-        while sp >= 0:
-            node = stack_node[sp]
-            if cl[t, node] < 0:
-                # leaf: ancestors are stack_node[0:sp]; side 1 = went left, 2 = went right
-                d = sp
-                for a in range(d):
-                    r_node[a] = stack_node[a]
-                    r_feat[a] = feat[t, stack_node[a]]
-                    r_left[a] = stack_side[a] == 1
-                # stable insertion sort of indices by feature
-                for a in range(d):
-                    order[a] = a
-                for a in range(1, d):
-                    key = order[a]
-                    b = a - 1
-                    while b >= 0 and r_feat[order[b]] > r_feat[key]:
-                        order[b + 1] = order[b]
-                        b -= 1
-                    order[b + 1] = key
-                if fill:
-                    path_ptr[p] = e_out
-                    o_leaf_node[p] = node
-                    o_tree[p] = t
-                a = 0
-                while a < d:
-                    f = r_feat[order[a]]
-                    b = a
-                    while b < d and r_feat[order[b]] == f:
-                        b += 1
-                    lo = -np.inf
-                    hi = np.inf
-                    miss = True
-                    z = 1.0
-                    has_cat = False
-                    nw = 0
-                    outside = True
-                    for q in range(a, b):
-                        k = order[q]
-                        pn = r_node[k]
-                        child = cl[t, pn] if r_left[k] else cr[t, pn]
-                        pc = cover[t, pn]
-                        z *= cover[t, child] / pc if pc > 0 else 0.0
-                        miss = miss and (cd[t, pn] == child)
-                        if is_cat[t, pn]:
-                            has_cat = True
-                            nw = max(nw, node_cat_nwords[t, pn])
-                            if r_left[k]:
-                                outside = False
-                        else:
-                            th = thr[t, pn]
-                            if r_left[k]:
-                                hi = min(hi, th)
-                            else:
-                                lo = max(lo, th)
-                    if fill:
-                        o_feature[e_out] = f
-                        o_lower[e_out] = lo
-                        o_upper[e_out] = hi
-                        o_missing[e_out] = miss
-                        o_zero[e_out] = z
-                        o_outside[e_out] = outside if has_cat else False
-                        if has_cat:
-                            o_catptr[e_out] = w_out
-                            o_catnw[e_out] = nw
-                            for w in range(nw):
-                                acc = _ALL_ONES
-                                for q in range(a, b):
-                                    k = order[q]
-                                    pn = r_node[k]
-                                    if not is_cat[t, pn]:
-                                        continue
-                                    nwn = node_cat_nwords[t, pn]
-                                    if w < nwn:
-                                        word = node_words[node_cat_ptr[t, pn] + w]
-                                    else:
-                                        word = np.uint32(0)
-                                    if not r_left[k]:
-                                        word = ~word
-                                    acc &= word
-                                o_words[w_out + w] = acc
-                        else:
-                            o_catptr[e_out] = -1
-                            o_catnw[e_out] = 0
-                    if has_cat:
-                        w_out += nw
-                    e_out += 1
-                    a = b
-                p += 1
-                sp -= 1
-                continue
-            side = stack_side[sp]
-            if sp >= N:
-                raise ValueError("tree structure has a cycle or is deeper than its node count")
-            if side == 0:
-                stack_side[sp] = 1
-                sp += 1
-                stack_node[sp] = cl[t, node]
-                stack_side[sp] = 0
-            elif side == 1:
-                stack_side[sp] = 2
-                sp += 1
-                stack_node[sp] = cr[t, node]
-                stack_side[sp] = 0
-            else:
-                sp -= 1
-    if fill:
-        path_ptr[p] = e_out
-    n_paths_out[0] = p
-    n_elem_out[0] = e_out
-    n_words_out[0] = w_out
-
-
-# The per-tree walk program (the GPU's per-tree linear kernel, linear.cu, runs it): events in depth-first order.
-EV_DOWN, EV_LEAF, EV_UP, EV_EDGE_LEAF = 0, 1, 2, 3
-PROGRAM_MAX_LEVELS = 64      # levels 0..63: the kernel keeps each level's one fraction in a 64-bit mask
-PROGRAM_MAX_Q = 32           # Gauss-Legendre nodes of the kernel's rules (a warp's lanes)
-PROGRAM_MIN_REACH = 1e-200   # smallest nonzero product of zero fractions on a path: the products of the factors
-#                              at the Gauss nodes then stay far from the subnormal range
-
-
-@numba.njit(cache=True)
-def _class_keep(nodes, leaf_m, src, lo, hi, keep):
-    """keep[p, i]: node i of tree src[p] has a leaf below it (itself included) whose path has lo < m <= hi distinct
-    features (leaf_m as _tree_program's count pass writes it)."""
-    N = nodes.shape[1]
-    parent = np.full(N, -1, np.int64)
-    for p in range(src.shape[0]):
-        t = src[p]
-        for i in range(N):
-            parent[i] = -1
-        for i in range(N):
-            if leaf_m[t, i] == -2:                       # a split node the walk from the root reaches
-                parent[nodes[t, i, 0]] = i
-                parent[nodes[t, i, 1]] = i
-        keep[p, :] = False
-        for i in range(N):
-            m = leaf_m[t, i]
-            if m >= 0 and lo[p] < m <= hi[p]:
-                j = i
-                while j >= 0 and not keep[p, j]:
-                    keep[p, j] = True
-                    j = parent[j]
-
-
-@numba.njit(cache=True)
-def _tree_program(nodes, thr, zero, n_features, fold, fill, src, every, keep, ok, q_of, levels, n_ev, ev_ptr, evi,
-                  evd, leaf_m):
-    """Count (``fill`` False: ``ok``, ``q_of``, ``levels``, ``n_ev`` per walk) or write (``fill`` True: the events
-    of the walks marked ``ok`` from ``ev_ptr``) the depth-first walk p of tree ``src[p]``, into the children i with
-    ``keep[p, i]`` only (a walk over a class of the tree's leaves; the rest of the tree is left out), or into every
-    child where ``every``. Where ``leaf_m`` has rows, the count pass also writes leaf_m[t, i]: the number of
-    distinct features on the path to leaf i of tree t, -2 for the split nodes the walk enters (``leaf_m`` starts
-    at -1).
-
-    Events: DOWN into level d (``evi = (kind | d << 2 | left << 9 | nan_here << 10 | first << 11, feature, previous
-    level of the feature on the path or -1, 0)``, ``evd = (threshold, merged zero fraction of the feature before,
-    after)``; ``left``: the edge is the split's left child, where ``x <= t`` goes; ``first``: the first child the
-    walk enters), LEAF at level d (``evi[1]`` its path index; only a root that is a leaf) and UP from level d (the
-    DOWN's fields, ``first << 11`` when it leaves the first child the walk entered); an edge into a leaf is one
-    EDGE_LEAF event (DOWN, LEAF and UP together: the DOWN's fields, the leaf's path index in ``evi[3]``) where
-    ``fold``, else DOWN, LEAF and UP events. A walk is ``ok`` when the splits it enters are numeric with thresholds
-    that are neither NaN nor -inf (where ``x <= t`` and PathSet's bounds could disagree), it has at most
-    PROGRAM_MAX_LEVELS levels, at most 2 PROGRAM_MAX_Q merged features on a path, and no path's zero-fraction
-    product is below PROGRAM_MIN_REACH without being 0."""
-    T, N = src.shape[0], nodes.shape[1]
-    track = not fill and leaf_m.shape[0] > 0
-    stack = np.empty(N + 1, np.int64)
-    stage = np.empty(N + 1, np.int64)
-    reach = np.empty(N + 1)
-    sv_last = np.empty(N + 1, np.int64)
-    sv_z = np.empty(N + 1)
-    last = np.full(n_features, -1, np.int64)     # level of the latest edge on each feature on the current path
-    zm = np.ones(n_features)                     # merged zero fraction of each feature on the current path
-    for p in range(T):
-        t = src[p]
-        e = ev_ptr[p] if fill else 0
-        if fill and not ok[p]:
-            continue
-        good = True
-        sp = 0
-        stack[0] = 0
-        stage[0] = 0
-        reach[0] = 1.0
-        distinct = 0
-        max_lev = 0
-        max_m = 0
-        count = 0
-        while True:
-            node = stack[sp]
-            left = nodes[t, node, 0]
-            kl = left >= 0 and (every or keep[p, left])
-            kr = left >= 0 and (every or keep[p, nodes[t, node, 1]])
-            if left >= 0 and stage[sp] < (1 if kl else 0) + (1 if kr else 0):
-                if sp >= N:
-                    raise ValueError("tree structure has a cycle or is deeper than its node count")
-                code = nodes[t, node, 3]
-                f = code if code >= 0 else -1 - code
-                th = thr[t, node]
-                if code < 0 or th != th or th == -np.inf:  # noqa: PLR0124 (NaN test)
-                    good = False
-                first = stage[sp] == 0
-                if first and track:
-                    leaf_m[t, node] = -2
-                child = left if first and kl else nodes[t, node, 1]
-                stage[sp] += 1
-                d = sp + 1
-                zp = zm[f]
-                zn = zp * zero[t, child]
-                leaf = fold and nodes[t, child, 0] < 0
-                if fill:
-                    evi[e, 0] = (EV_EDGE_LEAF if leaf else EV_DOWN) | (d << 2) | ((1 if child == left else 0) << 9) | \
-                        ((1 if nodes[t, node, 2] == child else 0) << 10) | ((1 if first else 0) << 11)
-                    evi[e, 1] = f
-                    evi[e, 2] = last[f]
-                    evi[e, 3] = nodes[t, child, 1] if leaf else 0
-                    evd[e, 0] = th
-                    evd[e, 1] = zp
-                    evd[e, 2] = zn
-                    e += 1
-                count += 1
-                if leaf:            # DOWN, LEAF and UP in one event: nothing to stack
-                    max_lev = max(max_lev, d)
-                    m = distinct + (1 if last[f] < 0 else 0)
-                    max_m = max(max_m, m)
-                    if track:
-                        leaf_m[t, child] = m
-                    r = reach[sp] * zero[t, child]
-                    if r != 0.0 and r < PROGRAM_MIN_REACH:
-                        good = False
-                    continue
-                sv_last[d] = last[f]
-                sv_z[d] = zp
-                if last[f] < 0:
-                    distinct += 1
-                last[f] = d
-                zm[f] = zn
-                reach[d] = reach[sp] * zero[t, child]
-                sp = d
-                stack[sp] = child
-                stage[sp] = 0
-                continue
-            if left < 0:
-                if fill:
-                    evi[e, 0] = EV_LEAF | (sp << 2)
-                    evi[e, 1] = nodes[t, node, 1]
-                    evi[e, 2] = -1
-                    evi[e, 3] = 0
-                    evd[e, 0] = 0.0
-                    evd[e, 1] = 0.0
-                    evd[e, 2] = 0.0
-                    e += 1
-                count += 1
-                max_lev = max(max_lev, sp)
-                max_m = max(max_m, distinct)
-                if track:
-                    leaf_m[t, node] = distinct
-                if reach[sp] != 0.0 and reach[sp] < PROGRAM_MIN_REACH:
-                    good = False
-            if sp == 0:
-                break
-            d = sp
-            parent = stack[d - 1]
-            code = nodes[t, parent, 3]
-            f = code if code >= 0 else -1 - code
-            if fill:
-                evi[e, 0] = EV_UP | (d << 2) | ((1 if stage[d - 1] == 1 else 0) << 11)
-                evi[e, 1] = f
-                evi[e, 2] = sv_last[d]
-                evi[e, 3] = 0
-                evd[e, 0] = 0.0
-                evd[e, 1] = sv_z[d]
-                evd[e, 2] = zm[f]
-                e += 1
-            count += 1
-            if sv_last[d] < 0:
-                distinct -= 1
-            last[f] = sv_last[d]
-            zm[f] = sv_z[d]
-            sp -= 1
-        if not fill:
-            q = max(1, (max_m + 1) // 2)
-            ok[p] = good and max_lev < PROGRAM_MAX_LEVELS and q <= PROGRAM_MAX_Q
-            q_of[p] = q
-            levels[p] = max_lev + 1
-            n_ev[p] = count
-
-
 def tree_program(trees: DenseTrees, n_features: int, fold_leaves: bool = True) -> tuple[np.ndarray, ...]:
     """The depth-first walk program of ``trees`` for the per-tree linear kernels (see ``_tree_program``), one walk
     per tree; with ``fold_leaves`` an edge into a leaf is one event.
@@ -543,47 +232,11 @@ def walk_program(trees: DenseTrees, n_features: int, fold_leaves: bool = True, s
     """
     if trees.zero is None:
         raise ValueError("the dense trees carry no edge zero fractions (built by extract_paths)")
-    T = trees.n_trees
-    nodes = np.ascontiguousarray(trees.nodes)
-    thr = np.ascontiguousarray(trees.thresholds, dtype=np.float64)
-    zero = np.ascontiguousarray(trees.zero, dtype=np.float64)
-    M = max(int(n_features), 1)
-    fold = bool(fold_leaves)
-    N = nodes.shape[1]
-    src = np.arange(T, dtype=np.int64)
-    keep = np.ones((1, 1), np.bool_)
-    every = True
-    ok, q_of, levels, n_ev = (np.zeros(T, t) for t in (np.bool_, np.int64, np.int64, np.int64))
-    leaf_m = np.full((T, N) if split > 0 else (0, 0), -1, np.int64)
-    no_ev, no_evi, no_evd, no_m = np.zeros(1, np.int64), np.zeros((0, 4), np.int32), np.zeros((0, 3)), leaf_m[:0]
-    _tree_program(nodes, thr, zero, M, fold, False, src, every, keep, ok, q_of, levels, n_ev, no_ev, no_evi, no_evd,
-                  leaf_m)
-    if split > 0 and T:
-        longest = leaf_m.max(axis=1)
-        big = np.iinfo(np.int64).max
-        shortest = np.where(leaf_m >= 0, leaf_m, big).min(axis=1)
-        two = (longest > split) & (shortest <= split)
-        if two.any():          # the walks of the trees split in two: counted again, each class apart
-            src = np.repeat(src, np.where(two, 2, 1))
-            second = np.r_[False, src[1:] == src[:-1]]
-            first_of_two = np.r_[second[1:], False]
-            lo = np.where(second, split, -1).astype(np.int64)
-            hi = np.where(first_of_two, split, big).astype(np.int64)
-            keep = np.empty((src.size, N), np.bool_)
-            _class_keep(nodes, leaf_m, src, lo, hi, keep)
-            every = False
-            ok, q_of, levels, n_ev = (np.zeros(src.size, t) for t in (np.bool_, np.int64, np.int64, np.int64))
-            _tree_program(nodes, thr, zero, M, fold, False, src, every, keep, ok, q_of, levels, n_ev, no_ev, no_evi,
-                          no_evd, no_m)
-            tree_ok = np.ones(T, np.bool_)      # a tree's walks are taken together or not at all
-            np.logical_and.at(tree_ok, src, ok)
-            ok &= tree_ok[src]
-    ptr = np.zeros(src.size + 1, np.int64)
-    ptr[1:] = np.cumsum(np.where(ok, n_ev, 0))
-    evi = np.empty((int(ptr[-1]), 4), np.int32)
-    evd = np.empty((int(ptr[-1]), 3))
-    _tree_program(nodes, thr, zero, M, fold, True, src, every, keep, ok, q_of, levels, n_ev, ptr, evi, evd, no_m)
-    return src, ok, q_of.astype(np.int32), levels.astype(np.int32), ptr, evi, evd
+    from . import _path_walk
+
+    return _path_walk.walk_program(np.ascontiguousarray(trees.nodes),
+                                   np.ascontiguousarray(trees.thresholds, dtype=np.float64),
+                                   np.ascontiguousarray(trees.zero, dtype=np.float64), n_features, fold_leaves, split)
 
 
 def tree_outputs(ps: "PathSet") -> np.ndarray:
@@ -624,6 +277,128 @@ def tree_events(ev_ptr: np.ndarray, trees: np.ndarray) -> tuple[np.ndarray, np.n
     gathered tree after tree."""
     counts = ev_ptr[trees + 1] - ev_ptr[trees]
     return np.concatenate([[0], np.cumsum(counts)]).astype(np.int64), path_elements(ev_ptr, trees)
+
+
+def _walk_numpy(cl, cr, cd, feat, thr, cover, is_cat, node_cat_ptr, node_cat_nwords, node_words):
+    """``_walk``'s paths with NumPy only (nothing to compile or load): the same arrays, element for element, or
+    None where the node arrays are not a forest (more walks than nodes: a node with two parents or a cycle), which
+    ``_walk`` then takes (it walks the former, and names the latter).
+
+    The trees are expanded level by level from their roots; a leaf's depth-first (left first) rank within its
+    tree is the order of its sides read as bits from the root; each path's splits are then merged by feature in a
+    stable sort, and every merge runs over a group's splits in root-to-leaf order, as ``_walk``'s loop does."""
+    T, N = cl.shape
+    tree = np.arange(T, dtype=np.int64)
+    node = np.zeros(T, np.int64)
+    anc = np.zeros((T, 0), np.int64)           # the ancestors of each walk, root first
+    went_left = np.zeros((T, 0), np.bool_)
+    found = []
+    depth = 0
+    while tree.size:
+        leaf = cl[tree, node] < 0
+        if leaf.any():
+            found.append((tree[leaf], node[leaf], anc[leaf], went_left[leaf]))
+        inner = ~leaf
+        if not inner.any():
+            break
+        t2, n2 = tree[inner], node[inner]
+        if depth >= N or 2 * t2.size > T * N:
+            return None
+        a2 = np.concatenate([anc[inner], n2[:, None]], axis=1)
+        s2 = went_left[inner]
+        tree = np.concatenate([t2, t2])
+        node = np.concatenate([cl[t2, n2], cr[t2, n2]])
+        anc = np.concatenate([a2, a2])
+        went_left = np.concatenate([np.c_[s2, np.ones(len(s2), np.bool_)], np.c_[s2, np.zeros(len(s2), np.bool_)]])
+        depth += 1
+    D = max((a.shape[1] for _t, _n, a, _s in found), default=0)
+    P = sum(len(t) for t, _n, _a, _s in found)
+    leaf_tree = np.concatenate([t for t, _n, _a, _s in found]) if found else np.zeros(0, np.int64)
+    leaf_node = np.concatenate([n for _t, n, _a, _s in found]) if found else np.zeros(0, np.int64)
+    depth_of = np.concatenate([np.full(len(t), a.shape[1], np.int64) for t, _n, a, _s in found]) if found \
+        else np.zeros(0, np.int64)
+    A = np.zeros((P, D), np.int64)
+    L = np.zeros((P, D), np.bool_)
+    at = 0
+    for t, _n, a, s in found:
+        A[at:at + len(t), :a.shape[1]] = a
+        L[at:at + len(t), :a.shape[1]] = s
+        at += len(t)
+    # depth-first rank: the sides as bits, root first, 64 levels to a word (right = 1, so left comes first); no
+    # path's sides are a prefix of another's, so the zeros past a path's end never tie two paths
+    n_words = max(1, -(-D // 64))
+    keys = []
+    right = (~L).astype(np.uint64)
+    for w in range(n_words):
+        word = np.zeros(P, np.uint64)
+        for j in range(64 * w, min(D, 64 * w + 64)):
+            word |= right[:, j] << np.uint64(63 - (j - 64 * w))
+        keys.append(word)
+    order = np.lexsort(tuple(reversed(keys)) + (leaf_tree,))
+    leaf_tree, leaf_node, depth_of, A, L = leaf_tree[order], leaf_node[order], depth_of[order], A[order], L[order]
+    # every (path, split) pair, path after path, root first; then merged by feature (stable: root first in a group)
+    live = np.arange(D)[None, :] < depth_of[:, None]
+    p_of = np.repeat(np.arange(P, dtype=np.int64), depth_of)
+    t_of = leaf_tree[p_of]
+    pn = A[live]
+    left = L[live]
+    f = feat[t_of, pn]
+    srt = np.argsort(p_of * (int(f.max(initial=0)) + 1) + f, kind="stable")
+    p_of, t_of, pn, left, f = p_of[srt], t_of[srt], pn[srt], left[srt], f[srt]
+    n_pairs = len(p_of)
+    head = np.ones(n_pairs, np.bool_)
+    head[1:] = (p_of[1:] != p_of[:-1]) | (f[1:] != f[:-1])
+    start = np.flatnonzero(head)
+    E = len(start)
+    elem = np.cumsum(head) - 1                     # the element of each pair
+    child = np.where(left, cl[t_of, pn], cr[t_of, pn])
+    pc = cover[t_of, pn]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        factor = np.where(pc > 0, cover[t_of, child] / np.where(pc > 0, pc, 1.0), 0.0)
+    cat = is_cat[t_of, pn]
+    th = thr[t_of, pn]
+    zero = np.ones(E)
+    lower = np.full(E, -np.inf)
+    upper = np.full(E, np.inf)
+    missing = np.ones(E, np.bool_)
+    size = np.diff(np.append(start, n_pairs))
+    by_size = np.argsort(-size, kind="stable")     # the elements with more than j splits lead
+    n_longer = np.searchsorted(-size[by_size], -np.arange(int(size.max(initial=0))), side="left")
+    for j in range(len(n_longer)):                # the j-th split of every element, in root-to-leaf order as _walk
+        e = by_size[:n_longer[j]] if j else by_size
+        k = start[e] + j
+        zero[e] = zero[e] * factor[k]
+        missing[e] &= cd[t_of[k], pn[k]] == child[k]
+        num = ~cat[k]
+        go_hi = num & left[k] & (th[k] < upper[e])        # min(hi, th): th where th < hi
+        upper[e[go_hi]] = th[k][go_hi]
+        go_lo = num & ~left[k] & (th[k] > lower[e])       # max(lo, th): th where th > lo
+        lower[e[go_lo]] = th[k][go_lo]
+    has_cat = np.zeros(E, np.bool_)
+    has_cat[elem[cat]] = True
+    nw = np.zeros(E, np.int64)
+    np.maximum.at(nw, elem[cat], node_cat_nwords[t_of[cat], pn[cat]])
+    goes_left = np.zeros(E, np.bool_)
+    goes_left[elem[cat & left]] = True
+    outside = has_cat & ~goes_left
+    nw = np.where(has_cat, nw, 0)
+    cat_ptr = np.where(has_cat, np.cumsum(nw) - nw, -1).astype(np.int64)
+    words = np.full(int(nw.sum()), np.uint32(0xFFFFFFFF), np.uint32)
+    kc = np.flatnonzero(cat)
+    if kc.size:
+        ec = elem[kc]
+        own_ptr = node_cat_ptr[t_of[kc], pn[kc]]
+        own_nw = node_cat_nwords[t_of[kc], pn[kc]]
+        for w in range(int(nw.max())):
+            sel = w < nw[ec]
+            word = np.where(w < own_nw, node_words[np.where(w < own_nw, own_ptr + w, 0)] if node_words.size
+                            else np.uint32(0), np.uint32(0)).astype(np.uint32)
+            word = np.where(left[kc], word, ~word)
+            np.bitwise_and.at(words, cat_ptr[ec[sel]] + w, word[sel])
+    path_ptr = np.zeros(P + 1, np.int64)
+    path_ptr[1:] = np.cumsum(np.bincount(p_of[start], minlength=P))
+    return (path_ptr, f[start].astype(np.int32), lower, upper, missing, cat_ptr, nw.astype(np.int32), words, outside,
+            zero, leaf_node, leaf_tree.astype(np.int32))
 
 
 def tree_arrays(children_left, children_right, children_default, features, thresholds, values,
@@ -732,29 +507,16 @@ def extract_paths(children_left, children_right, children_default, features, thr
     if np.any(internal & ((cr < 0) | (cr >= N) | (cl >= N))):
         raise ValueError("internal node with an invalid child index")
 
-    counts = [np.zeros(1, np.int64) for _ in range(3)]
-    e1 = np.zeros(0, np.int64)
-    f1 = np.zeros(0, np.float64)
-    b1 = np.zeros(0, np.bool_)
-    i32 = np.zeros(0, np.int32)
-    u32 = np.zeros(0, np.uint32)
-    _walk(cl, cr, cd, ft, th, cov, is_cat, ncp, ncn, nwords, False, counts[0], counts[1], counts[2],
-          e1, i32, f1, f1, b1, e1, i32, u32, b1, f1, e1, i32)
-    P, E, W = (int(c[0]) for c in counts)
-    path_ptr = np.zeros(P + 1, np.int64)
-    feature = np.empty(E, np.int32)
-    lower = np.empty(E, np.float64)
-    upper = np.empty(E, np.float64)
-    missing_ok = np.empty(E, np.bool_)
-    cat_ptr = np.empty(E, np.int64)
-    cat_nw = np.empty(E, np.int32)
-    cat_words = np.empty(W, np.uint32)
-    outside = np.empty(E, np.bool_)
-    zero = np.empty(E, np.float64)
-    leaf_node = np.empty(P, np.int64)
-    tree = np.empty(P, np.int32)
-    _walk(cl, cr, cd, ft, th, cov, is_cat, ncp, ncn, nwords, True, counts[0], counts[1], counts[2],
-          path_ptr, feature, lower, upper, missing_ok, cat_ptr, cat_nw, cat_words, outside, zero, leaf_node, tree)
+    walked = None
+    if T * N <= NUMPY_WALK_NODES and "numba" not in sys.modules:
+        walked = _walk_numpy(cl, cr, cd, ft, th, cov, is_cat, ncp, ncn, nwords)
+    if walked is None:
+        from . import _path_walk
+
+        walked = _path_walk.walk(cl, cr, cd, ft, th, cov, is_cat, ncp, ncn, nwords)
+    (path_ptr, feature, lower, upper, missing_ok, cat_ptr, cat_nw, cat_words, outside, zero, leaf_node,
+     tree) = walked
+    P = len(leaf_node)
     leaf_value = np.ascontiguousarray(vals[tree.astype(np.int64), leaf_node, :])
     # a default child that is neither child: NaN satisfies no path element there, so NaN reaches no leaf (-1)
     nodes = np.empty((T, N, 4), np.int32)
@@ -780,8 +542,9 @@ def extract_paths(children_left, children_right, children_default, features, thr
 
 
 # ------------------------------------------------------------------------------------------------------- warm-up
-def _tiny_paths() -> PathSet:
-    """A two-tree PathSet with a categorical split, built by ``extract_paths`` (so it carries dense trees)."""
+def _tiny_arrays() -> tuple:
+    """Two trees' node arrays with a categorical split: ``extract_paths``'s arguments ``(children_left,
+    children_right, features, thresholds, values, node_sample_weight, categories)``, the defaults left."""
     cl = np.array([[1, 3, 5, -1, -1, -1, -1], [1, -1, -1, -1, -1, -1, -1]])
     cr = np.array([[2, 4, 6, -1, -1, -1, -1], [2, -1, -1, -1, -1, -1, -1]])
     ft = np.array([[0, 1, 2, -1, -1, -1, -1], [2, -1, -1, -1, -1, -1, -1]])
@@ -794,7 +557,12 @@ def _tiny_paths() -> PathSet:
     ptr[1, 0] = 0
     nw = np.zeros(cl.shape, np.int32)
     nw[1, 0] = 1
-    cats = (is_cat, ptr, nw, np.array([0b101], np.uint32))
+    return cl, cr, ft, th, val, cov, (is_cat, ptr, nw, np.array([0b101], np.uint32))
+
+
+def _tiny_paths() -> PathSet:
+    """A two-tree PathSet with a categorical split, built by ``extract_paths`` (so it carries dense trees)."""
+    cl, cr, ft, th, val, cov, cats = _tiny_arrays()
     return extract_paths(cl, cr, cl, ft, th, val, cov, np.zeros(1), n_features=3, categories=cats)
 
 
@@ -811,9 +579,14 @@ def _hand_paths() -> PathSet:
 
 
 def _warm_paths() -> None:
-    """Path extraction (``extract_paths``), which the CPU and the GPU engine both run, and the walk program the
-    GPU's per-tree kernel runs."""
+    """Path extraction (``extract_paths``, and the Numba walk it takes for large ensembles), which the CPU and the
+    GPU engine both run, and the walk program the GPU's per-tree kernel runs."""
+    from . import _path_walk
+
     ps = _tiny_paths()
+    cl, cr, ft, th, _val, cov, (is_cat, ptr, nw, words) = _tiny_arrays()
+    cl, cr, ft, ptr, nw = (np.ascontiguousarray(a, dtype=np.int64) for a in (cl, cr, ft, ptr, nw))
+    _path_walk.walk(cl, cr, cl, ft, th.astype(np.float64), cov.astype(np.float64), is_cat, ptr, nw, words)
     tree_program(ps.trees, ps.n_features)
     walk_program(ps.trees, ps.n_features, split=1)
 
