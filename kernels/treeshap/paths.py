@@ -325,7 +325,8 @@ def _walk_numpy(cl, cr, cd, feat, thr, cover, is_cat, node_cat_ptr, node_cat_nwo
         L[at:at + len(t), :a.shape[1]] = s
         at += len(t)
     # depth-first rank: the sides as bits, root first, 64 levels to a word (right = 1, so left comes first); no
-    # path's sides are a prefix of another's, so the zeros past a path's end never tie two paths
+    # path's sides are a prefix of another's, so two paths differ at a level both reach, and the padding past a
+    # path's end never decides
     n_words = max(1, -(-D // 64))
     keys = []
     right = (~L).astype(np.uint64)
