@@ -55,7 +55,7 @@ class _RowsMasker(shap.maskers.Independent):
         self.data = rows
         self.max_samples = len(rows)
         self.shape = rows.shape
-        del self._masked_data
+        self.__dict__.pop("_masked_data", None)
 
     def __getattr__(self, name: str) -> Any:
         if name == "_masked_data":

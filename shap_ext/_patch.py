@@ -4,6 +4,7 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
+import numpy as np
 import shap
 
 from hitml.kernels.device import check_backend
@@ -32,6 +33,52 @@ _HOOK_DOC = """
         variable; ``HITML_PROGRESS=0`` turns it off).
 """
 _SHAP_DOCS: dict[str, str | None] = {}  # shap's own docstrings, put back by uninstall()
+
+
+_ShapIndependent = shap.maskers.Independent
+_SHAP_INDEPENDENT_INIT = _ShapIndependent.__dict__["__init__"]
+
+
+def _independent_init(self, data: Any, max_samples: int = 100) -> None:
+    """shap's ``maskers.Independent.__init__``, except that for a NumPy background it keeps whole (no more rows
+    than ``max_samples``) the masking buffer, shap's full copy of the rows (``_masked_data``), is made when first
+    read (``_masked_buffer``) instead of up front. Every masking call of shap's overwrites the whole buffer before
+    reading it, so the masker gives the same values; a TreeExplainer, which never masks, then costs the background
+    no second copy. Other backgrounds (frames, sampled ones) take shap's own path."""
+    if type(data) is np.ndarray and data.ndim == 2 and 0 < data.shape[0] <= max_samples:
+        _SHAP_INDEPENDENT_INIT(self, data[:1], max_samples=max_samples)
+        self.data, self.shape = data, data.shape
+        del self._masked_data
+        return
+    _SHAP_INDEPENDENT_INIT(self, data, max_samples=max_samples)
+
+
+def _masked_buffer(self, name: str) -> Any:
+    """``maskers.Independent.__getattr__``: the masking buffer of a masker built by :func:`_independent_init`, a
+    copy of its rows as shap makes it, on first read."""
+    if name == "_masked_data" and "data" in self.__dict__:
+        self._masked_data = self.data.copy()
+        return self._masked_data
+    raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+
+def _masker_state(self) -> dict:
+    """``maskers.Independent.__getstate__``: shap's state, the masking buffer included (made now where it was not),
+    so that a pickled masker loads in a process without hitml as shap's own."""
+    state = dict(self.__dict__)
+    if "_masked_data" not in state and "data" in state:
+        state["_masked_data"] = self.data.copy()
+    return state
+
+
+def _install_masker() -> None:
+    """Put the three methods above on ``shap.maskers.Independent`` (idempotent). ``__getattr__`` and
+    ``__getstate__`` stay after :func:`uninstall`: maskers built while the hook was installed still need them."""
+    if _ShapIndependent.__dict__.get("__init__") is not _independent_init:
+        _independent_init.__doc__ = _SHAP_INDEPENDENT_INIT.__doc__
+        _ShapIndependent.__init__ = _independent_init
+    _ShapIndependent.__getattr__ = _masked_buffer
+    _ShapIndependent.__getstate__ = _masker_state
 
 
 def _wants_ours(kwargs: dict[str, Any]) -> bool:
@@ -118,7 +165,10 @@ def install() -> None:
     """Install the ``backend=`` hook on ``shap.TreeExplainer`` and ``shap.Explainer`` (idempotent).
 
     ``import hitml.shap_ext`` calls it. With no ``backend`` passed and no :func:`enable`, shap behaves as before;
-    ``help(shap.TreeExplainer)`` names the two extra keywords while the hook is installed.
+    ``help(shap.TreeExplainer)`` names the two extra keywords while the hook is installed. It also makes
+    ``shap.maskers.Independent`` keep a NumPy background it keeps whole without copying it up front: shap's
+    masking buffer (a copy of the rows that every masking call overwrites before reading) is made when first read,
+    so shap's explainers give the same values and a TreeExplainer's background is held once.
 
     See Also
     --------
@@ -139,6 +189,7 @@ def install() -> None:
     if not _hooked(_ShapExplainer):
         setattr(_explainer_new, _MARK, True)
         _ShapExplainer.__new__ = staticmethod(_explainer_new)
+    _install_masker()
     _document()
 
 
@@ -146,7 +197,8 @@ def uninstall() -> None:
     """Remove the hook: ``shap.TreeExplainer`` and ``shap.Explainer`` are shap's own again.
 
     Their ``__new__`` only allocates again (as ``object.__new__``), their docstrings and signatures to shap's, and the default
-    set by :func:`enable` is cleared. ``shap.TreeExplainer(model, backend=...)`` then raises shap's ``TypeError``;
+    set by :func:`enable` is cleared. ``shap.maskers.Independent`` copies its background up front again (maskers
+    built before still make their buffer on first read). ``shap.TreeExplainer(model, backend=...)`` then raises shap's ``TypeError``;
     :class:`hitml.shap_ext.TreeExplainer` itself keeps working.
 
     See Also
@@ -163,6 +215,7 @@ def uninstall() -> None:
     >>> shap_ext.install()
     """
     _undocument()
+    _ShapIndependent.__init__ = _SHAP_INDEPENDENT_INIT
     for cls in (_ShapTree, _ShapExplainer):
         if _hooked(cls):  # `del cls.__new__` would leave CPython's slot refusing the constructor's arguments
             cls.__new__ = _plain_new(cls)
