@@ -106,32 +106,35 @@ class PathPlan:
 
 
 def plan_paths(path_ptr: np.ndarray, interactions: bool) -> PathPlan:
+    """The plan of the paths of ``path_ptr``: the short paths, in order, cut into chunks greedily (a chunk takes the
+    next path while its tables stay within CHUNK_ENTRIES, and at least one path), each path's table and histogram
+    offsets within its chunk; the long paths apart. Each chunk's end is found by a search in the running sum of
+    the table sizes, so a call pays one search per chunk, not a Python step per path."""
     lens = np.diff(path_ptr).astype(np.int64)
     P = len(lens)
     width = lens * lens if interactions else lens
-    entries = (np.int64(1) << np.minimum(lens, 62)) * np.maximum(width, 1)
+    # 2^40 x 40^2 stays within int64 and far above TABLE_ENTRIES: longer paths are long without overflow
+    entries = (np.int64(1) << np.minimum(lens, 40)) * np.maximum(width, 1)
     short = (entries <= TABLE_ENTRIES) & (lens > 0)
     long_ = np.nonzero((~short) & (lens > 0))[0].astype(np.int64)
     tab_off = np.full(P, -1, np.int64)
     hist_off = np.full(P, -1, np.int64)
+    sp = np.nonzero(short)[0].astype(np.int64)
+    e = entries[sp]
+    h = np.int64(1) << lens[sp]
+    e_end, h_end = np.cumsum(e), np.cumsum(h)
     chunks, tab_size, hist_size = [], [], []
-    cur, t_off, h_off = [], 0, 0
-    for p in np.nonzero(short)[0]:
-        e = int(entries[p])
-        if cur and t_off + e > CHUNK_ENTRIES:
-            chunks.append(np.array(cur, np.int64))
-            tab_size.append(t_off)
-            hist_size.append(h_off)
-            cur, t_off, h_off = [], 0, 0
-        cur.append(p)
-        tab_off[p] = t_off
-        hist_off[p] = h_off
-        t_off += e
-        h_off += 1 << int(lens[p])
-    if cur:
-        chunks.append(np.array(cur, np.int64))
-        tab_size.append(t_off)
-        hist_size.append(h_off)
+    i, n = 0, len(sp)
+    while i < n:
+        e0 = int(e_end[i - 1]) if i else 0
+        h0 = int(h_end[i - 1]) if i else 0
+        j = max(i + 1, int(np.searchsorted(e_end, e0 + CHUNK_ENTRIES, side="right")))
+        chunks.append(sp[i:j])
+        tab_off[sp[i:j]] = e_end[i:j] - e[i:j] - e0
+        hist_off[sp[i:j]] = h_end[i:j] - h[i:j] - h0
+        tab_size.append(int(e_end[j - 1]) - e0)
+        hist_size.append(int(h_end[j - 1]) - h0)
+        i = j
     return PathPlan(chunks, long_, tab_off, hist_off, tab_size, hist_size, int(lens.max(initial=0)))
 
 
