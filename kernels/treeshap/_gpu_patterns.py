@@ -131,7 +131,9 @@ _EXIT_LOCK = threading.Lock()   # not _AHEAD_LOCK: compile_ahead holds that whil
 def _join_at_exit() -> None:
     """Once per process: at exit, wait for the compile threads still running. A script that builds an explainer
     and ends before its first call would otherwise end while the call's module is still compiling or loading in a
-    daemon thread, and the interpreter's shutdown under a thread inside CUDA aborts the process."""
+    daemon thread, and the interpreter's shutdown under a thread inside CUDA aborts the process. Registered when the
+    first thread starts, after CuPy's import, rather than when this module is imported: exit handlers run last
+    registered first, so the threads are joined before any that CuPy registered."""
     with _EXIT_LOCK:
         if _EXIT_JOIN:
             return
