@@ -354,8 +354,16 @@ def test_quadrature_zero_cover_and_rule_sizes(row, monkeypatch):
     monkeypatch.setattr(g.options, "shap_row_kernel", row)
     assert g._row_kernel(pk, "inter", "dp") == ("interactions" if row == "dp" else "inter_quad16")
     assert g._row_kernel(pk, "shap", "dp") == ("shap" if row == "dp" else "shap_quad16")
+    # each rule size's paths in a launch of their own, with that rule's registers
+    if row == "quadrature":
+        assert ([g._row_kernel(p, "inter", "dp") for p in g._rule_packs(pk)]
+                == [f"inter_quad{q}" for q in (4, 8, 12, 16)])
+    assert sum(p.ps.n_paths for p in g._rule_packs(pk)) == ps.n_paths
     Xt = (rng.normal(size=(45, M)) * 0.3).astype(np.float32)
     Xt[rng.random(Xt.shape) < 0.05] = np.nan
+    _close(g.shap_values(ps, Xt), cpu.shap_values(ps, Xt))
+    _close(g.interaction_values(ps, Xt), cpu.interaction_values(ps, Xt))
+    monkeypatch.setattr(g, "QUAD_RULE_CLASSES", False)          # one launch at the longest path's rule
     _close(g.shap_values(ps, Xt), cpu.shap_values(ps, Xt))
     _close(g.interaction_values(ps, Xt), cpu.interaction_values(ps, Xt))
     with pytest.raises(ValueError, match="inter_row_kernel"):

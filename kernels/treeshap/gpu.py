@@ -33,7 +33,11 @@ TABLE_DMAX = 12
 TABLE_BYTES = 16 << 30             # an absolute cap on the tables of one model
 TABLE_FREE_SHARE = 0.25            # half of the free memory measured faster, but left other GPU work too little
 SPLIT_MIN_SHARE = 0.2              # split beat dp on the large models even where short paths hold under half
-_QUAD_SIZES = (4, 8, 16)           # {shap,inter}_quad{4,8,16}: rules of <= 4 / 8 / 16 nodes, paths of 2x that many
+_QUAD_SIZES = (4, 8, 12, 16)       # {shap,inter}_quad{4,8,12,16}: rules of <= 4 / 8 / 12 / 16 nodes, paths of 2x
+#                                    that many elements; the registers grow with the rule (inter_quad16 154, 12 127,
+#                                    8 114 on sm_90), and with them the occupancy falls
+QUAD_RULE_CLASSES = True           # the per-row quadrature kernel runs each rule size's paths apart, with that rule's
+#                                    registers (False: every path at the longest path's rule; kept for A/B timings)
 _SMEM_MAX_OUTPUTS = 512            # smem variant only when M * K <= this (8 warps x 512 doubles = 32 KiB per block)
 # How "auto" plans (both kinds): dmax is the largest path length <= TABLE_DMAX whose tables fit the cap (TABLE_BYTES,
 # and TABLE_FREE_SHARE of the free device memory when the model is first explained); "table" when every path is that
@@ -148,8 +152,27 @@ def _row_kernel(dp, kind: str, variant: str) -> str:
     if choice == "dp":
         return "interactions" if kind == "inter" else "shap"
     d = int(dp.short_size.max()) - 1 if dp.short_size.size else 1
-    size = next(q for q in _QUAD_SIZES if 2 * q >= d)
-    return f"{'inter' if kind == 'inter' else 'shap'}_quad{size}"
+    return f"{'inter' if kind == 'inter' else 'shap'}_quad{_quad_size(d)}"
+
+
+def _quad_size(d):
+    """The smallest of _QUAD_SIZES whose rule is exact on paths of ``d`` elements (an array: per path; paths past
+    the largest rule, which the long-path kernel takes, get the largest)."""
+    sizes = np.asarray(_QUAD_SIZES)
+    i = np.searchsorted(2 * sizes, np.minimum(d, 2 * sizes[-1]))
+    return int(sizes[i]) if np.ndim(i) == 0 else sizes[i]
+
+
+def _rule_packs(dp) -> list:
+    """dp's paths in packings by the quadrature rule they need (QUAD_RULE_CLASSES; cached on dp): a launch per
+    rule then holds that rule's registers, not the longest path's. dp itself where one rule serves every path."""
+    if "rule_packs" not in dp.split:
+        m = np.diff(dp.ps.path_ptr)
+        size = _quad_size(m)
+        used = np.unique(size[(m > 0) & np.any(dp.ps.leaf_value != 0.0, axis=1)])
+        dp.split["rule_packs"] = ([core._pack(dp.ps.select(size == q)) for q in used] if used.size > 1
+                                  else [dp])
+    return dp.split["rule_packs"]
 
 
 def _planned(pk, kind: str):
@@ -260,13 +283,15 @@ def _launch_variant(pk, Xd, phi, M: int, K: int, kind: str) -> np.ndarray | None
         core.launch_block("shap_block", dp, Xd, M, K, scale, (), phi)
         core.run_long(dp, Xd, M, K, phi, inter, scale)
     elif dp is not None:
-        r = core.rows_per_warp(n, dp.n_bins, 64 if inter else 1024)
-        name = _row_kernel(dp, kind, variant)
-        smem = 8 * M * K * (core._THREADS // core._WARP) if variant == "smem" else 0
-        rules = (_gauss_legendre(),) if "_quad" in name else ()
-        core.launch_warp(core.kernel(name, pk.xdtype), dp, n, r,
-                         core.warp_args(dp, Xd, M, K, r, rb, scale) + rules + (phi,), smem)
-        core.run_long(dp, Xd, M, K, phi, inter, scale)
+        quad = "_quad" in _row_kernel(dp, kind, variant)
+        for part in _rule_packs(dp) if quad and QUAD_RULE_CLASSES else [dp]:
+            r = core.rows_per_warp(n, part.n_bins, 64 if inter else 1024)
+            name = _row_kernel(part, kind, variant)
+            smem = 8 * M * K * (core._THREADS // core._WARP) if variant == "smem" else 0
+            rules = (_gauss_legendre(),) if quad else ()
+            core.launch_warp(core.kernel(name, pk.xdtype), part, n, r,
+                             core.warp_args(part, Xd, M, K, r, rb, scale) + rules + (phi,), smem)
+            core.run_long(part, Xd, M, K, phi, inter, scale)
     return scale
 
 

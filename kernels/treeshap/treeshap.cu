@@ -1120,7 +1120,7 @@ extern "C" __global__ void fixed_to_double_bias(double* a, long long n, int K, c
     NAME##_body<XT>(X, n_rows, M, K, bin_ptr, n_bins, rpw, bgroup, E, V, etoff, table, phi);                          \
   }
 
-// SHAP values / interactions by quadrature, for paths of at most 2 * QM elements (QM = 4, 8, 16); gl holds the
+// SHAP values / interactions by quadrature, for paths of at most 2 * QM elements (QM = 4, 8, 12, 16); gl holds the
 // rules (s_gl).
 #define QUAD_KERNEL(XT, SUF, NAME, QM)                                                                                \
   extern "C" __global__ void NAME##QM##_##SUF(const XT* X, long long n_rows, int M, int K,                      \
@@ -1192,9 +1192,11 @@ extern "C" __global__ void fixed_to_double_bias(double* a, long long n, int K, c
   }                                                                                                                   \
   QUAD_KERNEL(XT, SUF, inter_quad, 4)                                                                                 \
   QUAD_KERNEL(XT, SUF, inter_quad, 8)                                                                                 \
+  QUAD_KERNEL(XT, SUF, inter_quad, 12)                                                                                \
   QUAD_KERNEL(XT, SUF, inter_quad, 16)                                                                                \
   QUAD_KERNEL(XT, SUF, shap_quad, 4)                                                                                  \
   QUAD_KERNEL(XT, SUF, shap_quad, 8)                                                                                  \
+  QUAD_KERNEL(XT, SUF, shap_quad, 12)                                                                                 \
   QUAD_KERNEL(XT, SUF, shap_quad, 16)                                                                                 \
   extern "C" __global__ void interventional_##SUF(const XT* X, long long n_rows, const XT* R, long long n_bg,         \
                                                   int M, int K, const long long* bin_ptr, long long n_bins,           \
