@@ -1,5 +1,6 @@
 """``python -m hitml.kernels warmup [GROUP ...] [--jobs N]`` and the ``hitml-warmup`` console script: compile
-hitml's CPU (Numba) kernels ahead of use, into Numba's cache.
+hitml's CPU (Numba) kernels ahead of use, into Numba's cache, and where CuPy sees a GPU its CUDA kernels, into
+CuPy's on-disk kernel cache (the group "gpu", :func:`warm_gpu`).
 
 A tool at the top of the kernels package: it imports every kernel family (:func:`import_families`), whose modules
 declare their warm-up groups (``_registry.register_warmup``), and runs them, on all cores. The library's background
@@ -38,9 +39,54 @@ def warmup_tasks(modules: tuple[str, ...] = FAMILY_MODULES) -> dict[str, Callabl
 
 
 # order in which the warm-up hands the groups to its processes
-_COST = {"treeshap-interventional": 16.2, "sketch": 15.6, "treeshap-transforms": 12.5, "treeshap": 12.0,
+_COST = {"gpu": 8.0, "treeshap-interventional": 16.2, "sketch": 15.6, "treeshap-transforms": 12.5, "treeshap": 12.0,
          "treeshap-interactions": 10.1, "shuffle": 5.0, "treeshap-interventional-interactions": 1.6,
          "treeshap-paths": 1.8, "gpu-packing": 0.4, "permutations": 0.1}
+
+
+def warm_gpu() -> None:
+    """Compile hitml's CUDA kernels into CuPy's on-disk kernel cache (or load them from it), where CuPy sees a GPU;
+    nothing elsewhere. Each GPU engine runs once on tiny inputs, with float32 and float64 rows, so the kernels
+    compile with the options of real calls, and a process's first GPU call (an interventional explainer's build
+    among them) loads them instead of waiting for NVRTC (about 1.3 s of a first build on one H200)."""
+    from .device import cupy_module, gpu_available
+
+    if not gpu_available():
+        return
+    import numpy as np
+
+    from . import outputs, shuffle, sketch, treeshap
+    from .treeshap import gpu as tgpu
+    from .treeshap.paths import _hand_paths, _tiny_paths
+
+    cp = cupy_module()
+    mode = tgpu.options.shap_linear
+    for dt in (np.float32, np.float64):
+        X = np.random.default_rng(0).normal(size=(300, 3)).astype(dt)
+        for ps in (_hand_paths(), _tiny_paths()):
+            tgpu.options.shap_linear = "always"   # the per-tree kernel (a tree of _tiny_paths takes it)
+            try:
+                treeshap.shap_values(ps, X, backend="gpu", progress=False)
+            finally:
+                tgpu.options.shap_linear = mode
+            treeshap.shap_values(ps, X, backend="gpu", progress=False)
+            treeshap.interaction_values(ps, X[:40], backend="gpu", progress=False)
+            for w in (None, np.arange(1.0, 6.0)):
+                treeshap.interventional_shap_values(ps, X[:20], X[:5], weights=w, backend="gpu", progress=False)
+            treeshap.interventional_shap_values(ps, X[:20], X[:5], transform="logistic", backend="gpu",
+                                                progress=False)
+            treeshap.interventional_banzhaf_values(ps, X[:20], X[:5], backend="gpu", progress=False)
+            treeshap.interventional_interaction_values(ps, X[:20], X[:5], backend="gpu", progress=False)
+            summary = treeshap.background_summary(ps, X[:50], backend="gpu", progress=False)
+            treeshap.interventional_shap_values(ps, X[:20], summary, backend="gpu", progress=False)
+        sketch.sketch(cp.asarray(X), backend="gpu")
+        shuffle.shuffle_rows(cp.asarray(X), 0, backend="gpu")
+        outputs.abs_sums(cp.asarray(X, dtype=cp.float64))
+        outputs.exact_to_float32(cp.asarray(X, dtype=cp.float64))
+    cp.cuda.Device().synchronize()
+
+
+_registry.register_warmup("gpu", warm_gpu)
 
 
 def _task(group: str) -> Callable[[], None]:
