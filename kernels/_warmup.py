@@ -152,8 +152,9 @@ def _task_names() -> set[str]:
 
 
 def warmup(tasks=None, jobs: int | None = None, verbose: bool = True) -> dict[str, float]:
-    """Compile (or load from Numba's cache) every CPU kernel hitml has, ``jobs`` processes at a time (default: the
-    CPU count), so that no later process waits for a compile. Returns the seconds each group took; raises
+    """Compile (or load from Numba's cache) every CPU kernel hitml has, and where CuPy sees a GPU every CUDA kernel
+    (group "gpu", into CuPy's cache), ``jobs`` processes at a time (default: the CPU count), so that no later
+    process waits for a compile. Returns the seconds each group took; raises
     RuntimeError naming the groups that failed."""
     names = list(warmup_tasks()) if tasks is None else list(tasks)
     unknown = sorted(set(names) - _task_names())
@@ -247,7 +248,7 @@ def _set_priority(target: int | str) -> None:
 
 
 def main(argv=None) -> int:
-    """``hitml-warmup [--jobs N] [GROUP ...]``: compile hitml's CPU kernels ahead of use."""
+    """``hitml-warmup [--jobs N] [GROUP ...]``: compile hitml's kernels ahead of use (CPU; CUDA where a GPU is seen)."""
     parser = argparse.ArgumentParser(prog="hitml-warmup", description=main.__doc__)
     parser.add_argument("groups", nargs="*", help="kernel groups (default: all)")
     parser.add_argument("--jobs", type=int, default=None, help="processes at once (default: CPU count)")
@@ -257,7 +258,8 @@ def main(argv=None) -> int:
     if args.fork:
         return _fork_runs([tuple(run.split(",")) for run in args.groups])
     if os.environ.get("HITML_PROGRESS", "1") != "0":
-        print("hitml: compiling the CPU kernels for this machine (loaded from Numba's cache where already compiled)",
+        print("hitml: compiling the kernels for this machine (CPU kernels into Numba's cache, and the CUDA kernels "
+              "into CuPy's where a GPU is seen; loaded where already compiled)",
               file=sys.stderr, flush=True)
     try:
         warmup(args.groups or None, jobs=args.jobs)
