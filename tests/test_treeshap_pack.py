@@ -178,3 +178,17 @@ def test_tree_packing_keeps_trees_together():
     assert plan.utilisation > 0.95
     with pytest.raises(ValueError, match="non-decreasing"):
         plan_packing(sizes, group=tree[::-1])
+
+
+def test_quadrature_rule_size_is_the_smallest_exact_one():
+    """The per-row quadrature kernel's rule for a path of d elements (``gpu._quad_size``, which splits the launches
+    by rule): Gauss-Legendre with Q nodes integrates degree 2Q - 1 exactly and a path of d elements needs degree
+    d - 1, so the rule is the smallest of the kernel sizes with 2Q >= d; paths past the largest (the long-path
+    kernel's) get the largest. Against a loop over the sizes, scalar and per path."""
+    from hitml.kernels.treeshap import gpu
+
+    d = np.arange(1, 80)
+    want = np.array([next((q for q in gpu._QUAD_SIZES if 2 * q >= k), gpu._QUAD_SIZES[-1]) for k in d])
+    np.testing.assert_array_equal(gpu._quad_size(d), want)
+    assert [gpu._quad_size(int(k)) for k in d] == want.tolist()
+    assert gpu._QUAD_SIZES == tuple(sorted(gpu._QUAD_SIZES)) and 2 * gpu._QUAD_SIZES[-1] >= 31
