@@ -30,8 +30,8 @@ _state = {"registered": False, "shown": False}
 
 # The CPU TreeSHAP engine's kernel groups that a first cache miss compiles side by side (see compile_ahead), the
 # module of their kernels, and the setting that turns it off
-_AFTER = {"treeshap-interventional-interactions": "treeshap-interventional",    # reuses the other group's kernels
-          "gpu": "gpu-packing"}
+# a group that reuses another group's kernels runs right after it, in its process (``_runs``)
+_AFTER = {"treeshap-interventional-interactions": "treeshap-interventional", "gpu": "gpu-packing"}
 # their nice values: the order in which a script usually needs them (this process runs at its own, lower, value)
 # (interventional interactions, the least used, on idle CPU time only: a process that waits for them leaves some)
 _AHEAD_NICE = {"treeshap": 5, "treeshap-interactions": 10, "treeshap-interventional": 15,

@@ -284,11 +284,11 @@ def _launch_variant(pk, Xd, phi, M: int, K: int, kind: str) -> np.ndarray | None
         core.run_long(dp, Xd, M, K, phi, inter, scale)
     elif dp is not None:
         quad = "_quad" in _row_kernel(dp, kind, variant)
+        smem = 8 * M * K * (core._THREADS // core._WARP) if variant == "smem" else 0
+        rules = (_gauss_legendre(),) if quad else ()
         for part in _rule_packs(dp) if quad and QUAD_RULE_CLASSES else [dp]:
             r = core.rows_per_warp(n, part.n_bins, 64 if inter else 1024)
             name = _row_kernel(part, kind, variant)
-            smem = 8 * M * K * (core._THREADS // core._WARP) if variant == "smem" else 0
-            rules = (_gauss_legendre(),) if quad else ()
             core.launch_warp(core.kernel(name, pk.xdtype), part, n, r,
                              core.warp_args(part, Xd, M, K, r, rb, scale) + rules + (phi,), smem)
             core.run_long(part, Xd, M, K, phi, inter, scale)
