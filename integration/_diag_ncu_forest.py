@@ -1,6 +1,7 @@
-"""Two GPU SHAP calls on a random forest of depth 30 (synthetic rows), for Nsight Compute to profile its kernels:
+"""Two GPU SHAP calls on a model of the families benchmark (default: the random forest of depth 30; synthetic rows),
+for Nsight Compute to profile its kernels:
 
-    ncu --clock-control none --section SpeedOfLight -k regex:shap python integration/_diag_ncu_forest.py [--inter]
+    ncu --clock-control none --section SpeedOfLight -k regex:shap python integration/_diag_ncu_forest.py [MODEL] [--inter]
 """
 from __future__ import annotations
 

@@ -56,6 +56,7 @@ def warm_gpu() -> None:
     import numpy as np
 
     from . import outputs, shuffle, sketch, treeshap
+    from .treeshap import _gpu_linear
     from .treeshap import gpu as tgpu
     from .treeshap.paths import _hand_paths, _tiny_paths
 
@@ -80,6 +81,7 @@ def warm_gpu() -> None:
             summary = treeshap.background_summary(ps, X[:50], backend="gpu", progress=False)
             treeshap.interventional_shap_values(ps, X[:20], summary, backend="gpu", progress=False)
         sketch.sketch(cp.asarray(X), backend="gpu")
+        _gpu_linear.compile_kernels()           # the per-tree walk's modules of other lane widths and outputs
         shuffle.shuffle_rows(cp.asarray(X), 0, backend="gpu")
         outputs.abs_sums(cp.asarray(X, dtype=cp.float64))
         outputs.exact_to_float32(cp.asarray(X, dtype=cp.float64))

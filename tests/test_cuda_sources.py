@@ -39,6 +39,9 @@ def _linear_options() -> list[tuple[str, ...]]:
         out += [base + ("EV_CHUNK=128",), base + ("EV_CHUNK=64",)]
         out += [base + ("HITML_LINEAR_TABLES", f"EV_CHUNK={c}") for c in (16, 32, 64)]
     out.append(("HITML_LINEAR_BITS", "HITML_LINEAR_LOCAL", "HITML_LINEAR_DIVIDE_FIRST", "EV_CHUNK=128"))
+    from hitml.kernels.treeshap import _gpu_linear   # the modules built for a lane width and output count
+    out += [tuple(o[2:] for o in _gpu_linear._options(ql, ks)) for ql, ks in sorted(_gpu_linear.SPECIALIZED)]
+    out += [("HITML_LINEAR_TABLES", "EV_CHUNK=32", "LIN_QL=16", "LIN_KS=2"), ("EV_CHUNK=128", "LIN_QL=8", "LIN_KS=1")]
     return out
 
 

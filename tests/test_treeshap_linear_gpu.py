@@ -334,6 +334,49 @@ def test_gpu_linear_stack_and_branch_variants_match_twin(local, bits, split, tab
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("specialized", [True, False])
+@pytest.mark.parametrize("group_events", [1 << 16, 300])
+def test_gpu_linear_modules_groups_and_streams_match_twin(specialized, group_events, monkeypatch):
+    """The walk's modules built for a lane width and output count (LIN_QL, LIN_KS) and the one that reads them at
+    run time; tree groups of many events or of a tree or two (many blocks per row block); the lane-width classes
+    launched on one stream or on a stream each: the CPU twin's values on forests of one output (a regressor) and two
+    (a binary classifier), with leaves walked in two classes, hostile rows in float32 and float64; the same bytes
+    on every call and with or without the streams (fixed-point sums)."""
+    gpu = _gpu()
+    sk = pytest.importorskip("sklearn.ensemble")
+    monkeypatch.setattr(gpu._gpu_linear, "LEAF_SPLIT", 6)
+    monkeypatch.setattr(gpu._gpu_linear, "GROUP_EVENTS", group_events)
+    if not specialized:
+        monkeypatch.setattr(gpu._gpu_linear, "SPECIALIZED", frozenset())
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(3000, 9))
+    yr = X[:, 0] + np.sin(3 * X[:, 1]) * X[:, 2] + 0.1 * rng.normal(size=3000)
+    yc = (X[:, 0] + X[:, 1] * X[:, 2] > 0).astype(int)
+    models = (sk.RandomForestRegressor(n_estimators=5, max_depth=25, random_state=0).fit(X, yr),
+              sk.ExtraTreesClassifier(n_estimators=4, random_state=0).fit(X, yc))
+    for model in models:
+        for dtype in (np.float32, np.float64):
+            Xt = _hostile(rng, 211, 9, dtype)
+            Xt = np.where(np.isnan(Xt), 0.0, Xt).astype(dtype)
+            ens, ps = _ens_paths(model, 9, dtype)
+            got = {}
+            for conc in (False, True, True):
+                monkeypatch.setattr(gpu._gpu_linear, "CONCURRENT", conc)
+                gpu.clear_cache()
+                with _options(gpu, shap_linear="always"):
+                    out = np.asarray(gpu.shap_values(ps, Xt))
+                if conc in got:
+                    assert out.tobytes() == got[conc].tobytes()
+                got[conc] = out
+            assert got[True].tobytes() == got[False].tobytes()
+            lp = gpu._gpu_linear.part(gpu.packed_paths(ps))
+            assert len(lp.classes) >= 2                      # lane widths of both leaf classes: a launch each
+            twin = _twin(ens, Xt, dtype)
+            np.testing.assert_allclose(got[True], twin, rtol=1e-9, atol=1e-9 * max(1.0, float(np.abs(twin).max())))
+    gpu.clear_cache()
+
+
+@pytest.mark.gpu
 def test_gpu_linear_multiclass_forest_matches_the_per_path_kernel_twin_and_sklearn():
     gpu = _gpu()
     sk = pytest.importorskip("sklearn.ensemble")

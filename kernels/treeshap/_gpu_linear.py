@@ -19,7 +19,12 @@ from .paths import PROGRAM_MAX_Q, program_split, tree_events
 
 _SRC = "treeshap/linear.cu"
 _THREADS = 128                 # threads per block: 128 / QL rows
-_GROUP_EVENTS = 1 << 16        # events per tree group (a block walks one group); fixed per model, so the sums are too
+GROUP_EVENTS = 4096            # events per tree group (a block walks one group's trees for its rows): more, smaller
+#                                blocks fill the device's last wave; fixed per model, so the sums are too
+SPECIALIZED = frozenset((ql, ks) for ql in (4, 8, 16, 32) for ks in (1, 2))   # (lanes per row, outputs per walk)
+#                                with a module of their own (linear.cu's LIN_QL, LIN_KS); others read them at run time
+CONCURRENT = True              # with fixed-point sums, each lane-width class's launch on a stream of its own, so
+#                                one class's blocks fill the other's last wave
 _KS_MAX = 4                    # outputs per walk (the S stack holds one double per output and level)
 _ACC_BYTES = 48 << 10          # the block's (row, feature, output) sums in shared memory up to this, else direct adds
 _SMEM_BYTES = 227 << 10        # shared memory a block may take (sm_80 and later)
@@ -119,7 +124,7 @@ def _build(pk, lin: np.ndarray, q_of, levels, ptr, evi, evd, rest) -> LinearPart
     for ql in np.unique(ql_of[lin]):
         trees = lin[ql_of[lin] == ql]
         tree_ev, idx = tree_events(ptr, trees)
-        gid = tree_ev[1:] // _GROUP_EVENTS              # groups of consecutive trees, ~_GROUP_EVENTS events each
+        gid = tree_ev[1:] // GROUP_EVENTS               # groups of consecutive trees, ~GROUP_EVENTS events each
         starts = np.flatnonzero(np.r_[True, np.diff(gid) != 0])
         group_tree = np.concatenate([starts, [trees.size]]).astype(np.int32)
         classes.append(_Class(evi=cp.asarray(evi[idx]), evd=cp.asarray(evd[idx]), tree_ev=cp.asarray(tree_ev),
@@ -153,13 +158,16 @@ def launch(lp: LinearPart, xdtype: np.dtype, Xd, M: int, K: int, scale: np.ndarr
     n = Xd.shape[0]
     if n == 0:
         return
-    flags = (("HITML_LINEAR_DIVIDE_FIRST", DIVIDE_FIRST), ("HITML_LINEAR_BITS", BRANCH_BITS),
-             ("HITML_LINEAR_LOCAL", LOCAL_STACK), ("HITML_LINEAR_TABLES", TABLES))
-    opts = tuple(f"-D{f}" for f, on in flags if on) + (f"-DEV_CHUNK={_chunk()}",)
-    kern = get_kernel(_SRC, f"linear_shap_{'f32' if xdtype == np.float32 else 'f64'}", opts)
     lval = _leaf_values(lp, scale)
     det = np.int32(0 if scale is None else 1)
-    for c in lp.classes:
+    cp = cupy_module()
+    streams = _class_streams(len(lp.classes)) if CONCURRENT and det and len(lp.classes) > 1 else None
+    main = cp.cuda.get_current_stream()
+    if streams is not None:
+        ready = main.record()
+        for s in streams:
+            s.wait_event(ready)
+    for ci, c in enumerate(lp.classes):
         rpb = _THREADS // c.ql
         n_rb = -(-n // rpb)
         ks = min(K, _KS_MAX)
@@ -170,9 +178,49 @@ def launch(lp: LinearPart, xdtype: np.dtype, Xd, M: int, K: int, scale: np.ndarr
             acc = rpb * M * kn
             use_acc = 8 * acc <= _ACC_BYTES and _smem(c.levels, kn, acc, c.ql) <= _SMEM_BYTES
             smem = _smem(c.levels, kn, acc if use_acc else 0, c.ql)
+            kern = _kernel(xdtype, c.ql, kn)
             if smem > 48 << 10:
                 kern.max_dynamic_shared_size_bytes = smem
             kern((c.n_groups * n_rb,), (_THREADS,),
                  (Xd, np.int64(n), np.int32(M), np.int32(K), c.evi, c.evd, c.tree_ev, c.tree_q, c.group_tree,
                   _rules(), lval, np.int32(kg0), np.int32(kn), np.int32(c.ql), np.int32(c.levels),
-                  np.int32(1 if use_acc else 0), phi, det), shared_mem=smem)
+                  np.int32(1 if use_acc else 0), phi, det), shared_mem=smem,
+                 stream=main if streams is None else streams[ci])
+    if streams is not None:
+        for s in streams:
+            main.wait_event(s.record())
+
+
+def _options(ql: int, ks: int) -> tuple[str, ...]:
+    """linear.cu's compile options for a walk of ``ql`` lanes per row and ``ks`` outputs: a module of its own where
+    (ql, ks) is in SPECIALIZED (the lane and output loops then unroll), else the module that reads them at run time."""
+    flags = (("HITML_LINEAR_DIVIDE_FIRST", DIVIDE_FIRST), ("HITML_LINEAR_BITS", BRANCH_BITS),
+             ("HITML_LINEAR_LOCAL", LOCAL_STACK), ("HITML_LINEAR_TABLES", TABLES))
+    opts = tuple(f"-D{f}" for f, on in flags if on) + (f"-DEV_CHUNK={_chunk()}",)
+    if (ql, ks) in SPECIALIZED:
+        opts += (f"-DLIN_QL={ql}", f"-DLIN_KS={ks}")
+    return opts
+
+
+def _kernel(xdtype, ql: int, ks: int):
+    return get_kernel(_SRC, f"linear_shap_{'f32' if xdtype == np.float32 else 'f64'}", _options(ql, ks))
+
+
+def compile_kernels() -> None:
+    """Compile (or load from CuPy's cache) every module the walk can use: the warm-up's part for this kernel."""
+    for ql, ks in sorted(SPECIALIZED) + [(0, 0)]:
+        for dt in (np.float32, np.float64):
+            _kernel(dt, ql, ks)
+
+
+_STREAMS: dict[int, list] = {}
+
+
+def _class_streams(k: int) -> list:
+    """k non-blocking streams of the current device, kept for the process."""
+    cp = cupy_module()
+    key = cp.cuda.Device().id
+    have = _STREAMS.setdefault(key, [])
+    while len(have) < k:
+        have.append(cp.cuda.Stream(non_blocking=True))
+    return have[:k]

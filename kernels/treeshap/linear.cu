@@ -63,11 +63,14 @@ __device__ __forceinline__ bool takes(XT x, int code, double thr) {
 }
 
 // C_e at Gauss node t for the edge's case (0 where op = 0): the telescoped difference of the feature's factor ratio.
+// Rows of one warp take different cases, so both cases' numerator and second factor are selected, then divided once:
+// each case's value is the same expression as a branch per case would give.
 __device__ __forceinline__ double coef(unsigned op, unsigned on, double zp, double zn, double t) {
-  if (!op) return 0.0;
   const double g1 = zp + t * (1.0 - zp);
-  if (on) return (zp - zn) / (g1 * (zn + t * (1.0 - zn)));
-  return -zn / (g1 * (zn * (1.0 - t) + (zn == 0.0 ? 1.0 : 0.0)));
+  const double num = on ? zp - zn : -zn;
+  const double g2 = on ? zn + t * (1.0 - zn) : zn * (1.0 - t) + (zn == 0.0 ? 1.0 : 0.0);
+  const double c = num / (g1 * g2);
+  return op ? c : 0.0;
 }
 
 // g'/g at Gauss node t for the edge's case (the row is above no zero factor, and the new factor is not zero). On
@@ -111,27 +114,46 @@ __device__ __forceinline__ void chunk_tables(double* sTab, const int4* sEi, cons
   }
 }
 
+// The sum of c over the row's QL lanes (butterfly shuffles; every lane gets it). QLT > 0: the lane count known at
+// compile time (the loop unrolls); 0: QL at run time.
+template <int QLT>
+__device__ __forceinline__ double lane_sum(double c, int QL) {
+  if (QLT > 0) {
+#pragma unroll
+    for (int off = QLT >> 1; off > 0; off >>= 1) c += __shfl_xor_sync(FULL_MASK, c, off);
+  } else {
+    for (int off = QL >> 1; off > 0; off >>= 1) c += __shfl_xor_sync(FULL_MASK, c, off);
+  }
+  return c;
+}
+
 // Closing an edge: the child's sum s goes to the parent's slot su (the first child sets it, the second adds), and
-// the edge's term C s, summed over the row's lanes, to the row's output (acc in shared memory, else phi). Skipped
-// where the warp's terms are all 0 (rows off the feature, op = 0, or below a zero factor).
-__device__ __forceinline__ void close_edge(double s, double* su, bool first, double C, int QL, bool adds, double* acc,
-                                           double* out, int det) {
+// the edge's term C s, summed over the row's lanes, to the row's output: the block's accumulator (acc >= 0, an index
+// into sAcc) or phi at out. Skipped where the warp's terms are all 0 (rows off the feature, op = 0, or below a zero
+// factor).
+template <int QLT>
+__device__ __forceinline__ void close_edge(double s, double* su, bool first, double C, int QL, bool adds,
+                                           double* sAcc, int acc, double* phi, long long out, int det) {
   *su = first ? s : *su + s;
   double c = C * s;
   if (!__any_sync(FULL_MASK, c != 0.0)) return;
-  for (int off = QL >> 1; off > 0; off >>= 1) c += __shfl_xor_sync(FULL_MASK, c, off);
+  c = lane_sum<QLT>(c, QL);
   if (adds && c != 0.0) {
-    if (acc) *acc += c;
-    else out_add(out, c, det);
+    if (acc >= 0) sAcc[acc] += c;
+    else out_add(phi + out, c, det);
   }
 }
 
-template <typename XT>
+// QLT, KST > 0: the lanes per row and the outputs per walk known at compile time (a module built with LIN_QL and
+// LIN_KS); 0: taken from ql, ks at run time. The same arithmetic either way.
+template <typename XT, int QLT, int KST>
 __device__ __forceinline__ void linear_body(const XT* X, long long n_rows, int M, int K, const int4* evi,
                                             const double* evd, const long long* tree_ev, const int* tree_q,
                                             const int* group_tree, const double* gl, const double* lval, int kg0,
-                                            int KS, int QL, int D1, int use_acc, double* phi, int det,
+                                            int ks, int ql, int D1, int use_acc, double* phi, int det,
                                             double* smem) {
+  const int QL = QLT > 0 ? QLT : ql;
+  const int KS = KST > 0 ? KST : ks;
   const int tid = threadIdx.x, nt = blockDim.x;
   const int q = tid & (QL - 1);
   const int rl = tid / QL;
@@ -142,12 +164,14 @@ __device__ __forceinline__ void linear_body(const XT* X, long long n_rows, int M
   const long long row = rb * RPB + rl;
   const bool live = row < n_rows;
   const XT* xrow = X + (live ? row : n_rows - 1) * (long long)M;
+  const long long out0 = row * (M + 1) * (long long)K + kg0;   // phi's offset of the row's first feature
+  const int acc0 = use_acc ? rl * M * KS : -1;                  // sAcc's offset of the row's first feature
   // One slot of KS doubles per level and thread: P[d] (in its first double) while the walk is in the node's first
   // subtree, then S[d] (the first subtree's sums, to which the second adds): the step between the two subtrees
   // (UP from the first child, then DOWN into the second) carries P[d] in a register (p_hold).
 #ifdef HITML_LINEAR_LOCAL
   // the stack in the thread's local memory (cached in L1): occupancy no longer bounded by the stack's shared memory
-  double stk[LOCAL_LEVELS * 4];
+  double stk[LOCAL_LEVELS * (KST > 0 ? KST : 4)];
   double* sV = smem;                                   // none in shared memory
 #define SVP(d, k) (stk + (d) * KS + (k))
 #else
@@ -213,11 +237,15 @@ __device__ __forceinline__ void linear_body(const XT* X, long long n_rows, int M
           else br1 |= bits << (j - 64);
         }
       }
-#define ROW_TAKES(i, ev) ((((i) < 64 ? (br0 >> (i)) : (br1 >> ((i) - 64))) & 1ull) != 0)
+#define ROW_TAKES(i, ev) ((bits & 1ull) != 0)
 #else
+      const unsigned long long br0 = 0ull, br1 = 0ull;
 #define ROW_TAKES(i, ev) takes<XT>(xrow[(ev).y], (ev).x, sEd[3 * (i)])
 #endif
-      for (int i = 0; i < nc; ++i) {
+      for (int h = 0; h < nc; h += 64) {                 // events h..h+63: the row's branch bits shift by one per event
+      unsigned long long bits = h ? br1 : br0;
+      const int he = min(nc, h + 64);
+      for (int i = h; i < he; ++i, bits >>= 1) {
         const int4 ev = sEi[i];
         const int kind = ev.x & 3;
         const int d = (ev.x >> 2) & 127;
@@ -245,9 +273,8 @@ __device__ __forceinline__ void linear_body(const XT* X, long long n_rows, int M
           if (first) p_hold = pp;
           const double* v = lval + (long long)ev.w * K + kg0;
           for (int k = 0; k < KS; ++k)
-            close_edge(v[k] * pv, SVP(d - 1, k), first, C, QL, q == 0 && live,
-                       use_acc ? sAcc + (rl * M + ev.y) * KS + k : nullptr, phi + (row * (M + 1) + ev.y) * K + kg0 + k,
-                       det);
+            close_edge<QLT>(v[k] * pv, SVP(d - 1, k), first, C, QL, q == 0 && live, sAcc,
+                            acc0 < 0 ? -1 : acc0 + ev.y * KS + k, phi, out0 + (long long)ev.y * K + k, det);
         } else if (kind == 1) {                          // LEAF at level d
           const double pv = dead > d ? *SVP(d, 0) : 0.0;
           const double* v = lval + (long long)ev.y * K + kg0;
@@ -260,11 +287,11 @@ __device__ __forceinline__ void linear_body(const XT* X, long long n_rows, int M
           const bool first = ((ev.x >> 11) & 1) != 0;
           if (first) p_hold = *SVP(d - 1, 0);
           for (int k = 0; k < KS; ++k)
-            close_edge(*SVP(d, k), SVP(d - 1, k), first, C, QL,
-                       q == 0 && live, use_acc ? sAcc + (rl * M + ev.y) * KS + k : nullptr,
-                       phi + (row * (M + 1) + ev.y) * K + kg0 + k, det);
+            close_edge<QLT>(*SVP(d, k), SVP(d - 1, k), first, C, QL, q == 0 && live, sAcc,
+                            acc0 < 0 ? -1 : acc0 + ev.y * KS + k, phi, out0 + (long long)ev.y * K + k, det);
           if (dead == d) dead = DEAD_NONE;
         }
+      }
       }
     }
   }
@@ -283,15 +310,23 @@ __device__ __forceinline__ void linear_body(const XT* X, long long n_rows, int M
   }
 }
 
-#define LINEAR_KERNEL(XT, SUF)                                                                                        \
+#define LINEAR_KERNEL(XT, SUF, QLT, KST)                                                                              \
   extern "C" __global__ void linear_shap_##SUF(const XT* X, long long n_rows, int M, int K, const int4* evi,          \
                                                const double* evd, const long long* tree_ev, const int* tree_q,        \
                                                const int* group_tree, const double* gl, const double* lval, int kg0,  \
                                                int KS, int QL, int D1, int use_acc, double* phi, int det) {           \
     extern __shared__ double s_lin[];                                                                                 \
-    linear_body<XT>(X, n_rows, M, K, evi, evd, tree_ev, tree_q, group_tree, gl, lval, kg0, KS, QL, D1, use_acc, phi,  \
-                    det, s_lin);                                                                                      \
+    linear_body<XT, QLT, KST>(X, n_rows, M, K, evi, evd, tree_ev, tree_q, group_tree, gl, lval, kg0, KS, QL, D1,      \
+                              use_acc, phi, det, s_lin);                                                              \
   }
 
-LINEAR_KERNEL(float, f32)
-LINEAR_KERNEL(double, f64)
+// LIN_QL, LIN_KS (compile options): the lanes per row and the outputs per walk this module's kernels are built for;
+// 0 or absent: any, read from the arguments QL and KS. The host builds a module per common (QL, KS) pair.
+#ifndef LIN_QL
+#define LIN_QL 0
+#endif
+#ifndef LIN_KS
+#define LIN_KS 0
+#endif
+LINEAR_KERNEL(float, f32, LIN_QL, LIN_KS)
+LINEAR_KERNEL(double, f64, LIN_QL, LIN_KS)
