@@ -81,10 +81,10 @@ def warm_gpu() -> None:
             summary = treeshap.background_summary(ps, X[:50], backend="gpu", progress=False)
             treeshap.interventional_shap_values(ps, X[:20], summary, backend="gpu", progress=False)
         sketch.sketch(cp.asarray(X), backend="gpu")
-        _gpu_linear.compile_kernels()           # the per-tree walk's modules of other lane widths and outputs
         shuffle.shuffle_rows(cp.asarray(X), 0, backend="gpu")
         outputs.abs_sums(cp.asarray(X, dtype=cp.float64))
         outputs.exact_to_float32(cp.asarray(X, dtype=cp.float64))
+    _gpu_linear.compile_kernels()               # the per-tree walk's modules of other lane widths and outputs
     cp.cuda.Device().synchronize()
 
 

@@ -117,6 +117,11 @@ def _down32(t: np.ndarray) -> np.ndarray:
     return t32
 
 
+def carries_values(ps: PathSet) -> np.ndarray:
+    """Which paths of ``ps`` carry SHAP values (a mask): those with an element and a nonzero leaf value."""
+    return (np.diff(ps.path_ptr) > 0) & np.any(ps.leaf_value != 0.0, axis=1)
+
+
 def _pack(ps: PathSet) -> _Packed:
     cp = cupy_module()
     P = ps.n_paths
@@ -127,7 +132,7 @@ def _pack(ps: PathSet) -> _Packed:
     pr, pk = np.nonzero(nz)
     vgroup = pk.astype(np.int32) if pk.size else np.zeros(1, np.int32)
     vval = ps.leaf_value[pr, pk].astype(np.float64) if pk.size else np.zeros(1)
-    work = np.flatnonzero((nnz > 0) & (m > 0))               # paths that carry SHAP values
+    work = np.flatnonzero(carries_values(ps))
     size = m[work] + 1
     short = size <= _WARP
     plan = plan_packing(size[short], _WARP, group=ps.tree_index[work[short]])

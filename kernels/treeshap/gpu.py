@@ -167,9 +167,8 @@ def _rule_packs(dp) -> list:
     """dp's paths in packings by the quadrature rule they need (QUAD_RULE_CLASSES; cached on dp): a launch per
     rule then holds that rule's registers, not the longest path's. dp itself where one rule serves every path."""
     if "rule_packs" not in dp.split:
-        m = np.diff(dp.ps.path_ptr)
-        size = _quad_size(m)
-        used = np.unique(size[(m > 0) & np.any(dp.ps.leaf_value != 0.0, axis=1)])
+        size = _quad_size(np.diff(dp.ps.path_ptr))
+        used = np.unique(size[core.carries_values(dp.ps)])
         dp.split["rule_packs"] = ([core._pack(dp.ps.select(size == q)) for q in used] if used.size > 1
                                   else [dp])
     return dp.split["rule_packs"]
